@@ -1,0 +1,239 @@
+package upgradeserver
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/rs/zerolog"
+)
+
+// UpdatePath is where the listing is served and below which the files are.
+const UpdatePath = "/webhook/v1/update"
+
+const (
+	routeList = "list"
+	routeFile = "file"
+	routeNone = "not_found"
+)
+
+type handler struct {
+	store   *Store
+	metrics *Metrics
+	log     zerolog.Logger
+	// stall is how long a download may make no progress before the
+	// connection is dropped; a client that stops reading cannot hold a
+	// connection forever.
+	stall time.Duration
+}
+
+// newHandler builds the router. Paths are matched raw (encoded, uncleaned):
+// a file name is only ever a key into the index, so "..", "%2e%2e", "%2f",
+// backslashes or NUL simply never match a file, and no path from a request
+// is ever handed to the file system.
+func newHandler(h *handler) http.Handler {
+	r := mux.NewRouter()
+	r.SkipClean(true)
+	r.UseEncodedPath()
+	r.Handle(UpdatePath, methods(http.HandlerFunc(h.list))).Name(routeList)
+	r.Handle(UpdatePath+"/", methods(http.HandlerFunc(h.list))).Name(routeList)
+	r.Handle(UpdatePath+"/{file}", methods(http.HandlerFunc(h.file))).Name(routeFile)
+	r.Handle(UpdatePath+"/{platform}/{file}", methods(http.HandlerFunc(h.file))).Name(routeFile)
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "404 page not found", http.StatusNotFound)
+	})
+	return h.observe(r)
+}
+
+// methods answers 405 with an Allow header for anything but GET and HEAD.
+func methods(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request) {
+	idx := h.store.current.Load()
+	if idx == nil {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "update store not indexed yet", http.StatusServiceUnavailable)
+		return
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	l, err := idx.listing(scheme + "://" + r.Host + UpdatePath)
+	if err != nil {
+		h.log.Error().Err(err).Msg("cannot render listing")
+		http.Error(w, "cannot render listing", http.StatusInternalServerError)
+		return
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("ETag", l.etag)
+	hdr.Set("Cache-Control", "no-cache")
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, l.etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	hdr.Set("Content-Length", itoa(len(l.body)))
+	if r.Method == http.MethodHead {
+		return
+	}
+	_, _ = w.Write(l.body)
+}
+
+func (h *handler) file(w http.ResponseWriter, r *http.Request) {
+	vars := mux.Vars(r)
+	name, platform := vars["file"], vars["platform"]
+	if !validFileName(name) || (platform != "" && !validPlatform(platform)) {
+		http.Error(w, "invalid file name", http.StatusBadRequest)
+		return
+	}
+	idx := h.store.current.Load()
+	if idx == nil {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "update store not indexed yet", http.StatusServiceUnavailable)
+		return
+	}
+	key := name
+	if platform != "" {
+		key = platform + "/" + name
+	}
+	ref, ok := idx.files[key]
+	if !ok {
+		http.Error(w, "404 page not found", http.StatusNotFound)
+		return
+	}
+	b := ref.binary
+	switch ref.kind {
+	case kindSum:
+		serveSmall(w, r, name, "text/plain; charset=utf-8", b.ModTime, b.sum)
+	case kindSig:
+		serveSmall(w, r, name, "application/octet-stream", b.ModTime, b.sig)
+	default:
+		h.serveBinary(w, r, b)
+	}
+}
+
+func serveSmall(w http.ResponseWriter, r *http.Request, name, contentType string, mod time.Time, data []byte) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("ETag", `"`+contentETag(data)+`"`)
+	http.ServeContent(w, r, name, mod, bytes.NewReader(data))
+}
+
+func (h *handler) serveBinary(w http.ResponseWriter, r *http.Request, b *Binary) {
+	f, err := h.store.open(b)
+	if err != nil {
+		h.log.Warn().Str("file", b.Path()).Err(err).Msg("binary changed after indexing; asking the client to retry")
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "binary is being replaced, retry shortly", http.StatusServiceUnavailable)
+		return
+	}
+	defer f.Close()
+
+	if r.Method == http.MethodGet {
+		h.metrics.downloads.WithLabelValues(b.Path()).Inc()
+		h.metrics.inFlight.Inc()
+		defer h.metrics.inFlight.Dec()
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/octet-stream")
+	hdr.Set("ETag", `"`+b.SHA256+`"`)
+	hdr.Set("X-Content-Sha256", b.SHA256)
+	// The section reader reads with pread, so the download cannot run past
+	// the size that was verified, even if the file grows.
+	content := io.NewSectionReader(f, 0, b.Size)
+	http.ServeContent(&progressWriter{ResponseWriter: w, rc: http.NewResponseController(w), stall: h.stall}, r, b.Name, b.ModTime, content)
+}
+
+// progressWriter pushes the write deadline forward while the client keeps
+// reading, so a stalled client is dropped after stall without limiting how
+// long a healthy slow download may take.
+type progressWriter struct {
+	http.ResponseWriter
+	rc       *http.ResponseController
+	stall    time.Duration
+	extended time.Time
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	if p.stall > 0 {
+		if now := time.Now(); now.Sub(p.extended) > time.Second {
+			p.extended = now
+			_ = p.rc.SetWriteDeadline(now.Add(p.stall))
+		}
+	}
+	return p.ResponseWriter.Write(b)
+}
+
+func (p *progressWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+// etagMatches implements the weak comparison If-None-Match asks for.
+func etagMatches(header, etag string) bool {
+	for _, candidate := range strings.Split(header, ",") {
+		candidate = strings.TrimSpace(candidate)
+		if candidate == "*" || strings.TrimPrefix(candidate, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// observe records metrics and writes the access log for every request.
+func (h *handler) observe(next *mux.Router) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		route := routeNone
+		var match mux.RouteMatch
+		if next.Match(r, &match) && match.Route != nil {
+			route = match.Route.GetName()
+		}
+		next.ServeHTTP(rec, r)
+		h.metrics.requests.WithLabelValues(route, itoa(rec.status)).Inc()
+		h.metrics.bytesSent.Add(float64(rec.bytes))
+		h.log.Info().
+			Str("method", r.Method).
+			Str("path", r.URL.EscapedPath()).
+			Int("status", rec.status).
+			Int64("bytes", rec.bytes).
+			Dur("duration", time.Since(start)).
+			Str("remote", r.RemoteAddr).
+			Str("proto", r.Proto).
+			Msg("request")
+	})
+}
+
+type recorder struct {
+	http.ResponseWriter
+	status      int
+	bytes       int64
+	wroteHeader bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wroteHeader {
+		r.status, r.wroteHeader = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wroteHeader = true
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,93 @@
+package upgradeserver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Listing is the JSON answer of GET /webhook/v1/update.
+type Listing struct {
+	Binaries []ListedBinary `json:"binaries"`
+}
+
+// ListedBinary describes one downloadable binary with absolute URLs built
+// from the request's scheme and Host, so a curl from a pod can follow them.
+type ListedBinary struct {
+	Name         string    `json:"name"`
+	Release      string    `json:"release"`
+	OS           string    `json:"os,omitempty"`
+	Arch         string    `json:"arch,omitempty"`
+	Size         int64     `json:"size"`
+	SHA256       string    `json:"sha256"`
+	Signed       bool      `json:"signed"`
+	ModTime      time.Time `json:"modTime"`
+	URL          string    `json:"url"`
+	SHA256SumURL string    `json:"sha256sumUrl"`
+	MinisigURL   string    `json:"minisigUrl,omitempty"`
+}
+
+// maxCachedListings bounds the per-base-URL cache: the Host header is
+// chosen by clients, so an unbounded cache would be theirs to grow.
+const maxCachedListings = 32
+
+// listingCache holds rendered listings per base URL for one index, so the
+// hot path of GET /webhook/v1/update is a map lookup and one write.
+type listingCache struct {
+	mu      sync.RWMutex
+	entries map[string]*renderedListing
+}
+
+type renderedListing struct {
+	body []byte
+	etag string
+}
+
+func (idx *index) listing(base string) (*renderedListing, error) {
+	c := &idx.listings
+	c.mu.RLock()
+	r, ok := c.entries[base]
+	c.mu.RUnlock()
+	if ok {
+		return r, nil
+	}
+	r, err := renderListing(idx.binaries, base)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.entries == nil {
+		c.entries = map[string]*renderedListing{}
+	}
+	if len(c.entries) < maxCachedListings {
+		c.entries[base] = r
+	}
+	c.mu.Unlock()
+	return r, nil
+}
+
+func renderListing(binaries []*Binary, base string) (*renderedListing, error) {
+	l := Listing{Binaries: make([]ListedBinary, 0, len(binaries))}
+	for _, b := range binaries {
+		u := base + "/" + b.Path()
+		lb := ListedBinary{
+			Name: b.Name, Release: b.Release, OS: b.OS, Arch: b.Arch,
+			Size: b.Size, SHA256: b.SHA256, Signed: b.Signed, ModTime: b.ModTime.UTC(),
+			URL: u, SHA256SumURL: u + sumSuffix,
+		}
+		if b.Signed {
+			lb.MinisigURL = u + sigSuffix
+		}
+		l.Binaries = append(l.Binaries, lb)
+	}
+	body, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("render listing: %w", err)
+	}
+	body = append(body, '\n')
+	sum := sha256.Sum256(body)
+	return &renderedListing{body: body, etag: `"` + hex.EncodeToString(sum[:16]) + `"`}, nil
+}

@@ -1,0 +1,44 @@
+package upgradeserver
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the upgrade server's Prometheus metrics.
+type Metrics struct {
+	requests  *prometheus.CounterVec
+	bytesSent prometheus.Counter
+	inFlight  prometheus.Gauge
+	downloads *prometheus.CounterVec
+	binaries  prometheus.Gauge
+}
+
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "objectstore_operator_upgrade_requests_total",
+			Help: "Requests to the upgrade server by route and HTTP status code.",
+		}, []string{"route", "code"}),
+		bytesSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "objectstore_operator_upgrade_sent_bytes_total",
+			Help: "Response body bytes sent by the upgrade server.",
+		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "objectstore_operator_upgrade_downloads_in_flight",
+			Help: "Binary downloads currently being sent.",
+		}),
+		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "objectstore_operator_upgrade_downloads_total",
+			Help: "Binary downloads started (GET of a binary, including ranges), by binary path.",
+		}, []string{"binary"}),
+		binaries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "objectstore_operator_upgrade_binaries",
+			Help: "Binaries currently listed by the upgrade server.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.bytesSent, m.inFlight, m.downloads, m.binaries)
+	}
+	return m
+}
