@@ -2,7 +2,6 @@ package upgradeserver
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"net/http"
 	"strings"

@@ -1,0 +1,321 @@
+package upgradeserver
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const release = "RELEASE.2025-04-08T15-41-24Z"
+
+func TestListingDescribesEveryVerifiedBinaryWithAbsoluteURLs(t *testing.T) {
+	dir := t.TempDir()
+	amd := writeRelease(t, dir, "linux-amd64", release, []byte("amd64 binary"))
+	arm := writeRelease(t, dir, "linux-arm64", release, []byte("arm64 binary"))
+	root := writeRelease(t, dir, "", release, []byte("root binary"))
+	require.NoError(t, os.Remove(filepath.Join(dir, "minio."+release+".minisig")))
+	h := newTestHandler(t, newTestStore(t, dir))
+
+	for _, target := range []string{UpdatePath, UpdatePath + "/"} {
+		rec := do(t, h, http.MethodGet, "https://object-store-operator.ops.svc.cluster.local:4221"+target, nil)
+		require.Equal(t, http.StatusOK, rec.Code)
+		assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+		var l Listing
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &l))
+		require.Len(t, l.Binaries, 3)
+
+		byPath := map[string]ListedBinary{}
+		for _, b := range l.Binaries {
+			byPath[b.OS+"/"+b.Arch+"/"+b.SHA256] = b
+		}
+		base := "https://object-store-operator.ops.svc.cluster.local:4221" + UpdatePath
+		got := byPath["linux/amd64/"+amd]
+		assert.Equal(t, "minio."+release, got.Name)
+		assert.Equal(t, release, got.Release)
+		assert.Equal(t, int64(len("amd64 binary")), got.Size)
+		assert.True(t, got.Signed)
+		assert.Equal(t, base+"/linux-amd64/minio."+release, got.URL)
+		assert.Equal(t, base+"/linux-amd64/minio."+release+".sha256sum", got.SHA256SumURL)
+		assert.Equal(t, base+"/linux-amd64/minio."+release+".minisig", got.MinisigURL)
+		assert.Contains(t, byPath, "linux/arm64/"+arm)
+
+		unsigned := byPath["//"+root]
+		assert.False(t, unsigned.Signed, "a binary without .minisig is listed as unsigned")
+		assert.Empty(t, unsigned.MinisigURL)
+		assert.Equal(t, base+"/minio."+release, unsigned.URL)
+	}
+}
+
+func TestListingAnswersConditionalRequests(t *testing.T) {
+	dir := t.TempDir()
+	writeRelease(t, dir, "linux-amd64", release, []byte("x"))
+	h := newTestHandler(t, newTestStore(t, dir))
+	first := do(t, h, http.MethodGet, UpdatePath, nil)
+	require.Equal(t, http.StatusOK, first.Code)
+	etag := first.Header().Get("ETag")
+	require.NotEmpty(t, etag)
+
+	again := do(t, h, http.MethodGet, UpdatePath, http.Header{"If-None-Match": {etag}})
+	assert.Equal(t, http.StatusNotModified, again.Code)
+	assert.Empty(t, again.Body.Bytes())
+
+	head := do(t, h, http.MethodHead, UpdatePath, nil)
+	assert.Equal(t, http.StatusOK, head.Code)
+	assert.Equal(t, first.Header().Get("Content-Length"), head.Header().Get("Content-Length"))
+	assert.Empty(t, head.Body.Bytes())
+}
+
+func TestDownloads(t *testing.T) {
+	dir := t.TempDir()
+	content := bytes.Repeat([]byte("0123456789"), 1000)
+	digest := writeRelease(t, dir, "linux-amd64", release, content)
+	h := newTestHandler(t, newTestStore(t, dir))
+	bin := UpdatePath + "/linux-amd64/minio." + release
+	sumFile, err := os.ReadFile(filepath.Join(dir, "linux-amd64", "minio."+release+".sha256sum"))
+	require.NoError(t, err)
+
+	tests := []struct {
+		name       string
+		method     string
+		target     string
+		header     http.Header
+		wantCode   int
+		wantBody   []byte
+		wantHeader map[string]string
+	}{
+		{
+			name: "whole binary", method: http.MethodGet, target: bin, wantCode: http.StatusOK, wantBody: content,
+			wantHeader: map[string]string{
+				"Content-Type": "application/octet-stream", "Content-Length": fmt.Sprint(len(content)),
+				"ETag": `"` + digest + `"`, "Accept-Ranges": "bytes",
+			},
+		},
+		{
+			name: "HEAD has the headers and no body", method: http.MethodHead, target: bin, wantCode: http.StatusOK, wantBody: []byte{},
+			wantHeader: map[string]string{"Content-Length": fmt.Sprint(len(content)), "ETag": `"` + digest + `"`},
+		},
+		{
+			name: "resume with Range", method: http.MethodGet, target: bin, header: http.Header{"Range": {"bytes=9000-"}},
+			wantCode: http.StatusPartialContent, wantBody: content[9000:],
+			wantHeader: map[string]string{"Content-Range": fmt.Sprintf("bytes 9000-%d/%d", len(content)-1, len(content))},
+		},
+		{
+			name: "If-None-Match with the digest", method: http.MethodGet, target: bin, header: http.Header{"If-None-Match": {`"` + digest + `"`}},
+			wantCode: http.StatusNotModified, wantBody: []byte{},
+		},
+		{
+			name: "unsatisfiable range", method: http.MethodGet, target: bin, header: http.Header{"Range": {"bytes=99999-"}},
+			wantCode: http.StatusRequestedRangeNotSatisfiable,
+		},
+		{
+			name: "checksum file as MinIO's client reads it", method: http.MethodGet, target: bin + ".sha256sum", wantCode: http.StatusOK, wantBody: sumFile,
+			wantHeader: map[string]string{"Content-Type": "text/plain; charset=utf-8"},
+		},
+		{
+			name: "signature", method: http.MethodGet, target: bin + ".minisig", wantCode: http.StatusOK,
+			wantHeader: map[string]string{"Content-Type": "application/octet-stream"},
+		},
+		{name: "unknown release", method: http.MethodGet, target: UpdatePath + "/linux-amd64/minio.RELEASE.1999", wantCode: http.StatusNotFound},
+		{name: "unknown path", method: http.MethodGet, target: "/webhook/v2/update", wantCode: http.StatusNotFound},
+		{
+			name: "POST is not allowed", method: http.MethodPost, target: bin, wantCode: http.StatusMethodNotAllowed,
+			wantHeader: map[string]string{"Allow": "GET, HEAD"},
+		},
+		{
+			name: "DELETE on the listing is not allowed", method: http.MethodDelete, target: UpdatePath, wantCode: http.StatusMethodNotAllowed,
+			wantHeader: map[string]string{"Allow": "GET, HEAD"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := do(t, h, tt.method, tt.target, tt.header)
+			assert.Equal(t, tt.wantCode, rec.Code)
+			switch {
+			case tt.wantBody == nil:
+			case len(tt.wantBody) == 0:
+				assert.Empty(t, rec.Body.Bytes())
+			default:
+				assert.Equal(t, tt.wantBody, rec.Body.Bytes())
+			}
+			for k, v := range tt.wantHeader {
+				assert.Equal(t, v, rec.Header().Get(k), k)
+			}
+		})
+	}
+}
+
+func TestMultiRangeDownloadReassembles(t *testing.T) {
+	dir := t.TempDir()
+	content := []byte("abcdefghijklmnopqrstuvwxyz")
+	writeRelease(t, dir, "", release, content)
+	h := newTestHandler(t, newTestStore(t, dir))
+	rec := do(t, h, http.MethodGet, UpdatePath+"/minio."+release, http.Header{"Range": {"bytes=0-2,10-12"}})
+	require.Equal(t, http.StatusPartialContent, rec.Code)
+	_, params, err := mime.ParseMediaType(rec.Header().Get("Content-Type"))
+	require.NoError(t, err)
+	mr := multipart.NewReader(rec.Body, params["boundary"])
+	var parts []string
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		b, err := io.ReadAll(p)
+		require.NoError(t, err)
+		parts = append(parts, string(b))
+	}
+	assert.Equal(t, []string{"abc", "klm"}, parts)
+}
+
+func TestBinaryNotMatchingItsChecksumIsNeitherListedNorServed(t *testing.T) {
+	dir := t.TempDir()
+	writeRelease(t, dir, "linux-amd64", release, []byte("good"))
+	writeRelease(t, dir, "linux-arm64", release, []byte("good too"))
+	s := newTestStore(t, dir)
+	h := newTestHandler(t, s)
+	require.Len(t, s.Binaries(), 2)
+
+	// Corrupt one binary: same release, different bytes.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "linux-arm64", "minio."+release), []byte("tampered"), 0o644))
+	arm := UpdatePath + "/linux-arm64/minio." + release
+	assert.Equal(t, http.StatusServiceUnavailable, do(t, h, http.MethodGet, arm, nil).Code,
+		"a file modified after indexing is refused before the rescan")
+	s.Scan()
+
+	bins := s.Binaries()
+	require.Len(t, bins, 1)
+	assert.Equal(t, "linux-amd64", bins[0].Platform)
+	assert.Equal(t, http.StatusNotFound, do(t, h, http.MethodGet, arm, nil).Code)
+	assert.Equal(t, http.StatusNotFound, do(t, h, http.MethodGet, arm+".sha256sum", nil).Code)
+	assert.NotContains(t, do(t, h, http.MethodGet, UpdatePath, nil).Body.String(), "linux-arm64")
+}
+
+func TestStoreRejectsWhatMinIOsClientWouldReject(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+	}{
+		{"no .sha256sum", func(t *testing.T, dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "minio."+release), []byte("x"), 0o644))
+		}},
+		{".sha256sum names another file", func(t *testing.T, dir string) {
+			writeRelease(t, dir, "", release, []byte("x"))
+			sum := sha256.Sum256([]byte("x"))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "minio."+release+".sha256sum"),
+				[]byte(hex.EncodeToString(sum[:])+"  minio.RELEASE.other\n"), 0o644))
+		}},
+		{"malformed .sha256sum", func(t *testing.T, dir string) {
+			writeRelease(t, dir, "", release, []byte("x"))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "minio."+release+".sha256sum"), []byte("garbage\n"), 0o644))
+		}},
+		{"symlink leading out of the store", func(t *testing.T, dir string) {
+			outside := t.TempDir()
+			writeRelease(t, outside, "", release, []byte("outside"))
+			require.NoError(t, os.Symlink(filepath.Join(outside, "minio."+release), filepath.Join(dir, "minio."+release)))
+			require.NoError(t, os.Symlink(filepath.Join(outside, "minio."+release+".sha256sum"), filepath.Join(dir, "minio."+release+".sha256sum")))
+		}},
+		{"hidden temporary file", func(t *testing.T, dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, ".minio."+release+".tmp"), []byte("partial"), 0o644))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tt.setup(t, dir)
+			s := newTestStore(t, dir)
+			assert.Empty(t, s.Binaries())
+			assert.Equal(t, http.StatusNotFound, do(t, newTestHandler(t, s), http.MethodGet, UpdatePath+"/minio."+release, nil).Code)
+		})
+	}
+}
+
+// traversalTargets are raw request paths that try to leave the store.
+var traversalTargets = []string{
+	UpdatePath + "/../../../etc/passwd",
+	UpdatePath + "/..%2f..%2f..%2fetc%2fpasswd",
+	UpdatePath + "/%2e%2e/%2e%2e/etc/passwd",
+	UpdatePath + "/%2e%2e%2f%2e%2e%2fsecret",
+	UpdatePath + "/linux-amd64/..%5c..%5csecret",
+	UpdatePath + "/..\\..\\secret",
+	UpdatePath + "/%2fetc%2fpasswd",
+	UpdatePath + "//etc/passwd",
+	UpdatePath + "/minio." + release + "%00.sha256sum",
+	UpdatePath + "/..",
+	UpdatePath + "/../secret",
+	UpdatePath + "/linux-amd64/../../secret",
+	UpdatePath + "/%252e%252e/secret",
+	UpdatePath + "/outside/minio." + release,
+}
+
+func TestTraversalNeverServesAFileOutsideTheStore(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "store")
+	writeRelease(t, dir, "linux-amd64", release, []byte("inside"))
+	require.NoError(t, os.WriteFile(filepath.Join(parent, "secret"), []byte("TOP-SECRET"), 0o644))
+	require.NoError(t, os.Symlink(parent, filepath.Join(dir, "outside")))
+	h := newTestHandler(t, newTestStore(t, dir))
+
+	for _, target := range traversalTargets {
+		t.Run(target, func(t *testing.T) {
+			u, err := url.ParseRequestURI(target)
+			require.NoError(t, err)
+			req := &http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}, Host: "x", RequestURI: target}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			assert.Contains(t, []int{http.StatusBadRequest, http.StatusNotFound}, rec.Code)
+			assert.NotContains(t, rec.Body.String(), "TOP-SECRET")
+			assert.NotContains(t, rec.Body.String(), "root:")
+		})
+	}
+}
+
+func FuzzResolve(f *testing.F) {
+	parent := f.TempDir()
+	dir := filepath.Join(parent, "store")
+	writeRelease(f, dir, "linux-amd64", release, []byte("inside"))
+	require.NoError(f, os.WriteFile(filepath.Join(parent, "secret"), []byte("TOP-SECRET"), 0o644))
+	s := newTestStore(f, dir)
+	h := newTestHandler(f, s)
+	served := map[string]bool{}
+	for _, b := range s.Binaries() {
+		served["inside"] = true
+		served[string(b.sum)] = true
+		served[string(b.sig)] = true
+	}
+	for _, target := range traversalTargets {
+		f.Add(strings.TrimPrefix(target, UpdatePath))
+	}
+	f.Add("/linux-amd64/minio." + release)
+	f.Fuzz(func(t *testing.T, suffix string) {
+		u, err := url.ParseRequestURI(UpdatePath + suffix)
+		if err != nil {
+			return
+		}
+		req := &http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}, Host: "x", RequestURI: u.RequestURI()}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		body := rec.Body.String()
+		if strings.Contains(body, "TOP-SECRET") {
+			t.Fatalf("%q served a file outside the store", suffix)
+		}
+		if rec.Code == http.StatusOK && rec.Header().Get("Content-Type") != "application/json" && !served[body] {
+			t.Fatalf("%q served unexpected content %q", suffix, body)
+		}
+	})
+}

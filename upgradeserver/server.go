@@ -1,0 +1,158 @@
+// Package upgradeserver serves MinIO binaries to MinIO pods for in-place
+// updates: GET /webhook/v1/update lists them, and the files below it are
+// laid out the way MinIO's update client expects (minio.<RELEASE>, its
+// .sha256sum and .minisig, optionally under <os>-<arch>/).
+//
+// The server knows nothing of Kubernetes: it asks a CertificateSource for
+// its certificate on every handshake.
+package upgradeserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// CertificateSource provides the serving certificate. It is asked on every
+// TLS handshake, so a renewed certificate is served as soon as the source
+// has it, without a restart.
+type CertificateSource interface {
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	// Address to listen on, e.g. ":4221".
+	Address string
+	// Certificates provides the TLS certificate. Nil serves plain HTTP,
+	// which only an explicit user choice should lead to.
+	Certificates CertificateSource
+	Store        *Store
+	Metrics      *Metrics
+	Log          zerolog.Logger
+	// ShutdownGrace is how long running downloads may continue after
+	// shutdown begins. Default 30s.
+	ShutdownGrace time.Duration
+	// StallTimeout drops a download that made no progress for this long.
+	// Default 60s.
+	StallTimeout time.Duration
+}
+
+// Server is the upgrade server.
+type Server struct {
+	cfg     Config
+	handler http.Handler
+}
+
+// New returns a server for cfg.
+func New(cfg Config) *Server {
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 30 * time.Second
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = 60 * time.Second
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	log := cfg.Log.With().Str("component", "upgradeserver").Logger()
+	cfg.Log = log
+	cfg.Store.onIndex = func(n int) { cfg.Metrics.binaries.Set(float64(n)) }
+	return &Server{
+		cfg:     cfg,
+		handler: newHandler(&handler{store: cfg.Store, metrics: cfg.Metrics, log: log, stall: cfg.StallTimeout}),
+	}
+}
+
+// Handler is the server's HTTP handler, for tests and embedding.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// TLSConfig is the TLS configuration the server uses: TLS 1.2 at least
+// (1.3 preferred by Go's negotiation), AEAD cipher suites with forward
+// secrecy only, h2 and HTTP/1.1.
+func TLSConfig(src CertificateSource) *tls.Config {
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: src.GetCertificate,
+		NextProtos:     []string{"h2", "http/1.1"},
+		CipherSuites: []uint16{
+			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+			tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+		},
+	}
+}
+
+// Run listens on the configured address and serves until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Address)
+	if err != nil {
+		return fmt.Errorf("upgrade server listen on %s: %w", s.cfg.Address, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: new
+// connections are refused and running downloads get ShutdownGrace to
+// finish before their connections are closed.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Requests carry no body; this bounds a client that trickles one.
+		ReadTimeout:    30 * time.Second,
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 16 << 10,
+		ErrorLog:       newErrorLog(s.cfg.Log),
+		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	scheme := "http"
+	if s.cfg.Certificates != nil {
+		srv.TLSConfig = TLSConfig(s.cfg.Certificates)
+		scheme = "https"
+	} else {
+		s.cfg.Log.Warn().Msg("upgrade server is serving PLAIN HTTP: TLS is disabled (OPERATOR_AUTO_CERT_DISABLED=on without OPERATOR_CUSTOM_TLS_SECRET_NAME)")
+	}
+
+	errc := make(chan error, 1)
+	go func() {
+		var err error
+		if srv.TLSConfig != nil {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		errc <- err
+	}()
+	s.cfg.Log.Info().Str("address", ln.Addr().String()).Str("scheme", scheme).Str("path", UpdatePath).Msg("upgrade server listening")
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("upgrade server: %w", err)
+	case <-ctx.Done():
+	}
+	s.cfg.Log.Info().Dur("grace", s.cfg.ShutdownGrace).Msg("upgrade server shutting down; letting running downloads finish")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.cfg.Log.Warn().Msg("shutdown grace period over; closing remaining connections")
+		err = srv.Close()
+	}
+	if serveErr := <-errc; serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("upgrade server: %w", serveErr)
+	}
+	if err != nil {
+		return fmt.Errorf("upgrade server shutdown: %w", err)
+	}
+	return nil
+}
