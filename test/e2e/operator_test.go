@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// operator is the operator binary running as its own process.
+type operator struct {
+	cmd         *exec.Cmd
+	upgradeAddr string
+	metricsAddr string
+	logs        *syncBuffer
+	done        chan struct{}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startOperator runs the operator with env (KEY=VALUE) on free loopback
+// ports and waits until /readyz answers 200. It is stopped at test end and
+// its log is printed if the test failed.
+func startOperator(t *testing.T, env []string, args ...string) *operator {
+	t.Helper()
+	ports := freePorts(t, 2)
+	op := &operator{
+		upgradeAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		metricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		logs:        &syncBuffer{},
+		done:        make(chan struct{}),
+	}
+	op.cmd = exec.Command(operatorBin, args...)
+	op.cmd.Env = append(os.Environ(),
+		"OPERATOR_UPGRADE_ADDRESS="+op.upgradeAddr,
+		"OPERATOR_METRICS_ADDRESS="+op.metricsAddr,
+		"OPERATOR_LOG_LEVEL=debug",
+	)
+	op.cmd.Env = append(op.cmd.Env, env...)
+	op.cmd.Stdout, op.cmd.Stderr = op.logs, op.logs
+	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, op.cmd.Start())
+	go func() { _ = op.cmd.Wait(); close(op.done) }()
+	t.Cleanup(func() {
+		op.stop()
+		if t.Failed() {
+			t.Logf("operator log:\n%s", op.logs.String())
+		}
+	})
+	require.Eventually(t, func() bool {
+		select {
+		case <-op.done:
+			t.Fatalf("operator exited during start-up:\n%s", op.logs.String())
+		default:
+		}
+		resp, err := http.Get("http://" + op.metricsAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 20*time.Millisecond, "operator not ready")
+	return op
+}
+
+func (op *operator) stop() {
+	_ = op.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-op.done:
+	case <-time.After(40 * time.Second):
+		_ = op.cmd.Process.Kill()
+		<-op.done
+	}
+}
+
+// client returns an HTTPS client that trusts caPEM and dials the operator
+// whatever host name the URL carries, as a pod resolving the Service would.
+func (op *operator) client(t *testing.T, caPEM []byte, maxConns int) *http.Client {
+	t.Helper()
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(caPEM))
+	dialer := &net.Dialer{}
+	return &http.Client{
+		Timeout: 2 * time.Minute,
+		Transport: &http.Transport{
+			TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+			MaxIdleConnsPerHost: maxConns,
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return dialer.DialContext(ctx, network, op.upgradeAddr)
+			},
+			ForceAttemptHTTP2: false,
+		},
+	}
+}
+
+func (op *operator) port() string {
+	_, port, _ := strings.Cut(op.upgradeAddr, ":")
+	return port
+}
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}

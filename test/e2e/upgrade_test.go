@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/object-store-operator/operator/upgradeserver"
+)
+
+const (
+	opNamespace = "osop-system"
+	release     = "RELEASE.2025-04-08T15-41-24Z"
+)
+
+var podHost = serviceName + "." + opNamespace + ".svc.cluster.local"
+
+// writeRelease lays out a release the way MinIO publishes it.
+func writeRelease(t *testing.T, dir, platform string, content []byte) string {
+	t.Helper()
+	d := filepath.Join(dir, platform)
+	require.NoError(t, os.MkdirAll(d, 0o755))
+	name := "minio." + release
+	sum := sha256.Sum256(content)
+	digest := hex.EncodeToString(sum[:])
+	require.NoError(t, os.WriteFile(filepath.Join(d, name), content, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d, name+".sha256sum"), []byte(digest+"  "+name+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d, name+".minisig"), []byte("untrusted comment: test signature\n"), 0o644))
+	return digest
+}
+
+func randomBytes(t *testing.T, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return b
+}
+
+// fileModeOperator runs the operator serving a kubelet-serving-signed
+// certificate from files, with a fresh update directory.
+func fileModeOperator(t *testing.T) (*operator, string) {
+	t.Helper()
+	certFile, keyFile := kubeletServingCertFiles(t, opNamespace)
+	dir := t.TempDir()
+	op := startOperator(t, []string{"OPERATOR_UPDATE_DIR=" + dir}, "--tls-cert-file", certFile, "--tls-key-file", keyFile)
+	return op, dir
+}
+
+func listing(t *testing.T, c *http.Client, base string) upgradeserver.Listing {
+	t.Helper()
+	resp, err := c.Get(base + upgradeserver.UpdatePath)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var l upgradeserver.Listing
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&l))
+	return l
+}
+
+func TestCurlFromAPodGetsTheListOverVerifiedTLS(t *testing.T) {
+	op, dir := fileModeOperator(t)
+	digest := writeRelease(t, dir, "linux-amd64", randomBytes(t, 1<<20))
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	require.NoError(t, os.WriteFile(caFile, testCluster.KubeletServingCA, 0o600))
+
+	url := fmt.Sprintf("https://%s:%s%s", podHost, op.port(), upgradeserver.UpdatePath)
+	var out []byte
+	require.Eventually(t, func() bool {
+		var err error
+		out, err = exec.Command("curl", "-sS", "--fail", "--cacert", caFile,
+			"--resolve", podHost+":"+op.port()+":127.0.0.1", url).CombinedOutput()
+		return err == nil && strings.Contains(string(out), digest)
+	}, 10*time.Second, 50*time.Millisecond, "curl output: %s", out)
+
+	var l upgradeserver.Listing
+	require.NoError(t, json.Unmarshal(out, &l))
+	require.Len(t, l.Binaries, 1)
+	assert.Equal(t, url+"/linux-amd64/minio."+release, l.Binaries[0].URL)
+	assert.Contains(t, op.logs.String(), `"message":"request"`, "access log line")
+
+	// The wrong CA is refused: curl verifies against the service name.
+	other := filepath.Join(t.TempDir(), "other.crt")
+	require.NoError(t, os.WriteFile(other, testCluster.ClusterCA, 0o600))
+	_, err := exec.Command("curl", "-sS", "--fail", "--cacert", other,
+		"--resolve", podHost+":"+op.port()+":127.0.0.1", url).CombinedOutput()
+	assert.Error(t, err)
+}
+
+// TestMinIOUpdateClientWalk does what MinIO's in-place update client does
+// with the URL of a .sha256sum file.
+func TestMinIOUpdateClientWalk(t *testing.T) {
+	op, dir := fileModeOperator(t)
+	content := randomBytes(t, 4<<20)
+	writeRelease(t, dir, "linux-arm64", content)
+	c := op.client(t, testCluster.KubeletServingCA, 4)
+	base := "https://" + podHost
+
+	var updateURL string
+	require.Eventually(t, func() bool {
+		l := listing(t, c, base)
+		if len(l.Binaries) == 1 {
+			updateURL = l.Binaries[0].SHA256SumURL
+		}
+		return updateURL != ""
+	}, 10*time.Second, 50*time.Millisecond)
+
+	sumBody := get(t, c, updateURL)
+	fields := strings.Fields(string(sumBody))
+	require.Len(t, fields, 2, "MinIO's client wants exactly two fields")
+	require.True(t, strings.HasPrefix(fields[1], "minio."))
+	dirURL := updateURL[:strings.LastIndex(updateURL, "/")]
+	binary := get(t, c, dirURL+"/"+fields[1])
+	sum := sha256.Sum256(binary)
+	assert.Equal(t, fields[0], hex.EncodeToString(sum[:]), "downloaded binary matches its .sha256sum")
+	assert.Equal(t, content, binary)
+	assert.NotEmpty(t, get(t, c, dirURL+"/"+fields[1]+".minisig"))
+	assert.Equal(t, "minio."+release, path.Base(dirURL+"/"+fields[1]))
+}
+
+func TestResumedDownloadReassemblesToTheRightChecksum(t *testing.T) {
+	op, dir := fileModeOperator(t)
+	content := randomBytes(t, 8<<20)
+	digest := writeRelease(t, dir, "linux-amd64", content)
+	c := op.client(t, testCluster.KubeletServingCA, 4)
+	url := "https://" + podHost + upgradeserver.UpdatePath + "/linux-amd64/minio." + release
+	require.Eventually(t, func() bool { return len(listing(t, c, "https://"+podHost).Binaries) == 1 }, 10*time.Second, 50*time.Millisecond)
+
+	// The first attempt breaks off after 3 MiB.
+	resp, err := c.Get(url)
+	require.NoError(t, err)
+	first := make([]byte, 3<<20)
+	_, err = io.ReadFull(resp.Body, first)
+	require.NoError(t, err)
+	resp.Body.Close()
+
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Range", fmt.Sprintf("bytes=%d-", len(first)))
+	req.Header.Set("If-Range", `"`+digest+`"`)
+	resp, err = c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusPartialContent, resp.StatusCode)
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+
+	sum := sha256.Sum256(append(first, rest...))
+	assert.Equal(t, digest, hex.EncodeToString(sum[:]))
+}
+
+func TestCorruptedBinaryDisappearsFromTheList(t *testing.T) {
+	op, dir := fileModeOperator(t)
+	writeRelease(t, dir, "linux-amd64", randomBytes(t, 1<<20))
+	writeRelease(t, dir, "linux-arm64", randomBytes(t, 1<<20))
+	c := op.client(t, testCluster.KubeletServingCA, 4)
+	base := "https://" + podHost
+	require.Eventually(t, func() bool { return len(listing(t, c, base).Binaries) == 2 }, 10*time.Second, 50*time.Millisecond)
+
+	corrupted := filepath.Join(dir, "linux-arm64", "minio."+release)
+	require.NoError(t, os.WriteFile(corrupted, randomBytes(t, 1<<20), 0o644))
+
+	require.Eventually(t, func() bool {
+		l := listing(t, c, base)
+		return len(l.Binaries) == 1 && l.Binaries[0].Arch == "amd64"
+	}, 10*time.Second, 50*time.Millisecond, "corrupted binary still listed")
+	resp, err := c.Get(base + upgradeserver.UpdatePath + "/linux-arm64/minio." + release)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.Contains(t, op.logs.String(), "checksum mismatch")
+	assert.Contains(t, op.logs.String(), `"file":"linux-arm64/minio.`+release+`"`)
+}
+
+func TestTraversalGetsNoFileContent(t *testing.T) {
+	op, dir := fileModeOperator(t)
+	writeRelease(t, dir, "linux-amd64", []byte("inside the store"))
+	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(dir), "secret"), []byte("TOP-SECRET"), 0o644))
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	require.NoError(t, os.WriteFile(caFile, testCluster.KubeletServingCA, 0o600))
+
+	for _, p := range []string{
+		"/../../../../etc/passwd", "/..%2f..%2f..%2fetc%2fpasswd", "/%2e%2e/%2e%2e/secret",
+		"/linux-amd64/..%5c..%5csecret", "/..\\..\\secret", "//etc/passwd", "/%2fetc%2fpasswd",
+		"/minio." + release + "%00", "/../secret",
+	} {
+		url := fmt.Sprintf("https://%s:%s%s%s", podHost, op.port(), upgradeserver.UpdatePath, p)
+		out, _ := exec.Command("curl", "-sS", "--path-as-is", "-w", "\n%{http_code}", "--cacert", caFile,
+			"--resolve", podHost+":"+op.port()+":127.0.0.1", url).CombinedOutput()
+		code := string(out[strings.LastIndex(string(out), "\n")+1:])
+		assert.Contains(t, []string{"400", "404"}, code, "%s answered %s", p, out)
+		assert.NotContains(t, string(out), "TOP-SECRET")
+		assert.NotContains(t, string(out), "root:")
+	}
+}
+
+func get(t *testing.T, c *http.Client, url string) []byte {
+	t.Helper()
+	resp, err := c.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, url)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return b
+}
+
+// TestConcurrentDownloadsAllVerify is the load test: 500 downloads of a
+// 32 MiB binary at once, every body checked.
+func TestConcurrentDownloadsAllVerify(t *testing.T) {
+	const clients, size = 500, 32 << 20
+	op, dir := fileModeOperator(t)
+	digest := writeRelease(t, dir, "linux-amd64", randomBytes(t, size))
+	c := op.client(t, testCluster.KubeletServingCA, clients)
+	url := "https://" + podHost + upgradeserver.UpdatePath + "/linux-amd64/minio." + release
+	require.Eventually(t, func() bool { return len(listing(t, c, "https://"+podHost).Binaries) == 1 }, 10*time.Second, 50*time.Millisecond)
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for i := range clients {
+		wg.Go(func() {
+			resp, err := c.Get(url)
+			if err != nil {
+				errs <- fmt.Errorf("download %d: %w", i, err)
+				return
+			}
+			defer resp.Body.Close()
+			h := sha256.New()
+			n, err := io.Copy(h, resp.Body)
+			switch {
+			case err != nil:
+				errs <- fmt.Errorf("download %d after %d bytes: %w", i, n, err)
+			case resp.StatusCode != http.StatusOK:
+				errs <- fmt.Errorf("download %d: %s", i, resp.Status)
+			case hex.EncodeToString(h.Sum(nil)) != digest:
+				errs <- fmt.Errorf("download %d: wrong sha256 after %d bytes", i, n)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var failures []string
+	for err := range errs {
+		failures = append(failures, err.Error())
+	}
+	assert.Empty(t, failures, "%d of %d downloads failed", len(failures), clients)
+	elapsed := time.Since(start)
+	t.Logf("%d x %d MiB downloads in %s (%.0f MiB/s)", clients, size>>20, elapsed.Round(time.Millisecond),
+		float64(clients*(size>>20))/elapsed.Seconds())
+}
