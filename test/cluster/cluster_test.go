@@ -2,11 +2,8 @@ package cluster_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"os"
 	"testing"
@@ -14,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,48 +32,17 @@ func admin(t *testing.T) *kubernetes.Clientset {
 }
 
 func TestKubeletServingCSRIsSignedByTheKubeletServingCA(t *testing.T) {
-	ctx := t.Context()
-	cs := admin(t)
-
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := testCluster.IssueKubeletServingCert(t.Context(), []string{"harness.test.svc", "harness"})
 	require.NoError(t, err)
-	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject:  pkix.Name{CommonName: "system:node:harness.test.svc", Organization: []string{"system:nodes"}},
-		DNSNames: []string{"harness", "harness.test.svc"},
-	}, key)
-	require.NoError(t, err)
+	_, err = tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err, "the issued certificate matches the requested key")
 
-	csr, err := cs.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "harness-"},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csrDER}),
-			SignerName: certificatesv1.KubeletServingSignerName,
-			Usages: []certificatesv1.KeyUsage{
-				certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth,
-			},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
-		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "HarnessTest", Message: "approved by the test",
-	})
-	_, err = cs.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
-	require.NoError(t, err)
-
-	var issued []byte
-	require.Eventually(t, func() bool {
-		got, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		issued = got.Status.Certificate
-		return len(issued) > 0
-	}, 10*time.Second, 20*time.Millisecond, "kube-controller-manager did not sign the approved CSR")
-
-	block, _ := pem.Decode(issued)
+	block, _ := pem.Decode(certPEM)
 	require.NotNil(t, block, "issued certificate is not PEM")
 	leaf, err := x509.ParseCertificate(block.Bytes)
 	require.NoError(t, err)
+	assert.Equal(t, []string{"system:nodes"}, leaf.Subject.Organization)
+	assert.Equal(t, "system:node:harness.test.svc", leaf.Subject.CommonName)
 
 	kubeletPool := x509.NewCertPool()
 	require.True(t, kubeletPool.AppendCertsFromPEM(testCluster.KubeletServingCA))

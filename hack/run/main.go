@@ -1,0 +1,141 @@
+// Command run is `make run`: it starts the pinned control plane under
+// .local/, prepares the operator namespace, runs the operator in the
+// foreground against it and prints the curl a pod would run. Ctrl-C stops
+// everything it started.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/object-store-operator/operator/test/cluster"
+)
+
+const (
+	namespace   = "object-store-operator"
+	serviceName = "object-store-operator"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "make run:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	local := filepath.Join(root, ".local")
+	c, err := cluster.Start(ctx, cluster.Options{Dir: filepath.Join(local, "cluster"), Log: os.Stdout})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Println("stopping the control plane")
+		c.Stop()
+	}()
+
+	cs, err := c.Clientset()
+	if err != nil {
+		return err
+	}
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", namespace, err)
+	}
+	if err := applyManifests(ctx, root, c.Kubeconfig); err != nil {
+		return err
+	}
+
+	// Until the operator files its own CSR, serve a kubelet-serving
+	// certificate issued here, the same CA autocert's certificate has.
+	host := fmt.Sprintf("%s.%s.svc.cluster.local", serviceName, namespace)
+	certPEM, keyPEM, err := c.IssueKubeletServingCert(ctx, []string{
+		serviceName + "." + namespace + ".svc", serviceName, serviceName + "." + namespace, host,
+	})
+	if err != nil {
+		return err
+	}
+	tlsDir := filepath.Join(local, "tls")
+	if err := os.MkdirAll(tlsDir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", tlsDir, err)
+	}
+	certFile, keyFile := filepath.Join(tlsDir, "tls.crt"), filepath.Join(tlsDir, "tls.key")
+	caFile := filepath.Join(tlsDir, "ca.crt")
+	for path, data := range map[string][]byte{certFile: certPEM, keyFile: keyPEM, caFile: c.KubeletServingCA} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	updateDir := filepath.Join(local, "updates")
+
+	op := exec.Command(filepath.Join(root, "bin", "operator"), "--tls-cert-file", certFile, "--tls-key-file", keyFile)
+	op.Env = append(os.Environ(),
+		"KUBECONFIG="+c.Kubeconfig,
+		"OPERATOR_NAMESPACE="+namespace,
+		"OPERATOR_UPDATE_DIR="+updateDir,
+	)
+	op.Stdout, op.Stderr = os.Stdout, os.Stderr
+	// Its own process group: Ctrl-C reaches it through us, after which the
+	// control plane is stopped in order.
+	op.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := op.Start(); err != nil {
+		return fmt.Errorf("start operator: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- op.Wait() }()
+
+	fmt.Printf(`
+The operator is running against the local control plane (Ctrl-C stops everything).
+  kubectl:  %s --kubeconfig %s get ns
+  binaries: put minio.<RELEASE>, .sha256sum and .minisig into %s[/<os>-<arch>/]
+  a pod would run:
+    curl --cacert %s --resolve %s:4221:127.0.0.1 https://%s:4221/webhook/v1/update
+
+`, filepath.Join(root, "bin", "kubectl"), c.Kubeconfig, updateDir, caFile, host, host)
+
+	select {
+	case err := <-done:
+		return fmt.Errorf("operator exited: %w", err)
+	case <-ctx.Done():
+	}
+	_ = op.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(40 * time.Second):
+		_ = op.Process.Kill()
+		<-done
+	}
+	return nil
+}
+
+// applyManifests applies whatever exists of the chart's CRDs with the
+// pinned kubectl.
+func applyManifests(ctx context.Context, root, kubeconfig string) error {
+	crds := filepath.Join(root, "helm", "object-store-operator", "crds")
+	if _, err := os.Stat(crds); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), "--kubeconfig", kubeconfig, "apply", "-f", crds)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kubectl apply -f %s: %w", crds, err)
+	}
+	return nil
+}
