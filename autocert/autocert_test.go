@@ -1,0 +1,181 @@
+package autocert
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const svcName = "object-store-operator.ops.svc"
+
+type pair struct{ cert, key []byte }
+
+func newPair(t *testing.T, key crypto.Signer, dnsNames []string, notBefore, notAfter time.Time) pair {
+	t.Helper()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: dnsNames[0]},
+		DNSNames:     dnsNames,
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	return pair{
+		cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		key:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+	}
+}
+
+func ecKey(t *testing.T) crypto.Signer {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	return k
+}
+
+func TestCandidateValidation(t *testing.T) {
+	now := time.Now()
+	valid := func(t *testing.T) pair { return newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour)) }
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	_, edKey, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+
+	tests := []struct {
+		name    string
+		pair    func(t *testing.T) pair
+		wantErr string
+	}{
+		{"valid ECDSA", valid, ""},
+		{"valid RSA", func(t *testing.T) pair {
+			return newPair(t, rsaKey, []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+		}, ""},
+		{"valid Ed25519", func(t *testing.T) pair {
+			return newPair(t, edKey, []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+		}, ""},
+		{"empty", func(*testing.T) pair { return pair{} }, "both missing"},
+		{"missing key", func(t *testing.T) pair { p := valid(t); p.key = nil; return p }, "private key is missing"},
+		{"missing cert", func(t *testing.T) pair { p := valid(t); p.cert = nil; return p }, "certificate is missing"},
+		{"garbage cert", func(t *testing.T) pair { p := valid(t); p.cert = []byte("hello"); return p }, "no PEM CERTIFICATE block"},
+		{"garbage key", func(t *testing.T) pair { p := valid(t); p.key = []byte("hello"); return p }, "no PEM PRIVATE KEY block"},
+		{"key of another cert", func(t *testing.T) pair { p := valid(t); p.key = valid(t).key; return p }, "belongs to another certificate"},
+		{"RSA key for ECDSA cert", func(t *testing.T) pair {
+			p := valid(t)
+			p.key = newPair(t, rsaKey, []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour)).key
+			return p
+		}, "type does not match"},
+		{"Ed25519 key for RSA cert", func(t *testing.T) pair {
+			p := newPair(t, rsaKey, []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+			p.key = newPair(t, edKey, []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour)).key
+			return p
+		}, "type does not match"},
+		{"expired", func(t *testing.T) pair {
+			return newPair(t, ecKey(t), []string{svcName}, now.Add(-2*time.Hour), now.Add(-time.Hour))
+		}, "expired at"},
+		{"not yet valid", func(t *testing.T) pair {
+			return newPair(t, ecKey(t), []string{svcName}, now.Add(time.Hour), now.Add(2*time.Hour))
+		}, "not yet valid"},
+		{"SANs for another service", func(t *testing.T) pair {
+			return newPair(t, ecKey(t), []string{"other.ops.svc"}, now.Add(-time.Hour), now.Add(time.Hour))
+		}, "SANs [other.ops.svc] do not cover " + svcName},
+	}
+	v := Validator{DNSName: svcName}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tt.pair(t)
+			cert, err := ParseKeyPair(p.cert, p.key)
+			if err == nil {
+				err = v.Validate(cert)
+			}
+			if tt.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+}
+
+func TestRejectedCandidateNeverReplacesTheServedCertificate(t *testing.T) {
+	now := time.Now()
+	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName})
+	assert.Error(t, cur.Ready())
+
+	good := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+	cert, err := ParseKeyPair(good.cert, good.key)
+	require.NoError(t, err)
+	require.NoError(t, cur.Offer("test", "good", cert))
+	require.NoError(t, cur.Ready())
+	served := cur.Leaf().SerialNumber
+
+	expired := newPair(t, ecKey(t), []string{svcName}, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	bad, err := ParseKeyPair(expired.cert, expired.key)
+	require.NoError(t, err)
+	assert.ErrorContains(t, cur.Offer("test", "bad", bad), "expired")
+	assert.Equal(t, served, cur.Leaf().SerialNumber)
+}
+
+func TestWatchFilesReloadsAndKeepsTheLastGoodCertificate(t *testing.T) {
+	now := time.Now()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	write := func(p pair) {
+		require.NoError(t, os.WriteFile(certFile, p.cert, 0o600))
+		require.NoError(t, os.WriteFile(keyFile, p.key, 0o600))
+	}
+	first := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+	write(first)
+	logs := &lockedBuffer{}
+	cur := NewCurrent(zerolog.New(logs), Validator{DNSName: svcName})
+	go func() { _ = WatchFiles(t.Context(), cur, certFile, keyFile, 50*time.Millisecond) }()
+	require.Eventually(t, func() bool { return cur.Ready() == nil }, 5*time.Second, 10*time.Millisecond)
+	firstSerial := cur.Leaf().SerialNumber
+
+	second := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+	write(second)
+	require.Eventually(t, func() bool { return cur.Leaf().SerialNumber.Cmp(firstSerial) != 0 }, 5*time.Second, 10*time.Millisecond)
+	secondSerial := cur.Leaf().SerialNumber
+
+	require.NoError(t, os.WriteFile(certFile, []byte("garbage"), 0o600))
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "no PEM CERTIFICATE block") }, 5*time.Second, 10*time.Millisecond)
+	assert.Contains(t, logs.String(), "keeping the certificate already served")
+	assert.Equal(t, secondSerial, cur.Leaf().SerialNumber)
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestConfigPrecedenceIsFlagThenEnvThenDefault(t *testing.T) {
+	t.Setenv("OPERATOR_UPDATE_DIR", "/from/env")
+	t.Setenv("OPERATOR_SHUTDOWN_GRACE", "5s")
+	cfg, err := loadConfig([]string{"--update-dir", "/from/flag"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "/from/flag", cfg.updateDir)
+	assert.Equal(t, 5*time.Second, cfg.shutdownGrace)
+	assert.Equal(t, ":4221", cfg.upgradeAddress)
+	assert.Equal(t, ":8080", cfg.metricsAddress)
+	assert.Equal(t, zerolog.InfoLevel, cfg.logLevel)
+	assert.False(t, cfg.autoCertOff)
+}
+
+func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		wantErr string
+	}{
+		{"auto cert flag", map[string]string{"OPERATOR_AUTO_CERT_DISABLED": "maybe"}, nil, `OPERATOR_AUTO_CERT_DISABLED: "maybe" is neither on nor off`},
+		{"grace", map[string]string{"OPERATOR_SHUTDOWN_GRACE": "soon"}, nil, "OPERATOR_SHUTDOWN_GRACE"},
+		{"log level", map[string]string{"OPERATOR_LOG_LEVEL": "loud"}, nil, "OPERATOR_LOG_LEVEL"},
+		{"cert without key", nil, []string{"--tls-cert-file", "/tls.crt"}, "set both or neither"},
+		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			_, err := loadConfig(tt.args, io.Discard)
+			assert.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+}
+
+func TestAutoCertDisabledAcceptsAIStorSpellings(t *testing.T) {
+	for _, v := range []string{"on", "ON", "true", "1", "yes"} {
+		t.Setenv("OPERATOR_AUTO_CERT_DISABLED", v)
+		cfg, err := loadConfig(nil, io.Discard)
+		require.NoError(t, err)
+		assert.True(t, cfg.autoCertOff, v)
+	}
+}
+
+// Every setting must be documented: users configure through env vars they
+// read about in docs/configuration.md.
+func TestEverySettingIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	require.NoError(t, err)
+	var raw rawConfig
+	for _, s := range raw.settings() {
+		assert.True(t, strings.Contains(string(doc), "`"+s.env+"`"), "%s missing from docs/configuration.md", s.env)
+		assert.True(t, strings.Contains(string(doc), "`--"+s.flag+"`"), "--%s missing from docs/configuration.md", s.flag)
+	}
+}
