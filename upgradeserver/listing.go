@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -42,8 +43,9 @@ type listingCache struct {
 }
 
 type renderedListing struct {
-	body []byte
-	etag string
+	body   []byte
+	etag   []string
+	length []string
 }
 
 func (idx *index) listing(base string) (*renderedListing, error) {
@@ -89,5 +91,9 @@ func renderListing(binaries []*Binary, base string) (*renderedListing, error) {
 	}
 	body = append(body, '\n')
 	sum := sha256.Sum256(body)
-	return &renderedListing{body: body, etag: `"` + hex.EncodeToString(sum[:16]) + `"`}, nil
+	return &renderedListing{
+		body:   body,
+		etag:   []string{`"` + hex.EncodeToString(sum[:16]) + `"`},
+		length: []string{strconv.Itoa(len(body))},
+	}, nil
 }

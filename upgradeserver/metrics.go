@@ -1,6 +1,9 @@
 package upgradeserver
 
 import (
+	"strconv"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -11,6 +14,25 @@ type Metrics struct {
 	inFlight  prometheus.Gauge
 	downloads *prometheus.CounterVec
 	binaries  prometheus.Gauge
+
+	// byRouteCode caches the requests counter's children: resolving label
+	// values hashes them on every call.
+	byRouteCode sync.Map // routeCode -> prometheus.Counter
+}
+
+type routeCode struct {
+	route string
+	code  int
+}
+
+func (m *Metrics) request(route string, code int) prometheus.Counter {
+	key := routeCode{route, code}
+	if c, ok := m.byRouteCode.Load(key); ok {
+		return c.(prometheus.Counter)
+	}
+	c := m.requests.WithLabelValues(route, strconv.Itoa(code))
+	m.byRouteCode.Store(key, c)
+	return c
 }
 
 // NewMetrics creates the metrics and registers them with reg.

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# make bench: the upgrade server against nginx, on loopback, with the same
+# files, the same ECDSA P-256 certificate and the same load generator (wrk)
+# in one run. Prints ratios project/nginx; higher is better for the
+# operator. Installs nginx and wrk from Debian if missing.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+duration="${BENCH_DURATION:-8s}"
+release="RELEASE.2025-04-08T15-41-24Z"
+
+if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx-light wrk
+fi
+
+work="$(mktemp -d /tmp/osop-bench-XXXXXX)"
+chmod 755 "$work"
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	[[ -f "$work/nginx/nginx.pid" ]] && kill "$(cat "$work/nginx/nginx.pid")" 2>/dev/null || true
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# One certificate for both servers.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+	-subj "/CN=object-store-operator.bench.svc" -addext "subjectAltName=DNS:object-store-operator.bench.svc,IP:127.0.0.1" \
+	-keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+chmod 644 "$work/tls.key"
+
+# A 128 MiB release in the store.
+store="$work/store"
+mkdir -p "$store/linux-amd64"
+bin="$store/linux-amd64/minio.$release"
+head -c $((128 << 20)) /dev/urandom > "$bin"
+(cd "$store/linux-amd64" && sha256sum "minio.$release" > "minio.$release.sha256sum")
+echo "untrusted comment: bench" > "$bin.minisig"
+chmod -R a+rX "$store"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+op_port="$(free_port)"; metrics_port="$(free_port)"; nginx_port="$(free_port)"
+
+OPERATOR_LOG_LEVEL="${BENCH_LOG_LEVEL:-info}" OPERATOR_UPDATE_DIR="$store" OPERATOR_UPGRADE_ADDRESS="127.0.0.1:$op_port" OPERATOR_METRICS_ADDRESS="127.0.0.1:$metrics_port" \
+	"$root/bin/operator" --tls-cert-file "$work/tls.crt" --tls-key-file "$work/tls.key" > "$work/operator.log" 2>&1 &
+op_pid=$!
+pids+=("$op_pid")
+for _ in $(seq 100); do
+	curl -fs "http://127.0.0.1:$metrics_port/readyz" >/dev/null && break
+	sleep 0.1
+done
+curl -fsk "https://127.0.0.1:$op_port/webhook/v1/update" > "$work/listing.json"
+chmod 644 "$work/listing.json"
+
+mkdir -p "$work/nginx"
+cat > "$work/nginx/nginx.conf" <<NGINX
+worker_processes auto;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	sendfile on;
+	keepalive_requests 1000000;
+	types { application/json json; }
+	server {
+		listen 127.0.0.1:$nginx_port ssl;
+		ssl_certificate $work/tls.crt;
+		ssl_certificate_key $work/tls.key;
+		ssl_protocols TLSv1.2 TLSv1.3;
+		location = /webhook/v1/update { default_type application/json; alias $work/listing.json; }
+		location /webhook/v1/update/ { alias $store/; }
+	}
+}
+NGINX
+nginx -p "$work/nginx" -c "$work/nginx/nginx.conf"
+for _ in $(seq 50); do curl -fsk -o /dev/null "https://127.0.0.1:$nginx_port/webhook/v1/update" && break; sleep 0.1; done
+
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+idle_rss="$(rss_kib "$op_pid")"
+
+# wrk prints "Requests/sec: N" and "Transfer/sec: N{B,KB,MB,GB}".
+measure() { # port path connections metric [extra wrk args]
+	local port="$1" path="$2" conns="$3" metric="$4"; shift 4
+	local out
+	out="$(wrk -t2 -c"$conns" -d"$duration" "$@" "https://127.0.0.1:$port$path")"
+	if grep -q "Non-2xx" <<<"$out"; then echo "non-2xx answers from port $port: $out" >&2; exit 1; fi
+	if [[ "$metric" == rps ]]; then
+		awk '/Requests\/sec/ {print $2}' <<<"$out"
+	else
+		awk '/Transfer\/sec/ {v=$2; u=substr(v,length(v)-1); n=substr(v,1,length(v)-2);
+			if (u=="GB") n*=1024; else if (u=="KB") n/=1024; else if (u!="MB") n=substr(v,1,length(v)-1)/1048576; print n}' <<<"$out"
+	fi
+}
+
+report() { # name unit ours theirs goal
+	awk -v name="$1" -v unit="$2" -v a="$3" -v b="$4" -v goal="$5" 'BEGIN {
+		r = a / b; verdict = (r >= goal) ? "meets" : "BELOW";
+		printf "%-44s operator %10.1f %-6s nginx %10.1f %-6s ratio %.2fx (goal >= %.1fx: %s)\n", name, a, unit, b, unit, r, goal, verdict }'
+}
+
+dl="/webhook/v1/update/linux-amd64/minio.$release"
+echo "object-store-operator vs nginx $(nginx -v 2>&1 | cut -d/ -f2), wrk -t2 -d$duration, $(nproc) cores, TLS ECDSA P-256"
+for c in 8 64; do
+	ours="$(measure "$op_port" "$dl" "$c" mb)"; theirs="$(measure "$nginx_port" "$dl" "$c" mb)"
+	report "128 MiB downloads, $c connections" "MiB/s" "$ours" "$theirs" 1.0
+done
+peak_rss="$(rss_kib "$op_pid")"
+ours="$(measure "$op_port" /webhook/v1/update 64 rps)"; theirs="$(measure "$nginx_port" /webhook/v1/update 64 rps)"
+report "GET /webhook/v1/update, 64 keep-alive" "req/s" "$ours" "$theirs" 0.8
+ours="$(measure "$op_port" /webhook/v1/update 64 rps -H "Connection: close")"
+theirs="$(measure "$nginx_port" /webhook/v1/update 64 rps -H "Connection: close")"
+report "full handshakes (Connection: close), 64" "req/s" "$ours" "$theirs" 1.0
+echo "operator RSS: idle $((idle_rss / 1024)) MiB, after the download runs $((peak_rss / 1024)) MiB (growth $(((peak_rss - idle_rss) / 1024)) MiB, goal <= 64 MiB)"
