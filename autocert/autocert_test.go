@@ -55,7 +55,9 @@ func ecKey(t *testing.T) crypto.Signer {
 
 func TestCandidateValidation(t *testing.T) {
 	now := time.Now()
-	valid := func(t *testing.T) pair { return newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour)) }
+	valid := func(t *testing.T) pair {
+		return newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+	}
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
 	_, edKey, err := ed25519.GenerateKey(rand.Reader)

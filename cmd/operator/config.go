@@ -18,7 +18,7 @@ import (
 // (a test keeps it honest).
 type setting struct {
 	flag, env, def, help string
-	value              *string
+	value                *string
 }
 
 type config struct {

@@ -458,4 +458,3 @@ func RepoRoot() (string, error) {
 		dir = parent
 	}
 }
-
