@@ -120,20 +120,20 @@ func TestCandidateValidation(t *testing.T) {
 
 func TestRejectedCandidateNeverReplacesTheServedCertificate(t *testing.T) {
 	now := time.Now()
-	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName})
+	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName}, nil)
 	assert.Error(t, cur.Ready())
 
 	good := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
 	cert, err := ParseKeyPair(good.cert, good.key)
 	require.NoError(t, err)
-	require.NoError(t, cur.Offer("test", "good", cert))
+	require.NoError(t, cur.Offer("test", "good", cert, nil))
 	require.NoError(t, cur.Ready())
 	served := cur.Leaf().SerialNumber
 
 	expired := newPair(t, ecKey(t), []string{svcName}, now.Add(-2*time.Hour), now.Add(-time.Hour))
 	bad, err := ParseKeyPair(expired.cert, expired.key)
 	require.NoError(t, err)
-	assert.ErrorContains(t, cur.Offer("test", "bad", bad), "expired")
+	assert.ErrorContains(t, cur.Offer("test", "bad", bad, nil), "expired")
 	assert.Equal(t, served, cur.Leaf().SerialNumber)
 }
 
@@ -148,7 +148,7 @@ func TestWatchFilesReloadsAndKeepsTheLastGoodCertificate(t *testing.T) {
 	first := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
 	write(first)
 	logs := &lockedBuffer{}
-	cur := NewCurrent(zerolog.New(logs), Validator{DNSName: svcName})
+	cur := NewCurrent(zerolog.New(logs), Validator{DNSName: svcName}, nil)
 	go func() { _ = WatchFiles(t.Context(), cur, certFile, keyFile, 50*time.Millisecond) }()
 	require.Eventually(t, func() bool { return cur.Ready() == nil }, 5*time.Second, 10*time.Millisecond)
 	firstSerial := cur.Leaf().SerialNumber

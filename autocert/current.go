@@ -17,75 +17,129 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// Source kinds, as they appear in logs and the source metric.
+const (
+	KindAutocert = "autocert certificate"
+	KindCustom   = "custom certificate"
+	KindFiles    = "certificate files"
+)
+
+// served is what Current swaps as a whole: the certificate and the CA
+// bundle pods need to verify it.
+type served struct {
+	cert *tls.Certificate
+	ca   []byte
+	kind string
+}
+
 // Current is the certificate the upgrade server presents. It implements
 // upgradeserver.CertificateSource.
 type Current struct {
 	log       zerolog.Logger
 	validator Validator
-	cert      atomic.Pointer[tls.Certificate]
+	metrics   *Metrics
+	cur       atomic.Pointer[served]
+	changed   chan struct{}
 
 	mu       sync.Mutex
 	rejected map[string]string // last rejection logged per origin
 }
 
 // NewCurrent returns an empty Current; it is not ready until a source
-// offers a valid certificate.
-func NewCurrent(log zerolog.Logger, v Validator) *Current {
-	return &Current{log: log.With().Str("component", "autocert").Logger(), validator: v, rejected: map[string]string{}}
+// offers a valid certificate. metrics may be nil.
+func NewCurrent(log zerolog.Logger, v Validator, metrics *Metrics) *Current {
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &Current{
+		log:       log.With().Str("component", "autocert").Logger(),
+		validator: v,
+		metrics:   metrics,
+		changed:   make(chan struct{}, 1),
+		rejected:  map[string]string{},
+	}
 }
 
 // GetCertificate returns the current certificate; it is called on every
 // TLS handshake.
 func (c *Current) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	cert := c.cert.Load()
-	if cert == nil {
+	s := c.cur.Load()
+	if s == nil {
 		return nil, errors.New("no serving certificate yet")
 	}
-	return cert, nil
+	return s.cert, nil
 }
 
 // Leaf returns the served leaf certificate, or nil.
 func (c *Current) Leaf() *x509.Certificate {
-	if cert := c.cert.Load(); cert != nil {
-		return cert.Leaf
+	if s := c.cur.Load(); s != nil {
+		return s.cert.Leaf
 	}
 	return nil
 }
 
+// CABundle returns the PEM CA bundle pods need to trust the served
+// certificate, or nil before the first certificate.
+func (c *Current) CABundle() []byte {
+	if s := c.cur.Load(); s != nil {
+		return s.ca
+	}
+	return nil
+}
+
+// Changed is signalled (buffered, never blocking the sender) after each
+// swap, for consumers of CABundle such as the mount-secret controller.
+func (c *Current) Changed() <-chan struct{} { return c.changed }
+
 // Ready reports whether a certificate is being served.
 func (c *Current) Ready() error {
-	if c.cert.Load() == nil {
+	if c.cur.Load() == nil {
 		return errors.New("no serving certificate loaded yet")
 	}
 	return nil
 }
 
-// Offer validates a candidate from origin (a human-readable description
-// such as `file /etc/tls/tls.crt`) and, if it is valid and differs from the
-// served one, swaps it in. kind names the source in the log line, e.g.
-// "custom certificate". An invalid candidate is logged once per distinct
-// reason and returned as an error; the served certificate stays.
-func (c *Current) Offer(kind, origin string, cert *tls.Certificate) error {
+// Offer validates a candidate of the given kind from origin (for example
+// `Secret ops/object-store-operator-tls`) and, if it is valid and differs
+// from the served one, swaps it in together with caBundle (PEM; nil means
+// the chain's root, if the chain carries one). An invalid candidate is
+// logged once per distinct reason and returned as an error; the served
+// certificate stays.
+func (c *Current) Offer(kind, origin string, cert *tls.Certificate, caBundle []byte) error {
 	if err := c.validator.Validate(cert); err != nil {
-		c.reject(kind, origin, err)
+		c.Reject(kind, origin, err)
 		return fmt.Errorf("%s from %s rejected: %w", kind, origin, err)
 	}
 	c.mu.Lock()
 	delete(c.rejected, origin)
 	c.mu.Unlock()
-	if old := c.cert.Load(); old != nil && sameChain(old, cert) {
+	if len(caBundle) == 0 {
+		caBundle = chainRoot(cert)
+	}
+	old := c.cur.Load()
+	if old != nil && sameChain(old.cert, cert) && bytes.Equal(old.ca, caBundle) {
 		return nil
 	}
-	c.cert.Store(cert)
+	c.cur.Store(&served{cert: cert, ca: caBundle, kind: kind})
 	leaf := cert.Leaf
+	c.metrics.reloads.Inc()
+	c.metrics.expiry.Set(float64(leaf.NotAfter.Unix()))
+	c.metrics.source.Reset()
+	c.metrics.source.WithLabelValues(kind).Set(1)
 	c.log.Info().
 		Str("source", kind).
 		Str("origin", origin).
 		Str("subject", leaf.Subject.String()).
 		Strs("sans", leaf.DNSNames).
+		Str("issuer", leaf.Issuer.String()).
 		Str("serial", leaf.SerialNumber.Text(16)).
 		Time("notAfter", leaf.NotAfter).
 		Msgf("TLS %s loaded: serving it on the upgrade server", kind)
+	c.checkTrust(kind, origin, cert, caBundle)
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
 	return nil
 }
 
@@ -93,10 +147,6 @@ func (c *Current) Offer(kind, origin string, cert *tls.Certificate) error {
 // Secret without the expected keys) without touching the served
 // certificate.
 func (c *Current) Reject(kind, origin string, reason error) {
-	c.reject(kind, origin, reason)
-}
-
-func (c *Current) reject(kind, origin string, reason error) {
 	c.mu.Lock()
 	seen := c.rejected[origin] == reason.Error()
 	c.rejected[origin] = reason.Error()
@@ -104,11 +154,63 @@ func (c *Current) reject(kind, origin string, reason error) {
 	if seen {
 		return
 	}
+	c.metrics.rejected.WithLabelValues(reasonOf(reason)).Inc()
 	ev := c.log.Error().Str("source", kind).Str("origin", origin).Str("reason", reason.Error())
-	if cur := c.cert.Load(); cur != nil {
-		ev = ev.Str("stillServing", cur.Leaf.SerialNumber.Text(16))
+	if s := c.cur.Load(); s != nil {
+		ev = ev.Str("stillServing", s.cert.Leaf.SerialNumber.Text(16))
 	}
 	ev.Msgf("TLS %s rejected: keeping the certificate already served", kind)
+}
+
+// checkTrust verifies the leaf against the bundle pods will be given and,
+// when it does not verify, says in the log what pods will see and why.
+func (c *Current) checkTrust(kind, origin string, cert *tls.Certificate, caBundle []byte) {
+	err := verifyAgainst(cert, caBundle, c.validator.DNSName)
+	if err == nil {
+		return
+	}
+	c.log.Warn().
+		Str("source", kind).
+		Str("origin", origin).
+		Str("issuer", cert.Leaf.Issuer.String()).
+		Str("reason", err.Error()).
+		Msg("MinIO pods will fail to update with \"x509: certificate signed by unknown authority\": the served certificate " +
+			"does not verify against the CA bundle (ca.crt) the operator gives the pods. Likely causes: the kubelet-serving " +
+			"signer's CA differs from the cluster CA; the certificate was renewed by a CA the pods do not trust; the cluster " +
+			"uses a non-standard CSR signer. Remedy: put the signing CA into ca.crt of the Secret named by " +
+			"OPERATOR_SERVING_CA_SECRET, or serve a custom certificate (OPERATOR_AUTO_CERT_DISABLED=on, " +
+			"OPERATOR_CUSTOM_TLS_SECRET_NAME) signed by a CA the pods trust")
+}
+
+func verifyAgainst(cert *tls.Certificate, caBundle []byte, dnsName string) error {
+	pool := x509.NewCertPool()
+	if len(caBundle) == 0 || !pool.AppendCertsFromPEM(caBundle) {
+		return errors.New("no CA certificate in the bundle")
+	}
+	inter := x509.NewCertPool()
+	for _, der := range cert.Certificate[1:] {
+		if ic, err := x509.ParseCertificate(der); err == nil {
+			inter.AddCert(ic)
+		}
+	}
+	_, err := cert.Leaf.Verify(x509.VerifyOptions{
+		DNSName: dnsName, Roots: pool, Intermediates: inter,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	return err
+}
+
+// chainRoot returns the last certificate of the chain as PEM when it is a
+// CA, the usual shape of a full chain ending in its root.
+func chainRoot(cert *tls.Certificate) []byte {
+	if len(cert.Certificate) < 2 {
+		return nil
+	}
+	last, err := x509.ParseCertificate(cert.Certificate[len(cert.Certificate)-1])
+	if err != nil || !last.IsCA {
+		return nil
+	}
+	return pemCert(last.Raw)
 }
 
 func sameChain(a, b *tls.Certificate) bool {

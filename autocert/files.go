@@ -10,9 +10,6 @@ import (
 	"github.com/minio/pkg/v3/certs"
 )
 
-// KindFiles names the file source in logs.
-const KindFiles = "certificate files"
-
 // WatchFiles serves the key pair in certFile and keyFile (for example the
 // paths OLM mounts, /tmp/k8s-webhook-server/serving-certs/tls.crt and
 // tls.key) through cur, and reloads it when the files change. Files that
@@ -38,7 +35,7 @@ func WatchFiles(ctx context.Context, cur *Current, certFile, keyFile string, int
 		}
 		// Offer validates and swaps; a rejected candidate leaves the
 		// served certificate alone and certs keeps its previous one too.
-		if err := cur.Offer(KindFiles, origin, cert); err != nil {
+		if err := cur.Offer(KindFiles, origin, cert, nil); err != nil {
 			return tls.Certificate{}, err
 		}
 		return *cert, nil

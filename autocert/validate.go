@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -25,11 +24,11 @@ type Validator struct {
 // cover DNSName. It fills cert.Leaf.
 func (v Validator) Validate(cert *tls.Certificate) error {
 	if cert == nil || len(cert.Certificate) == 0 {
-		return errors.New("no certificate")
+		return fmt.Errorf("%w: no certificate", errMissing)
 	}
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	if err != nil {
-		return fmt.Errorf("leaf certificate does not parse: %w", err)
+		return fmt.Errorf("%w: leaf certificate does not parse: %v", errGarbage, err)
 	}
 	cert.Leaf = leaf
 	now := time.Now()
@@ -37,14 +36,14 @@ func (v Validator) Validate(cert *tls.Certificate) error {
 		now = v.Now()
 	}
 	if now.Before(leaf.NotBefore) {
-		return fmt.Errorf("not yet valid: valid from %s", leaf.NotBefore.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w: valid from %s", errNotYetValid, leaf.NotBefore.UTC().Format(time.RFC3339))
 	}
 	if now.After(leaf.NotAfter) {
-		return fmt.Errorf("expired at %s", leaf.NotAfter.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w at %s", errExpired, leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	if v.DNSName != "" {
 		if err := leaf.VerifyHostname(v.DNSName); err != nil {
-			return fmt.Errorf("SANs %s do not cover %s", describeSANs(leaf), v.DNSName)
+			return fmt.Errorf("%w: SANs %s do not cover %s", errSANs, describeSANs(leaf), v.DNSName)
 		}
 	}
 	return nil
@@ -55,28 +54,28 @@ func (v Validator) Validate(cert *tls.Certificate) error {
 func ParseKeyPair(certPEM, keyPEM []byte) (*tls.Certificate, error) {
 	switch {
 	case len(strings.TrimSpace(string(certPEM))) == 0 && len(strings.TrimSpace(string(keyPEM))) == 0:
-		return nil, errors.New("certificate and private key are both missing or empty")
+		return nil, fmt.Errorf("%w: certificate and private key are both missing or empty", errMissing)
 	case len(strings.TrimSpace(string(certPEM))) == 0:
-		return nil, errors.New("certificate is missing or empty")
+		return nil, fmt.Errorf("%w: certificate is missing or empty", errMissing)
 	case len(strings.TrimSpace(string(keyPEM))) == 0:
-		return nil, errors.New("private key is missing or empty")
+		return nil, fmt.Errorf("%w: private key is missing or empty", errMissing)
 	}
 	if !hasPEMBlock(certPEM, "CERTIFICATE") {
-		return nil, errors.New("certificate holds no PEM CERTIFICATE block (garbage or wrong key?)")
+		return nil, fmt.Errorf("%w: certificate holds no PEM CERTIFICATE block", errGarbage)
 	}
 	if !hasPEMBlock(keyPEM, "PRIVATE KEY") {
-		return nil, errors.New("private key holds no PEM PRIVATE KEY block (garbage or wrong key?)")
+		return nil, fmt.Errorf("%w: private key holds no PEM PRIVATE KEY block", errGarbage)
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		msg := err.Error()
 		switch {
 		case strings.Contains(msg, "type does not match"):
-			return nil, fmt.Errorf("private key type does not match the certificate's key type (RSA/ECDSA/Ed25519 mix-up): %w", err)
+			return nil, fmt.Errorf("%w: private key type does not match the certificate's key type (RSA/ECDSA/Ed25519 mix-up): %v", errKeyMismatch, err)
 		case strings.Contains(msg, "does not match"):
-			return nil, fmt.Errorf("private key belongs to another certificate: %w", err)
+			return nil, fmt.Errorf("%w: private key belongs to another certificate: %v", errKeyMismatch, err)
 		default:
-			return nil, fmt.Errorf("cannot parse key pair: %w", err)
+			return nil, fmt.Errorf("%w: cannot parse key pair: %v", errGarbage, err)
 		}
 	}
 	return &cert, nil
@@ -104,4 +103,8 @@ func describeSANs(leaf *x509.Certificate) string {
 		return "[] (none)"
 	}
 	return "[" + strings.Join(sans, " ") + "]"
+}
+
+func pemCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

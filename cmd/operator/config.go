@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -31,6 +32,22 @@ type config struct {
 	customSecret   string
 	shutdownGrace  time.Duration
 	logLevel       zerolog.Level
+
+	kubeconfig      string
+	namespace       string
+	serviceName     string
+	clusterDomain   string
+	signerName      string
+	approve         bool
+	csrTimeout      time.Duration
+	expiration      time.Duration
+	renewBefore     time.Duration
+	autocertSecret  string
+	servingCASecret string
+	leaderElection  bool
+	leaseDuration   time.Duration
+	renewDeadline   time.Duration
+	retryPeriod     time.Duration
 }
 
 type rawConfig struct {
@@ -38,6 +55,13 @@ type rawConfig struct {
 	tlsCertFile, tlsKeyFile                   string
 	autoCertDisabled, customSecret            string
 	shutdownGrace, logLevel                   string
+
+	kubeconfig, namespace, serviceName, clusterDomain string
+	signerName, approve, csrTimeout                   string
+	expiration, renewBefore                           string
+	autocertSecret, servingCASecret                   string
+	leaderElection                                    string
+	leaseDuration, renewDeadline, retryPeriod         string
 }
 
 func (r *rawConfig) settings() []setting {
@@ -51,6 +75,21 @@ func (r *rawConfig) settings() []setting {
 		{"custom-tls-secret-name", "OPERATOR_CUSTOM_TLS_SECRET_NAME", "", "Secret in the operator namespace with the serving certificate (when autocert is disabled)", &r.customSecret},
 		{"shutdown-grace", "OPERATOR_SHUTDOWN_GRACE", "30s", "how long running downloads may finish after a shutdown signal", &r.shutdownGrace},
 		{"log-level", "OPERATOR_LOG_LEVEL", "info", "log level: debug, info, warn or error", &r.logLevel},
+		{"kubeconfig", "KUBECONFIG", "", "kubeconfig file; empty means the in-cluster service account", &r.kubeconfig},
+		{"namespace", "OPERATOR_NAMESPACE", serviceAccountNamespace(), "the operator's namespace (downward API); default: the service account's", &r.namespace},
+		{"service-name", "OPERATOR_SERVICE_NAME", "object-store-operator", "name of the Service in front of the upgrade server", &r.serviceName},
+		{"cluster-domain", "CLUSTER_DOMAIN", "cluster.local", "cluster DNS domain, for the certificate's SANs", &r.clusterDomain},
+		{"csr-signer-name", "OPERATOR_CSR_SIGNER_NAME", "", "signer for the autocert CSR; empty: kubernetes.io/kubelet-serving, or beta.eks.amazonaws.com/app-serving on EKS", &r.signerName},
+		{"autocert-approve", "OPERATOR_AUTOCERT_APPROVE", "on", "on: the operator approves its own CSR; off: an admin or policy engine approves", &r.approve},
+		{"autocert-timeout", "OPERATOR_AUTOCERT_TIMEOUT", "5m", "how long one CSR may wait for approval and signing before it is retried", &r.csrTimeout},
+		{"autocert-expiration", "OPERATOR_AUTOCERT_EXPIRATION", "8760h", "requested certificate lifetime (spec.expirationSeconds, at least 10m; the signer may shorten it)", &r.expiration},
+		{"autocert-renew-before", "OPERATOR_AUTOCERT_RENEW_BEFORE", "", "renew this long before expiry; empty: a third of the certificate's lifetime", &r.renewBefore},
+		{"autocert-secret-name", "OPERATOR_AUTOCERT_SECRET_NAME", "object-store-operator-tls", "Secret in the operator namespace where autocert stores tls.crt, tls.key and ca.crt", &r.autocertSecret},
+		{"serving-ca-secret", "OPERATOR_SERVING_CA_SECRET", "", "Secret in the operator namespace whose ca.crt is the CA pods must trust for the upgrade server (overrides what the operator works out)", &r.servingCASecret},
+		{"leader-election", "OPERATOR_LEADER_ELECTION", "on", "on: replicas elect a leader (Lease object-store-operator) that files CSRs and writes Secrets", &r.leaderElection},
+		{"lease-duration", "OPERATOR_LEASE_DURATION", "15s", "leader election: how long a lease is valid", &r.leaseDuration},
+		{"lease-renew-deadline", "OPERATOR_LEASE_RENEW_DEADLINE", "10s", "leader election: how long the leader tries to renew before giving up", &r.renewDeadline},
+		{"lease-retry-period", "OPERATOR_LEASE_RETRY_PERIOD", "2s", "leader election: how often candidates retry", &r.retryPeriod},
 	}
 }
 
@@ -79,6 +118,14 @@ func (r *rawConfig) resolve() (config, error) {
 		tlsCertFile:    r.tlsCertFile,
 		tlsKeyFile:     r.tlsKeyFile,
 		customSecret:   r.customSecret,
+
+		kubeconfig:      r.kubeconfig,
+		namespace:       r.namespace,
+		serviceName:     r.serviceName,
+		clusterDomain:   r.clusterDomain,
+		signerName:      r.signerName,
+		autocertSecret:  r.autocertSecret,
+		servingCASecret: r.servingCASecret,
 	}
 	var errs []error
 	var err error
@@ -90,6 +137,38 @@ func (r *rawConfig) resolve() (config, error) {
 	}
 	if c.logLevel, err = zerolog.ParseLevel(strings.ToLower(r.logLevel)); err != nil || r.logLevel == "" {
 		errs = append(errs, fmt.Errorf("OPERATOR_LOG_LEVEL: %q is not one of debug, info, warn, error", r.logLevel))
+	}
+	if c.approve, err = parseOnOff(r.approve); err != nil {
+		errs = append(errs, fmt.Errorf("OPERATOR_AUTOCERT_APPROVE: %w", err))
+	}
+	if c.leaderElection, err = parseOnOff(r.leaderElection); err != nil {
+		errs = append(errs, fmt.Errorf("OPERATOR_LEADER_ELECTION: %w", err))
+	}
+	for _, d := range []struct {
+		name string
+		raw  string
+		dst  *time.Duration
+		min  time.Duration
+	}{
+		{"OPERATOR_AUTOCERT_TIMEOUT", r.csrTimeout, &c.csrTimeout, time.Second},
+		{"OPERATOR_AUTOCERT_EXPIRATION", r.expiration, &c.expiration, 10 * time.Minute},
+		{"OPERATOR_LEASE_DURATION", r.leaseDuration, &c.leaseDuration, time.Second},
+		{"OPERATOR_LEASE_RENEW_DEADLINE", r.renewDeadline, &c.renewDeadline, time.Second},
+		{"OPERATOR_LEASE_RETRY_PERIOD", r.retryPeriod, &c.retryPeriod, 100 * time.Millisecond},
+	} {
+		v, err := time.ParseDuration(d.raw)
+		if err != nil || v < d.min {
+			errs = append(errs, fmt.Errorf("%s: %q is not a duration of at least %s", d.name, d.raw, d.min))
+		}
+		*d.dst = v
+	}
+	if r.renewBefore != "" {
+		if c.renewBefore, err = time.ParseDuration(r.renewBefore); err != nil || c.renewBefore <= 0 || c.renewBefore >= c.expiration {
+			errs = append(errs, fmt.Errorf("OPERATOR_AUTOCERT_RENEW_BEFORE: %q must be a positive duration shorter than OPERATOR_AUTOCERT_EXPIRATION", r.renewBefore))
+		}
+	}
+	if c.renewDeadline >= c.leaseDuration {
+		errs = append(errs, errors.New("OPERATOR_LEASE_RENEW_DEADLINE must be shorter than OPERATOR_LEASE_DURATION"))
 	}
 	if (c.tlsCertFile == "") != (c.tlsKeyFile == "") {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file go together: set both or neither"))
@@ -109,4 +188,53 @@ func parseOnOff(v string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("%q is neither on nor off", v)
+}
+
+// serviceAccountNamespace is the namespace Kubernetes mounts into every pod.
+func serviceAccountNamespace() string {
+	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// mode says where the serving certificate comes from.
+type mode int
+
+const (
+	modeAutocert mode = iota
+	modeCustomSecret
+	modeFiles
+	modePlainHTTP
+)
+
+func (c config) mode() mode {
+	switch {
+	case c.tlsCertFile != "":
+		return modeFiles
+	case c.autoCertOff && c.customSecret != "":
+		return modeCustomSecret
+	case c.autoCertOff:
+		return modePlainHTTP
+	default:
+		return modeAutocert
+	}
+}
+
+// dnsNames are the Service's names, most specific last; the certificate
+// must cover all of them.
+func (c config) dnsNames() []string {
+	svc := c.serviceName + "." + c.namespace + ".svc"
+	return []string{svc, c.serviceName, c.serviceName + "." + c.namespace, svc + "." + c.clusterDomain}
+}
+
+func (c config) needsKubernetes() error {
+	if m := c.mode(); m == modeFiles || m == modePlainHTTP {
+		return nil
+	}
+	if c.namespace == "" {
+		return errors.New("OPERATOR_NAMESPACE is not set and no service-account namespace is mounted")
+	}
+	return nil
 }

@@ -18,6 +18,11 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/object-store-operator/operator/autocert"
 	"github.com/object-store-operator/operator/health"
 	"github.com/object-store-operator/operator/upgradeserver"
@@ -57,17 +62,9 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	checks.Add("update-store", store.Ready)
 
 	g, ctx := errgroup.WithContext(ctx)
-	var source upgradeserver.CertificateSource
-	switch {
-	case cfg.tlsCertFile != "":
-		cur := autocert.NewCurrent(log, autocert.Validator{})
-		checks.Add("serving-certificate", cur.Ready)
-		source = cur
-		g.Go(func() error { return autocert.WatchFiles(ctx, cur, cfg.tlsCertFile, cfg.tlsKeyFile, 10*time.Second) })
-	case cfg.autoCertOff && cfg.customSecret == "":
-		log.Warn().Msg("OPERATOR_AUTO_CERT_DISABLED=on and no OPERATOR_CUSTOM_TLS_SECRET_NAME: the upgrade server will serve plain HTTP")
-	default:
-		return fmt.Errorf("no serving certificate source: set --tls-cert-file/--tls-key-file (the CSR-based autocert and custom Secret modes are not built yet)")
+	source, err := certificateSource(ctx, g, cfg, log, reg, checks)
+	if err != nil {
+		return err
 	}
 
 	srv := upgradeserver.New(upgradeserver.Config{
@@ -82,4 +79,86 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error { return health.Serve(ctx, cfg.metricsAddress, health.Handler(checks, reg), log) })
 	return g.Wait()
+}
+
+// certificateSource wires the serving certificate for the configured mode
+// and starts what keeps it current. A nil source means plain HTTP.
+func certificateSource(ctx context.Context, g *errgroup.Group, cfg config, log zerolog.Logger, reg prometheus.Registerer, checks *health.Checks) (upgradeserver.CertificateSource, error) {
+	metrics := autocert.NewMetrics(reg)
+	switch cfg.mode() {
+	case modePlainHTTP:
+		log.Warn().Msg("OPERATOR_AUTO_CERT_DISABLED=on and no OPERATOR_CUSTOM_TLS_SECRET_NAME: the upgrade server serves plain HTTP, as AIStor documents; MinIO pods' updates travel unencrypted")
+		return nil, nil
+	case modeFiles:
+		// The SANs of mounted certificates (OLM's, say) follow their
+		// provider's naming, so only the key pair and validity are checked.
+		cur := autocert.NewCurrent(log, autocert.Validator{}, metrics)
+		checks.Add("serving-certificate", cur.Ready)
+		g.Go(func() error { return autocert.WatchFiles(ctx, cur, cfg.tlsCertFile, cfg.tlsKeyFile, 10*time.Second) })
+		return cur, nil
+	}
+
+	if err := cfg.needsKubernetes(); err != nil {
+		return nil, err
+	}
+	restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	// One informer over the operator namespace's Secrets; the periodic
+	// resync is the slow backstop in case an event was missed.
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, time.Minute, informers.WithNamespace(cfg.namespace))
+	secrets := factory.Core().V1().Secrets()
+	validator := autocert.Validator{DNSName: cfg.dnsNames()[0]}
+	cur := autocert.NewCurrent(log, validator, metrics)
+	checks.Add("serving-certificate", cur.Ready)
+
+	kind, secretName := autocert.KindAutocert, cfg.autocertSecret
+	if cfg.mode() == modeCustomSecret {
+		kind, secretName = autocert.KindCustom, cfg.customSecret
+		log.Info().Str("secret", cfg.namespace+"/"+secretName).Msg("Upgrade server TLS: serving the custom certificate from the Secret; changes take effect without a restart")
+	}
+	src, err := autocert.NewSecretSource(kind, cfg.namespace, secretName, cfg.servingCASecret, secrets, cur, log)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.mode() == modeAutocert {
+		log.Info().Msg("Upgrade server Autocert is enabled, starting certificate setup")
+		signer := cfg.signerName
+		if signer == "" {
+			signer = autocert.DetectSigner(ctx, cs, log)
+		}
+		issuer, err := autocert.NewIssuer(autocert.IssuerConfig{
+			Client: cs, Secrets: secrets,
+			Namespace: cfg.namespace, SecretName: cfg.autocertSecret,
+			DNSNames: cfg.dnsNames(), SignerName: signer, Approve: cfg.approve,
+			Timeout: cfg.csrTimeout, Expiration: cfg.expiration, RenewBefore: cfg.renewBefore,
+			ServingCASecret: cfg.servingCASecret, ClusterCA: clusterCA(restCfg),
+			Validator: validator, Metrics: metrics, Log: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		g.Go(func() error { return runAsLeader(ctx, cfg, cs, log, issuer.Run) })
+	}
+	factory.Start(ctx.Done())
+	g.Go(func() error { return src.Run(ctx) })
+	return cur, nil
+}
+
+// clusterCA is the CA the client trusts for the apiserver: the cluster CA.
+func clusterCA(c *rest.Config) []byte {
+	if len(c.CAData) > 0 {
+		return c.CAData
+	}
+	if c.CAFile != "" {
+		if b, err := os.ReadFile(c.CAFile); err == nil {
+			return b
+		}
+	}
+	return nil
 }

@@ -50,6 +50,14 @@ func (b *syncBuffer) String() string {
 // its log is printed if the test failed.
 func startOperator(t *testing.T, env []string, args ...string) *operator {
 	t.Helper()
+	op := launchOperator(t, env, args...)
+	op.waitReady(t)
+	return op
+}
+
+// launchOperator starts the operator without waiting for readiness.
+func launchOperator(t *testing.T, env []string, args ...string) *operator {
+	t.Helper()
 	ports := freePorts(t, 2)
 	op := &operator{
 		upgradeAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
@@ -74,6 +82,11 @@ func startOperator(t *testing.T, env []string, args ...string) *operator {
 			t.Logf("operator log:\n%s", op.logs.String())
 		}
 	})
+	return op
+}
+
+func (op *operator) waitReady(t *testing.T) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		select {
 		case <-op.done:
@@ -87,7 +100,26 @@ func startOperator(t *testing.T, env []string, args ...string) *operator {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, 20*time.Second, 20*time.Millisecond, "operator not ready")
-	return op
+}
+
+// ready reports whether /readyz answers 200.
+func (op *operator) ready() bool {
+	resp, err := http.Get("http://" + op.metricsAddr + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// alive reports whether the process is still running.
+func (op *operator) alive() bool {
+	select {
+	case <-op.done:
+		return false
+	default:
+		return true
+	}
 }
 
 func (op *operator) stop() {
@@ -135,4 +167,8 @@ func freePorts(t *testing.T, n int) []int {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports
+}
+
+func execOutput(name string, args ...string) ([]byte, error) {
+	return exec.Command(name, args...).CombinedOutput()
 }

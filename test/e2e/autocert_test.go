@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/object-store-operator/operator/autocert"
+)
+
+const autocertSecret = "object-store-operator-tls"
+
+func adminClient(t *testing.T) *kubernetes.Clientset {
+	t.Helper()
+	cs, err := testCluster.Clientset()
+	require.NoError(t, err)
+	return cs
+}
+
+// operatorNamespace creates a namespace for one test's operator.
+func operatorNamespace(t *testing.T) string {
+	t.Helper()
+	cs := adminClient(t)
+	ns, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "osop-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
+	return ns.Name
+}
+
+// k8sEnv is the environment of an operator in namespace ns, with the admin
+// kubeconfig (the chart's RBAC is exercised in the Helm tests).
+func k8sEnv(ns string, extra ...string) []string {
+	return append([]string{
+		"KUBECONFIG=" + testCluster.Kubeconfig,
+		"OPERATOR_NAMESPACE=" + ns,
+		"OPERATOR_UPDATE_DIR=" + filepath.Join(os.TempDir(), "osop-e2e-updates-"+ns),
+	}, extra...)
+}
+
+// operatorCSRs lists the CSRs autocert filed for namespace ns.
+func operatorCSRs(t *testing.T, ns string) []certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	list, err := adminClient(t).CertificatesV1().CertificateSigningRequests().List(t.Context(), metav1.ListOptions{
+		LabelSelector: autocert.ManagedByLabel + "=" + autocert.ManagedByValue,
+	})
+	require.NoError(t, err)
+	var out []certificatesv1.CertificateSigningRequest
+	for _, c := range list.Items {
+		if strings.HasPrefix(c.Name, autocert.ManagedByValue+"-"+ns+"-") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// servedLeaf does a TLS handshake with the operator as a pod would, for the
+// Service name in namespace ns, trusting roots (nil: no verification).
+func servedLeaf(op *operator, ns string, roots []byte) (*x509.Certificate, error) {
+	cfg := &tls.Config{ServerName: serviceName + "." + ns + ".svc.cluster.local", InsecureSkipVerify: roots == nil}
+	if roots != nil {
+		cfg.RootCAs = x509.NewCertPool()
+		cfg.RootCAs.AppendCertsFromPEM(roots)
+	}
+	conn, err := tls.Dial("tcp", op.upgradeAddr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0], nil
+}
+
+func secretLeaf(t *testing.T, s *corev1.Secret) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode(s.Data["tls.crt"])
+	require.NotNil(t, block)
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	return leaf
+}
+
+func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
+	ns := operatorNamespace(t)
+	start := time.Now()
+	op := startOperator(t, k8sEnv(ns))
+	t.Logf("operator start -> kubelet-signed certificate served: %s", time.Since(start).Round(time.Millisecond))
+	assert.Contains(t, op.logs.String(), "Upgrade server Autocert is enabled, starting certificate setup")
+
+	leaf, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
+	require.NoError(t, err, "the served certificate verifies against the kubelet-serving CA for the service name")
+	assert.Equal(t, []string{"system:nodes"}, leaf.Subject.Organization)
+	require.Len(t, operatorCSRs(t, ns), 1, "exactly one CSR")
+
+	secret, err := adminClient(t).CoreV1().Secrets(ns).Get(t.Context(), autocertSecret, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, autocert.ManagedByValue, secret.Labels[autocert.ManagedByLabel])
+	assert.Equal(t, corev1.SecretTypeTLS, secret.Type)
+	assert.NotEmpty(t, secret.Data["tls.key"])
+	assert.Equal(t, testCluster.ClusterCA, secret.Data["ca.crt"], "no chain in the CSR status: the cluster CA (kube-root-ca.crt)")
+	assert.Equal(t, leaf.SerialNumber, secretLeaf(t, secret).SerialNumber)
+
+	// The harness's kubelet CA is not the cluster CA: pods given ca.crt
+	// would not trust the certificate, and the log must say so.
+	assert.Contains(t, op.logs.String(), "x509: certificate signed by unknown authority")
+	assert.Contains(t, op.logs.String(), "OPERATOR_SERVING_CA_SECRET")
+
+	caFile := filepath.Join(t.TempDir(), "kubelet-ca.crt")
+	require.NoError(t, os.WriteFile(caFile, testCluster.KubeletServingCA, 0o600))
+	host := serviceName + "." + ns + ".svc.cluster.local"
+	out, err := curl(op, host, caFile)
+	require.NoError(t, err, "%s", out)
+
+	op.stop()
+	again := startOperator(t, k8sEnv(ns))
+	reused, err := servedLeaf(again, ns, testCluster.KubeletServingCA)
+	require.NoError(t, err)
+	assert.Equal(t, leaf.SerialNumber, reused.SerialNumber, "restart serves the stored certificate")
+	assert.Len(t, operatorCSRs(t, ns), 1, "no new CSR on restart")
+}
+
+func TestAutocertRenewsWithoutAFailedHandshake(t *testing.T) {
+	ns := operatorNamespace(t)
+	// The signer issues exactly the requested 10 min; renewing 9m57s before
+	// expiry renews about every 3 s.
+	op := startOperator(t, k8sEnv(ns, "OPERATOR_AUTOCERT_EXPIRATION=10m", "OPERATOR_AUTOCERT_RENEW_BEFORE=9m57s"))
+	first, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
+	require.NoError(t, err)
+
+	c := op.client(t, testCluster.KubeletServingCA, 1)
+	c.Transport.(*http.Transport).DisableKeepAlives = true // a new handshake per request
+	url := "https://" + serviceName + "." + ns + ".svc.cluster.local/webhook/v1/update"
+	serials := map[string]bool{first.SerialNumber.String(): true}
+	var requests, failures int
+	deadline := time.Now().Add(30 * time.Second)
+	for len(serials) < 3 && time.Now().Before(deadline) {
+		requests++
+		resp, err := c.Get(url)
+		if err != nil {
+			failures++
+			t.Logf("request %d: %v", requests, err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			failures++
+		}
+		serials[resp.TLS.PeerCertificates[0].SerialNumber.String()] = true
+	}
+	assert.GreaterOrEqual(t, len(serials), 3, "two renewals served without a restart")
+	assert.Zero(t, failures, "%d of %d requests failed across the swaps", failures, requests)
+	t.Logf("%d requests across %d certificates, %d failures", requests, len(serials), failures)
+}
+
+func TestAutocertDeniedCSRIsExplainedAndRetried(t *testing.T) {
+	ns := operatorNamespace(t)
+	op := launchOperator(t, k8sEnv(ns, "OPERATOR_AUTOCERT_APPROVE=off"))
+	cs := adminClient(t)
+	var denied atomic.Value
+	require.Eventually(t, func() bool {
+		csrs := operatorCSRs(t, ns)
+		if len(csrs) == 0 {
+			return false
+		}
+		csr := csrs[0]
+		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+			Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: "PolicyDenied", Message: "not on the allow list",
+		})
+		_, err := cs.CertificatesV1().CertificateSigningRequests().UpdateApproval(t.Context(), csr.Name, &csr, metav1.UpdateOptions{})
+		denied.Store(csr.Name)
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond)
+	name := denied.Load().(string)
+	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), "CSR "+name+" was denied") }, 10*time.Second, 20*time.Millisecond)
+	logs := op.logs.String()
+	assert.Contains(t, logs, `"csr":"`+name+`"`)
+	assert.Contains(t, logs, `"signer":"kubernetes.io/kubelet-serving"`)
+	assert.Contains(t, logs, "not on the allow list")
+	assert.Contains(t, logs, "OPERATOR_CUSTOM_TLS_SECRET_NAME", "the remedy")
+	assert.True(t, op.alive(), "a denied CSR never stops the operator")
+	assert.False(t, op.ready(), "/readyz says no certificate is served")
+}
+
+func TestAutocertSignerThatNeverSignsTimesOut(t *testing.T) {
+	ns := operatorNamespace(t)
+	op := launchOperator(t, k8sEnv(ns, "OPERATOR_CSR_SIGNER_NAME=example.com/nobody", "OPERATOR_AUTOCERT_TIMEOUT=2s"))
+	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), "not signed within 2s") }, 15*time.Second, 50*time.Millisecond)
+	logs := op.logs.String()
+	assert.Contains(t, logs, "for signer example.com/nobody")
+	assert.Contains(t, logs, "approved but not signed")
+	assert.True(t, op.alive())
+	assert.False(t, op.ready())
+}
+
+func TestServingCASecretGivesPodsTheRightCA(t *testing.T) {
+	ns := operatorNamespace(t)
+	_, err := adminClient(t).CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubelet-serving-ca"},
+		Data:       map[string][]byte{"ca.crt": testCluster.KubeletServingCA},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	op := startOperator(t, k8sEnv(ns, "OPERATOR_SERVING_CA_SECRET=kubelet-serving-ca"))
+
+	secret, err := adminClient(t).CoreV1().Secrets(ns).Get(t.Context(), autocertSecret, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, testCluster.KubeletServingCA, secret.Data["ca.crt"])
+	assert.NotContains(t, op.logs.String(), "x509: certificate signed by unknown authority")
+}
+
+func curl(op *operator, host, caFile string) ([]byte, error) {
+	return execOutput("curl", "-sS", "--fail", "--cacert", caFile,
+		"--resolve", host+":"+op.port()+":127.0.0.1", "https://"+host+":"+op.port()+"/webhook/v1/update")
+}
