@@ -130,6 +130,12 @@ func (s *SecretSource) processNext(ctx context.Context) bool {
 func (s *SecretSource) sync(_ context.Context, _ string) error {
 	origin := fmt.Sprintf("Secret %s/%s", s.namespace, s.name)
 	secret, err := s.lister.Secrets(s.namespace).Get(s.name)
+	if apierrors.IsNotFound(err) && s.kind == KindAutocert && s.cur.Ready() != nil {
+		// Expected on a cold start until the leader has stored the first
+		// certificate; not an error.
+		s.log.Info().Msg("waiting for autocert to store the first certificate in the Secret")
+		return nil
+	}
 	if apierrors.IsNotFound(err) {
 		s.cur.Reject(s.kind, origin, fmt.Errorf("%w: Secret %s/%s does not exist", errDeleted, s.namespace, s.name))
 		return nil

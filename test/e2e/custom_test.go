@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const customSecret = "operator-webhook-tls"
+
+// selfSigned makes a serving key pair for names, valid between the times.
+func selfSigned(t *testing.T, key crypto.Signer, names []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, serial *big.Int) {
+	t.Helper()
+	if key == nil {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		require.NoError(t, err)
+		key = k
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: notBefore, NotAfter: notAfter, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), serial
+}
+
+func putSecret(t *testing.T, ns string, data map[string][]byte) {
+	t.Helper()
+	api := adminClient(t).CoreV1().Secrets(ns)
+	s, err := api.Get(t.Context(), customSecret, metav1.GetOptions{})
+	if err != nil {
+		_, err = api.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: customSecret}, Data: data}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return
+	}
+	s.Data = data
+	_, err = api.Update(t.Context(), s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+func waitServed(t *testing.T, op *operator, ns string, serial *big.Int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		leaf, err := servedLeaf(op, ns, nil)
+		return err == nil && leaf.SerialNumber.Cmp(serial) == 0
+	}, 10*time.Second, 5*time.Millisecond, "serial %s not served", serial)
+	return time.Since(start)
+}
+
+func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T) {
+	ns := operatorNamespace(t)
+	names := serviceDNSNames(ns)
+	now := time.Now()
+	certPEM, keyPEM, serial := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+	// cert-manager's shape: kubernetes.io/tls keys plus ca.crt.
+	putSecret(t, ns, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": certPEM})
+	op := startOperator(t, k8sEnv(ns, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret))
+	waitServed(t, op, ns, serial)
+
+	var line string
+	for _, l := range strings.Split(op.logs.String(), "\n") {
+		if strings.Contains(strings.ToLower(l), "custom certificate") && strings.Contains(l, "TLS") && strings.Contains(l, "loaded") {
+			line = l
+		}
+	}
+	require.NotEmpty(t, line, "seed 000 step 4 greps for a line with 'custom certificate' and 'TLS'")
+	assert.Contains(t, line, customSecret)
+	assert.Contains(t, line, names[0])
+	assert.Contains(t, line, "notAfter")
+	assert.NotContains(t, op.logs.String(), "Autocert is enabled")
+	assert.Empty(t, operatorCSRs(t, ns), "custom mode files no CSR")
+
+	// MinIO-style keys work too, and the change is live.
+	certPEM2, keyPEM2, serial2 := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+	putSecret(t, ns, map[string][]byte{"public.crt": certPEM2, "private.key": keyPEM2})
+	t.Logf("Secret update -> new certificate served in %s", waitServed(t, op, ns, serial2).Round(time.Millisecond))
+
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	otherCert, _, _ := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+	rsaCert, _, _ := selfSigned(t, rsaKey, names, now.Add(-time.Hour), now.Add(time.Hour))
+	expired, expiredKey, _ := selfSigned(t, nil, names, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	future, futureKey, _ := selfSigned(t, nil, names, now.Add(time.Hour), now.Add(2*time.Hour))
+	otherSvc, otherSvcKey, _ := selfSigned(t, nil, []string{"minio.tenant.svc"}, now.Add(-time.Hour), now.Add(time.Hour))
+
+	bad := []struct {
+		name   string
+		data   map[string][]byte
+		reason string
+	}{
+		{"missing key", map[string][]byte{"tls.crt": certPEM2}, "private key is missing"},
+		{"missing cert", map[string][]byte{"tls.key": keyPEM2}, "certificate is missing"},
+		{"garbage PEM", map[string][]byte{"tls.crt": []byte("not a certificate"), "tls.key": keyPEM2}, "no PEM CERTIFICATE block"},
+		{"key of another certificate", map[string][]byte{"tls.crt": otherCert, "tls.key": keyPEM2}, "belongs to another certificate"},
+		{"RSA certificate with an ECDSA key", map[string][]byte{"tls.crt": rsaCert, "tls.key": keyPEM2}, "type does not match"},
+		{"expired", map[string][]byte{"tls.crt": expired, "tls.key": expiredKey}, "expired at"},
+		{"not yet valid", map[string][]byte{"tls.crt": future, "tls.key": futureKey}, "not yet valid"},
+		{"SANs for another service", map[string][]byte{"tls.crt": otherSvc, "tls.key": otherSvcKey}, "do not cover " + names[0]},
+		{"empty Secret", map[string][]byte{}, "no tls.crt/tls.key"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			putSecret(t, ns, tt.data)
+			require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), tt.reason) }, 5*time.Second, 10*time.Millisecond)
+			leaf, err := servedLeaf(op, ns, nil)
+			require.NoError(t, err)
+			assert.Equal(t, serial2, leaf.SerialNumber, "the last good certificate keeps serving")
+			assert.True(t, op.ready())
+		})
+	}
+	t.Run("Secret deleted", func(t *testing.T) {
+		require.NoError(t, adminClient(t).CoreV1().Secrets(ns).Delete(t.Context(), customSecret, metav1.DeleteOptions{}))
+		require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), "does not exist") }, 5*time.Second, 10*time.Millisecond)
+		leaf, err := servedLeaf(op, ns, nil)
+		require.NoError(t, err)
+		assert.Equal(t, serial2, leaf.SerialNumber)
+	})
+	t.Run("fixed again", func(t *testing.T) {
+		certPEM3, keyPEM3, serial3 := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+		putSecret(t, ns, map[string][]byte{"tls.crt": certPEM3, "tls.key": keyPEM3})
+		waitServed(t, op, ns, serial3)
+	})
+}
+
+func TestPlainHTTPWhenAutocertDisabledWithoutSecret(t *testing.T) {
+	dir := t.TempDir()
+	op := startOperator(t, []string{"OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_UPDATE_DIR=" + dir})
+	out, err := execOutput("curl", "-sS", "--fail", "http://"+op.upgradeAddr+"/webhook/v1/update")
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), `"binaries"`)
+	assert.Contains(t, op.logs.String(), "plain HTTP")
+}
+
+// TestCustomCertificateRotationLatency reports the time from a Secret
+// update to the new certificate being served, over 20 rotations.
+func TestCustomCertificateRotationLatency(t *testing.T) {
+	ns := operatorNamespace(t)
+	names := serviceDNSNames(ns)
+	now := time.Now()
+	certPEM, keyPEM, serial := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+	putSecret(t, ns, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
+	op := startOperator(t, k8sEnv(ns, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret))
+	waitServed(t, op, ns, serial)
+
+	var took []time.Duration
+	for range 20 {
+		certPEM, keyPEM, serial := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+		start := time.Now()
+		putSecret(t, ns, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
+		waitServed(t, op, ns, serial)
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	t.Logf("Secret update -> new certificate served over %d rotations: median %s, max %s",
+		len(took), took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+}

@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
+	ns := operatorNamespace(t)
+	env := k8sEnv(ns, "OPERATOR_LEASE_DURATION=3s", "OPERATOR_LEASE_RENEW_DEADLINE=2s", "OPERATOR_LEASE_RETRY_PERIOD=200ms")
+	a := startOperator(t, env)
+	b := startOperator(t, env)
+
+	leafA, err := servedLeaf(a, ns, testCluster.KubeletServingCA)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		leafB, err := servedLeaf(b, ns, testCluster.KubeletServingCA)
+		return err == nil && leafB.SerialNumber.Cmp(leafA.SerialNumber) == 0
+	}, 5*time.Second, 10*time.Millisecond, "both replicas serve the Secret's certificate")
+	assert.Len(t, operatorCSRs(t, ns), 1, "only the leader files a CSR")
+
+	leader, follower := a, b
+	if !strings.Contains(a.logs.String(), "became leader") {
+		leader, follower = b, a
+	}
+	require.Contains(t, leader.logs.String(), "became leader")
+	require.NotContains(t, follower.logs.String(), "became leader")
+
+	require.NoError(t, leader.cmd.Process.Signal(syscall.SIGKILL))
+	require.Eventually(t, func() bool { return strings.Contains(follower.logs.String(), "became leader") },
+		15*time.Second, 50*time.Millisecond, "the surviving replica takes over once the lease expires")
+
+	// The new leader does the leader's work: a deleted Secret is reissued.
+	require.NoError(t, adminClient(t).CoreV1().Secrets(ns).Delete(t.Context(), autocertSecret, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		leaf, err := servedLeaf(follower, ns, testCluster.KubeletServingCA)
+		return err == nil && leaf.SerialNumber.Cmp(leafA.SerialNumber) != 0
+	}, 10*time.Second, 20*time.Millisecond, "new certificate from the new leader")
+	assert.Len(t, operatorCSRs(t, ns), 2)
+}
