@@ -181,3 +181,11 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return string(b.buf)
 }
+
+func TestRenewalIsDueAtTwoThirdsOfTheLifetimeByDefault(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	leaf := &x509.Certificate{NotBefore: start, NotAfter: start.Add(90 * time.Hour)}
+	assert.Equal(t, start.Add(60*time.Hour), (&Issuer{}).renewAt(leaf))
+	explicit := &Issuer{cfg: IssuerConfig{RenewBefore: time.Hour}}
+	assert.Equal(t, start.Add(89*time.Hour), explicit.renewAt(leaf))
+}

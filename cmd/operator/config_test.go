@@ -37,6 +37,10 @@ func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"log level", map[string]string{"OPERATOR_LOG_LEVEL": "loud"}, nil, "OPERATOR_LOG_LEVEL"},
 		{"cert without key", nil, []string{"--tls-cert-file", "/tls.crt"}, "set both or neither"},
 		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
+		{"expiration below the signer's minimum", map[string]string{"OPERATOR_AUTOCERT_EXPIRATION": "5m"}, nil, "OPERATOR_AUTOCERT_EXPIRATION"},
+		{"renew before longer than the lifetime", map[string]string{"OPERATOR_AUTOCERT_EXPIRATION": "1h", "OPERATOR_AUTOCERT_RENEW_BEFORE": "2h"}, nil, "OPERATOR_AUTOCERT_RENEW_BEFORE"},
+		{"renew deadline not shorter than the lease", map[string]string{"OPERATOR_LEASE_RENEW_DEADLINE": "20s"}, nil, "OPERATOR_LEASE_RENEW_DEADLINE must be shorter"},
+		{"approve flag", map[string]string{"OPERATOR_AUTOCERT_APPROVE": "sometimes"}, nil, "OPERATOR_AUTOCERT_APPROVE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,4 +72,38 @@ func TestEverySettingIsDocumented(t *testing.T) {
 		assert.True(t, strings.Contains(string(doc), "`"+s.env+"`"), "%s missing from docs/configuration.md", s.env)
 		assert.True(t, strings.Contains(string(doc), "`--"+s.flag+"`"), "--%s missing from docs/configuration.md", s.flag)
 	}
+}
+
+func TestModeFollowsSeedSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want mode
+	}{
+		{"default is autocert", nil, nil, modeAutocert},
+		{"seed 000 custom certificate", map[string]string{"OPERATOR_AUTO_CERT_DISABLED": "on", "OPERATOR_CUSTOM_TLS_SECRET_NAME": "object-store-operator-tls"}, nil, modeCustomSecret},
+		{"autocert off alone is plain HTTP", map[string]string{"OPERATOR_AUTO_CERT_DISABLED": "on"}, nil, modePlainHTTP},
+		{"files win", nil, []string{"--tls-cert-file", "a", "--tls-key-file", "b"}, modeFiles},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := loadConfig(tt.args, io.Discard)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, cfg.mode())
+		})
+	}
+}
+
+func TestCertificateCoversEveryServiceName(t *testing.T) {
+	t.Setenv("OPERATOR_NAMESPACE", "ops")
+	cfg, err := loadConfig(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"object-store-operator.ops.svc", "object-store-operator", "object-store-operator.ops",
+		"object-store-operator.ops.svc.cluster.local",
+	}, cfg.dnsNames())
 }

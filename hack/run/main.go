@@ -63,33 +63,26 @@ func run(ctx context.Context) error {
 		return err
 	}
 
-	// Until the operator files its own CSR, serve a kubelet-serving
-	// certificate issued here, the same CA autocert's certificate has.
+	// The operator files its own kubelet-serving CSR. The local signer's CA
+	// is not the cluster CA (as on many clusters), so tell the operator
+	// which CA pods must trust, as an SRE would.
+	_, err = cs.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubelet-serving-ca"},
+		Data:       map[string][]byte{"ca.crt": c.KubeletServingCA},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Secret kubelet-serving-ca: %w", err)
+	}
 	host := fmt.Sprintf("%s.%s.svc.cluster.local", serviceName, namespace)
-	certPEM, keyPEM, err := c.IssueKubeletServingCert(ctx, []string{
-		serviceName + "." + namespace + ".svc", serviceName, serviceName + "." + namespace, host,
-	})
-	if err != nil {
-		return err
-	}
-	tlsDir := filepath.Join(local, "tls")
-	if err := os.MkdirAll(tlsDir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", tlsDir, err)
-	}
-	certFile, keyFile := filepath.Join(tlsDir, "tls.crt"), filepath.Join(tlsDir, "tls.key")
-	caFile := filepath.Join(tlsDir, "ca.crt")
-	for path, data := range map[string][]byte{certFile: certPEM, keyFile: keyPEM, caFile: c.KubeletServingCA} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-	}
+	caFile := filepath.Join(c.Dir, "pki", "kubelet-serving-ca.crt")
 	updateDir := filepath.Join(local, "updates")
 
-	op := exec.Command(filepath.Join(root, "bin", "operator"), "--tls-cert-file", certFile, "--tls-key-file", keyFile)
+	op := exec.Command(filepath.Join(root, "bin", "operator"))
 	op.Env = append(os.Environ(),
 		"KUBECONFIG="+c.Kubeconfig,
 		"OPERATOR_NAMESPACE="+namespace,
 		"OPERATOR_UPDATE_DIR="+updateDir,
+		"OPERATOR_SERVING_CA_SECRET=kubelet-serving-ca",
 	)
 	op.Stdout, op.Stderr = os.Stdout, os.Stderr
 	// Its own process group: Ctrl-C reaches it through us, after which the
