@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -117,6 +119,12 @@ func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
 	// would not trust the certificate, and the log must say so.
 	assert.Contains(t, op.logs.String(), "x509: certificate signed by unknown authority")
 	assert.Contains(t, op.logs.String(), "OPERATOR_SERVING_CA_SECRET")
+
+	metrics := string(get(t, http.DefaultClient, "http://"+op.metricsAddr+"/metrics"))
+	assert.Contains(t, metrics, `objectstore_operator_csr_total{outcome="issued"} 1`)
+	assert.Contains(t, metrics, `objectstore_operator_serving_certificate_source{source="autocert certificate"} 1`)
+	assert.Contains(t, metrics, fmt.Sprintf("objectstore_operator_serving_certificate_expiry_timestamp_seconds %s",
+		strconv.FormatFloat(float64(leaf.NotAfter.Unix()), 'g', -1, 64)))
 
 	caFile := filepath.Join(t.TempDir(), "kubelet-ca.crt")
 	require.NoError(t, os.WriteFile(caFile, testCluster.KubeletServingCA, 0o600))
