@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -263,4 +265,58 @@ func TestConcurrentDownloadsAllVerify(t *testing.T) {
 	elapsed := time.Since(start)
 	t.Logf("%d x %d MiB downloads in %s (%.0f MiB/s)", clients, size>>20, elapsed.Round(time.Millisecond),
 		float64(clients*(size>>20))/elapsed.Seconds())
+}
+
+// TestShutdownLetsRunningDownloadsFinish sends SIGTERM in the middle of a
+// download: the download completes intact, new connections are refused,
+// and the process exits.
+func TestShutdownLetsRunningDownloadsFinish(t *testing.T) {
+	op, dir := fileModeOperator(t)
+	content := randomBytes(t, 16<<20)
+	digest := writeRelease(t, dir, "linux-amd64", content)
+	c := op.client(t, testCluster.KubeletServingCA, 2)
+	url := "https://" + podHost + upgradeserver.UpdatePath + "/linux-amd64/minio." + release
+	require.Eventually(t, func() bool { return len(listing(t, c, "https://"+podHost).Binaries) == 1 }, 10*time.Second, 50*time.Millisecond)
+
+	resp, err := c.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	h := sha256.New()
+	_, err = io.CopyN(h, resp.Body, 1<<20)
+	require.NoError(t, err)
+
+	require.NoError(t, op.cmd.Process.Signal(syscall.SIGTERM))
+	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), "letting running downloads finish") },
+		5*time.Second, 10*time.Millisecond)
+	_, err = net.DialTimeout("tcp", op.upgradeAddr, time.Second)
+	assert.Error(t, err, "no new connections once shutdown began")
+
+	_, err = io.Copy(h, resp.Body)
+	require.NoError(t, err, "the running download completes")
+	assert.Equal(t, digest, hex.EncodeToString(h.Sum(nil)))
+	select {
+	case <-op.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("operator did not exit after the download finished")
+	}
+}
+
+func TestUpgradeServerMetrics(t *testing.T) {
+	op, dir := fileModeOperator(t)
+	writeRelease(t, dir, "linux-amd64", randomBytes(t, 1<<20))
+	c := op.client(t, testCluster.KubeletServingCA, 2)
+	require.Eventually(t, func() bool { return len(listing(t, c, "https://"+podHost).Binaries) == 1 }, 10*time.Second, 50*time.Millisecond)
+	get(t, c, "https://"+podHost+upgradeserver.UpdatePath+"/linux-amd64/minio."+release)
+	resp, err := c.Get("https://" + podHost + "/nope")
+	require.NoError(t, err)
+	resp.Body.Close()
+
+	metrics := string(get(t, http.DefaultClient, "http://"+op.metricsAddr+"/metrics"))
+	assert.Contains(t, metrics, `objectstore_operator_upgrade_requests_total{code="200",route="list"}`)
+	assert.Contains(t, metrics, `objectstore_operator_upgrade_requests_total{code="200",route="file"} 1`)
+	assert.Contains(t, metrics, `objectstore_operator_upgrade_requests_total{code="404",route="not_found"} 1`)
+	assert.Contains(t, metrics, `objectstore_operator_upgrade_downloads_total{binary="linux-amd64/minio.`+release+`"} 1`)
+	assert.Contains(t, metrics, "objectstore_operator_upgrade_downloads_in_flight 0")
+	assert.Contains(t, metrics, "objectstore_operator_upgrade_binaries 1")
+	assert.Regexp(t, `objectstore_operator_upgrade_sent_bytes_total \d+`, metrics)
 }
