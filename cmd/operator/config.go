@@ -48,6 +48,7 @@ type config struct {
 	leaseDuration   time.Duration
 	renewDeadline   time.Duration
 	retryPeriod     time.Duration
+	resync          time.Duration
 }
 
 type rawConfig struct {
@@ -62,6 +63,7 @@ type rawConfig struct {
 	autocertSecret, servingCASecret                   string
 	leaderElection                                    string
 	leaseDuration, renewDeadline, retryPeriod         string
+	resync                                            string
 }
 
 func (r *rawConfig) settings() []setting {
@@ -90,6 +92,7 @@ func (r *rawConfig) settings() []setting {
 		{"lease-duration", "OPERATOR_LEASE_DURATION", "15s", "leader election: how long a lease is valid", &r.leaseDuration},
 		{"lease-renew-deadline", "OPERATOR_LEASE_RENEW_DEADLINE", "10s", "leader election: how long the leader tries to renew before giving up", &r.renewDeadline},
 		{"lease-retry-period", "OPERATOR_LEASE_RETRY_PERIOD", "2s", "leader election: how often candidates retry", &r.retryPeriod},
+		{"resync-period", "OPERATOR_RESYNC_PERIOD", "10m", "how often every watched object is re-checked even without events", &r.resync},
 	}
 }
 
@@ -155,6 +158,7 @@ func (r *rawConfig) resolve() (config, error) {
 		{"OPERATOR_LEASE_DURATION", r.leaseDuration, &c.leaseDuration, time.Second},
 		{"OPERATOR_LEASE_RENEW_DEADLINE", r.renewDeadline, &c.renewDeadline, time.Second},
 		{"OPERATOR_LEASE_RETRY_PERIOD", r.retryPeriod, &c.retryPeriod, 100 * time.Millisecond},
+		{"OPERATOR_RESYNC_PERIOD", r.resync, &c.resync, time.Second},
 	} {
 		v, err := time.ParseDuration(d.raw)
 		if err != nil || v < d.min {
@@ -227,14 +231,4 @@ func (c config) mode() mode {
 func (c config) dnsNames() []string {
 	svc := c.serviceName + "." + c.namespace + ".svc"
 	return []string{svc, c.serviceName, c.serviceName + "." + c.namespace, svc + "." + c.clusterDomain}
-}
-
-func (c config) needsKubernetes() error {
-	if m := c.mode(); m == modeFiles || m == modePlainHTTP {
-		return nil
-	}
-	if c.namespace == "" {
-		return errors.New("OPERATOR_NAMESPACE is not set and no service-account namespace is mounted")
-	}
-	return nil
 }

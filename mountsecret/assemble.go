@@ -1,0 +1,210 @@
+package mountsecret
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/autocert"
+)
+
+// Keys of the generated Secret. Secret keys cannot hold "/", so the
+// layout is flat; docs/mount-secret.md maps it onto MinIO's certs
+// directory with a projected volume.
+const (
+	KeyPublicCert = "public.crt"  // first server certificate (chain)
+	KeyPrivateKey = "private.key" // its key
+	// KeyOperatorCA is the CA that signs the upgrade server's certificate.
+	KeyOperatorCA = "CAs.operator.crt"
+)
+
+func serverCertKey(secret string) string { return secret + ".public.crt" }
+func serverKeyKey(secret string) string  { return secret + ".private.key" }
+func serverCAKey(secret string) string   { return "CAs.server." + secret + ".crt" }
+func trustedCAKey(secret string) string  { return "CAs.trusted." + secret + ".crt" }
+func clientCertKey(secret string) string { return "client." + secret + ".crt" }
+func clientKeyKey(secret string) string  { return "client." + secret + ".key" }
+
+// problem is a referenced Secret the user must fix; nothing is written
+// until they do.
+type problem struct {
+	secret string
+	reason string // condition reason
+	detail string
+}
+
+func (p *problem) Error() string { return fmt.Sprintf("Secret %s: %s", p.secret, p.detail) }
+
+// assembly is the generated Secret's data and what went into it.
+type assembly struct {
+	data map[string][]byte
+	// sources maps each input (referenced Secret, or "operator CA") to a
+	// short digest of what it contributed, to name what changed.
+	sources map[string]string
+}
+
+// assemble reads every referenced Secret and lays out the generated data.
+// The same inputs always give the same bytes.
+func assemble(os *v1.ObjectStore, secrets corelisters.SecretLister, operatorCA []byte) (*assembly, error) {
+	a := &assembly{data: map[string][]byte{}, sources: map[string]string{}}
+	get := func(name string) (*corev1.Secret, error) {
+		s, err := secrets.Secrets(os.Namespace).Get(name)
+		if apierrors.IsNotFound(err) {
+			return nil, &problem{secret: name, reason: "SecretNotFound", detail: "not found in namespace " + os.Namespace}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get Secret %s/%s: %w", os.Namespace, name, err)
+		}
+		return s, nil
+	}
+	for i, ref := range os.Spec.Certificates.Server {
+		s, err := get(ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		cert, key, err := keyPair(s)
+		if err != nil {
+			return nil, &problem{secret: ref.Name, reason: "SecretMalformed", detail: "server certificate: " + err.Error()}
+		}
+		ck, kk := serverCertKey(ref.Name), serverKeyKey(ref.Name)
+		if i == 0 {
+			ck, kk = KeyPublicCert, KeyPrivateKey
+		}
+		a.put(ref.Name, ck, cert)
+		a.put(ref.Name, kk, key)
+		if ca := s.Data[autocert.KeyCA]; len(ca) > 0 {
+			a.put(ref.Name, serverCAKey(ref.Name), ca)
+		}
+	}
+	for _, ref := range os.Spec.Certificates.Client {
+		s, err := get(ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		cert, key, err := keyPair(s)
+		if err != nil {
+			return nil, &problem{secret: ref.Name, reason: "SecretMalformed", detail: "client certificate: " + err.Error()}
+		}
+		a.put(ref.Name, clientCertKey(ref.Name), cert)
+		a.put(ref.Name, clientKeyKey(ref.Name), key)
+	}
+	for _, ref := range os.Spec.Certificates.TrustedCAs {
+		s, err := get(ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		cas, err := caCertificates(s)
+		if err != nil {
+			return nil, &problem{secret: ref.Name, reason: "SecretMalformed", detail: "trusted CA: " + err.Error()}
+		}
+		a.put(ref.Name, trustedCAKey(ref.Name), cas)
+	}
+	if len(operatorCA) > 0 {
+		a.put("operator CA", KeyOperatorCA, operatorCA)
+	}
+	return a, nil
+}
+
+func (a *assembly) put(source, key string, value []byte) {
+	a.data[key] = value
+	h := sha256.New()
+	h.Write([]byte(a.sources[source]))
+	h.Write([]byte(key))
+	h.Write(value)
+	a.sources[source] = hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// hash is the content hash recorded on the generated Secret.
+func (a *assembly) hash() string {
+	keys := make([]string, 0, len(a.data))
+	for k := range a.data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(a.data[k]))
+		h.Write(a.data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// sourcesJSON is deterministic: encoding/json sorts map keys.
+func (a *assembly) sourcesJSON() string {
+	b, err := json.Marshal(a.sources)
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
+}
+
+// changedSources names the inputs whose contribution differs from the
+// record on the previous generated Secret.
+func changedSources(previousJSON string, now map[string]string) []string {
+	var before map[string]string
+	_ = json.Unmarshal([]byte(previousJSON), &before)
+	var out []string
+	for k, v := range now {
+		if before[k] != v {
+			out = append(out, k)
+		}
+	}
+	for k := range before {
+		if _, ok := now[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// keyPair reads and checks a key pair: tls.crt/tls.key or public.crt/private.key.
+func keyPair(s *corev1.Secret) (cert, key []byte, err error) {
+	cert, key = s.Data[autocert.KeyTLSCert], s.Data[autocert.KeyTLSKey]
+	if len(cert) == 0 && len(key) == 0 {
+		cert, key = s.Data[autocert.KeyPublicCert], s.Data[autocert.KeyPrivateKey]
+	}
+	if len(cert) == 0 && len(key) == 0 {
+		return nil, nil, errors.New("no tls.crt/tls.key (or public.crt/private.key) keys")
+	}
+	if _, err := autocert.ParseKeyPair(cert, key); err != nil {
+		return nil, nil, err
+	}
+	return cert, key, nil
+}
+
+// caCertificates concatenates every PEM certificate in ca.crt, public.crt
+// and tls.crt.
+func caCertificates(s *corev1.Secret) ([]byte, error) {
+	var out []byte
+	for _, k := range []string{autocert.KeyCA, autocert.KeyPublicCert, autocert.KeyTLSCert} {
+		rest := s.Data[k]
+		for {
+			var block *pem.Block
+			block, rest = pem.Decode(rest)
+			if block == nil {
+				break
+			}
+			if block.Type == "CERTIFICATE" {
+				out = append(out, pem.EncodeToMemory(block)...)
+			}
+		}
+		if len(bytes.TrimSpace(rest)) > 0 {
+			return nil, fmt.Errorf("%s holds data that is not PEM", k)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no PEM certificate in ca.crt, public.crt or tls.crt")
+	}
+	return out, nil
+}

@@ -1,0 +1,434 @@
+// Package mountsecret keeps, for every ObjectStore, the Secret
+// <name>-generated that holds all certificates its pods mount, and rolls
+// the pods when that content changes or the Secret had to be recreated.
+//
+// It follows kubernetes/sample-controller: event handlers only enqueue
+// ObjectStore keys, and one idempotent, level-based sync reads the world
+// from listers and writes only the difference.
+package mountsecret
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+// Annotations the controller writes.
+const (
+	// HashAnnotation on the generated Secret is the SHA-256 of its content.
+	HashAnnotation = "aistor.min.io/content-hash"
+	// SourcesAnnotation on the generated Secret records each input's digest.
+	SourcesAnnotation = "aistor.min.io/sources"
+	// RestartAnnotation on a StatefulSet's pod template changes whenever
+	// the pods must restart to see new certificates.
+	RestartAnnotation = "aistor.min.io/certs-restart"
+)
+
+const secretRefIndex = "secretRef"
+
+// CABundleSource provides the CA pods need to trust the upgrade server.
+type CABundleSource interface {
+	CABundle() []byte
+	Changed() <-chan struct{}
+}
+
+// Config configures the controller.
+type Config struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	// Secrets and StatefulSets are informers over every namespace the
+	// controller works in; ObjectStores is a dynamic informer on v1.Resource.
+	Secrets      coreinformers.SecretInformer
+	StatefulSets appsinformers.StatefulSetInformer
+	ObjectStores cache.SharedIndexInformer
+	// OperatorCA may be nil (plain HTTP): then no operator CA is added.
+	OperatorCA CABundleSource
+	Recorder   record.EventRecorder
+	Log        zerolog.Logger
+	Registerer prometheus.Registerer
+	Workers    int
+}
+
+// Controller is the mount-secret controller.
+type Controller struct {
+	cfg     Config
+	log     zerolog.Logger
+	secrets corelisters.SecretLister
+	sets    appslisters.StatefulSetLister
+	stores  cache.Indexer
+	synced  []cache.InformerSynced
+	queue   workqueue.TypedRateLimitingInterface[string]
+	writes  *prometheus.CounterVec
+	rebuild prometheus.Counter
+}
+
+// New wires the controller's event handlers; call Run to work.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	c := &Controller{
+		cfg:     cfg,
+		log:     cfg.Log.With().Str("component", "mountsecret").Logger(),
+		secrets: cfg.Secrets.Lister(),
+		sets:    cfg.StatefulSets.Lister(),
+		stores:  cfg.ObjectStores.GetIndexer(),
+		synced:  []cache.InformerSynced{cfg.Secrets.Informer().HasSynced, cfg.StatefulSets.Informer().HasSynced, cfg.ObjectStores.HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "mountsecret"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "objectstore_operator_mountsecret_writes_total",
+			Help: "API writes by the mount-secret controller, by kind (secret_create, secret_update, statefulset_patch, status_update).",
+		}, []string{"kind"}),
+		rebuild: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "objectstore_operator_mountsecret_rebuilds_total",
+			Help: "Generated Secrets created or rewritten.",
+		}),
+	}
+	if cfg.Registerer != nil {
+		for _, m := range []prometheus.Collector{c.writes, c.rebuild} {
+			if err := cfg.Registerer.Register(m); err != nil {
+				return nil, fmt.Errorf("register mount-secret metrics: %w", err)
+			}
+		}
+	}
+	if err := cfg.ObjectStores.AddIndexers(cache.Indexers{secretRefIndex: indexSecretRefs}); err != nil {
+		return nil, fmt.Errorf("index ObjectStores by Secret: %w", err)
+	}
+	handlers := []struct {
+		informer cache.SharedInformer
+		h        cache.ResourceEventHandler
+	}{
+		{cfg.ObjectStores, cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.enqueueStore,
+			UpdateFunc: func(_, obj any) { c.enqueueStore(obj) },
+			DeleteFunc: c.enqueueStore,
+		}},
+		{cfg.Secrets.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc: c.secretChanged,
+			UpdateFunc: func(old, obj any) {
+				// A resync of an unchanged Secret is not news.
+				if old.(*corev1.Secret).ResourceVersion != obj.(*corev1.Secret).ResourceVersion {
+					c.secretChanged(obj)
+				}
+			},
+			DeleteFunc: c.secretChanged,
+		}},
+		{cfg.StatefulSets.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.statefulSetChanged,
+			UpdateFunc: func(_, obj any) { c.statefulSetChanged(obj) },
+		}},
+	}
+	for _, h := range handlers {
+		if _, err := h.informer.AddEventHandler(h.h); err != nil {
+			return nil, fmt.Errorf("mount-secret event handler: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// indexSecretRefs indexes an ObjectStore under every Secret it references,
+// so a Secret change touches only the stores that use it.
+func indexSecretRefs(obj any) ([]string, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil
+	}
+	os, err := v1.FromUnstructured(u)
+	if err != nil {
+		// A malformed object references nothing we can read; sync reports it.
+		return nil, nil
+	}
+	refs := os.ReferencedSecrets()
+	keys := make([]string, 0, len(refs))
+	for _, name := range refs {
+		keys = append(keys, os.Namespace+"/"+name)
+	}
+	return keys, nil
+}
+
+func (c *Controller) enqueueStore(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+func (c *Controller) secretChanged(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return
+	}
+	keys, err := c.stores.ByIndex(secretRefIndex, s.Namespace+"/"+s.Name)
+	if err != nil {
+		utilruntime.HandleError(err)
+	}
+	for _, o := range keys {
+		c.enqueueStore(o)
+	}
+	// The generated Secret itself: deleted or edited by hand.
+	if ref := metav1.GetControllerOf(s); ref != nil && ref.Kind == v1.Kind && strings.HasPrefix(ref.APIVersion, v1.GroupVersion.Group+"/") {
+		c.queue.Add(s.Namespace + "/" + ref.Name)
+	}
+}
+
+func (c *Controller) statefulSetChanged(obj any) {
+	if s, ok := obj.(*appsv1.StatefulSet); ok {
+		if name := s.Labels[v1.ObjectStoreLabel]; name != "" {
+			c.queue.Add(s.Namespace + "/" + name)
+		}
+	}
+}
+
+// Run works until ctx ends. Changes of the operator CA re-sync every store.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return errors.New("mount secret: informers did not sync")
+	}
+	c.log.Info().Int("objectStores", len(c.stores.ListKeys())).Msg("mount-secret controller started")
+	if c.cfg.OperatorCA != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-c.cfg.OperatorCA.Changed():
+					for _, key := range c.stores.ListKeys() {
+						c.queue.Add(key)
+					}
+				}
+			}
+		}()
+	}
+	for range c.cfg.Workers {
+		go func() {
+			for c.processNext(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.sync(ctx, key); err != nil {
+		c.log.Warn().Str("objectstore", key).Err(err).Msg("sync failed; retrying with backoff")
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// sync brings the generated Secret, the StatefulSets' restart annotation
+// and the CertificatesReady condition of one ObjectStore in line with the
+// referenced Secrets. A Secret the user must fix is reported (condition,
+// Event, log) and not retried: fixing it raises the event that syncs again.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	obj, exists, err := c.stores.GetByKey(key)
+	if err != nil {
+		return fmt.Errorf("get ObjectStore %s: %w", key, err)
+	}
+	if !exists {
+		// The garbage collector removes the generated Secret with its owner.
+		return nil
+	}
+	u := obj.(*unstructured.Unstructured)
+	store, err := v1.FromUnstructured(u)
+	if err != nil {
+		return c.setCondition(ctx, u, metav1.ConditionFalse, "InvalidSpec", err.Error())
+	}
+	var operatorCA []byte
+	if c.cfg.OperatorCA != nil {
+		operatorCA = c.cfg.OperatorCA.CABundle()
+	}
+	a, err := assemble(store, c.secrets, operatorCA)
+	var p *problem
+	if errors.As(err, &p) {
+		c.log.Error().Str("objectstore", key).Str("secret", store.Namespace+"/"+p.secret).Str("reason", p.detail).
+			Msg("referenced Secret unusable: generated Secret left as it was")
+		return c.setCondition(ctx, u, metav1.ConditionFalse, p.reason, p.Error())
+	}
+	if err != nil {
+		return err
+	}
+
+	generated, reason, err := c.ensureSecret(ctx, store, a)
+	if err != nil {
+		if errors.As(err, &p) {
+			return c.setCondition(ctx, u, metav1.ConditionFalse, p.reason, p.Error())
+		}
+		return err
+	}
+	hash := a.hash()
+	restart := hash[:16] + "-" + string(generated.UID)[:8]
+	restarted, err := c.rollStatefulSets(ctx, store, restart)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		c.rebuild.Inc()
+		c.log.Info().Str("objectstore", key).Str("secret", store.Namespace+"/"+generated.Name).Str("reason", reason).
+			Str("hash", hash).Strs("restarted", restarted).Msg("mount secret rebuilt")
+	}
+	return c.setCondition(ctx, u, metav1.ConditionTrue, "CertificatesAssembled",
+		fmt.Sprintf("Secret %s holds %d keys from %d referenced Secrets (content hash %s)", generated.Name, len(a.data), len(store.ReferencedSecrets()), hash[:16]))
+}
+
+// ensureSecret creates or rewrites the generated Secret when its content
+// differs, and says why it did ("" when nothing was written).
+func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a *assembly) (*corev1.Secret, string, error) {
+	name := v1.GeneratedSecretName(store.Name)
+	hash := a.hash()
+	existing, err := c.secrets.Secrets(store.Namespace).Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: store.Namespace,
+				Labels:      map[string]string{v1.ObjectStoreLabel: store.Name},
+				Annotations: map[string]string{HashAnnotation: hash, SourcesAnnotation: a.sourcesJSON()},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(store,
+					v1.GroupVersion.WithKind(v1.Kind))},
+			},
+			Type: corev1.SecretTypeOpaque,
+			Data: a.data,
+		}
+		created, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Create(ctx, s, metav1.CreateOptions{})
+		if err != nil {
+			return nil, "", fmt.Errorf("create Secret %s/%s: %w", store.Namespace, name, err)
+		}
+		c.writes.WithLabelValues("secret_create").Inc()
+		return created, "generated Secret missing (first creation, or deleted): created", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("get Secret %s/%s: %w", store.Namespace, name, err)
+	}
+	if ref := metav1.GetControllerOf(existing); ref == nil || ref.UID != store.UID {
+		return nil, "", &problem{secret: name, reason: "GeneratedSecretConflict",
+			detail: "exists but is not owned by this ObjectStore; rename or delete it"}
+	}
+	if existing.Annotations[HashAnnotation] == hash && maps.EqualFunc(existing.Data, a.data, bytesEqual) {
+		return existing, "", nil
+	}
+	reason := "edited by hand: reverted"
+	if existing.Annotations[HashAnnotation] != hash {
+		reason = "referenced content changed: " + strings.Join(changedSources(existing.Annotations[SourcesAnnotation], a.sources), ", ")
+	}
+	s := existing.DeepCopy()
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[HashAnnotation] = hash
+	s.Annotations[SourcesAnnotation] = a.sourcesJSON()
+	s.Data = a.data
+	updated, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Update(ctx, s, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, "", fmt.Errorf("update Secret %s/%s: %w", store.Namespace, name, err)
+	}
+	c.writes.WithLabelValues("secret_update").Inc()
+	return updated, reason, nil
+}
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
+
+// rollStatefulSets sets the restart annotation on the pod template of
+// every StatefulSet of the store whose value differs, which makes
+// Kubernetes roll its pods.
+func (c *Controller) rollStatefulSets(ctx context.Context, store *v1.ObjectStore, value string) ([]string, error) {
+	sets, err := c.sets.StatefulSets(store.Namespace).List(labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: store.Name}))
+	if err != nil {
+		return nil, fmt.Errorf("list StatefulSets of %s/%s: %w", store.Namespace, store.Name, err)
+	}
+	var rolled []string
+	for _, s := range sets {
+		if s.Spec.Template.Annotations[RestartAnnotation] == value {
+			continue
+		}
+		patch := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, RestartAnnotation, value)
+		if _, err := c.cfg.Kube.AppsV1().StatefulSets(s.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return rolled, fmt.Errorf("roll StatefulSet %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		c.writes.WithLabelValues("statefulset_patch").Inc()
+		rolled = append(rolled, s.Name)
+	}
+	return rolled, nil
+}
+
+// setCondition writes CertificatesReady only when it changes, and raises
+// an Event on each change.
+func (c *Controller) setCondition(ctx context.Context, u *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) error {
+	store, err := v1.FromUnstructured(u)
+	if err != nil {
+		store = &v1.ObjectStore{}
+	}
+	conditions := append([]metav1.Condition(nil), store.Status.Conditions...)
+	want := metav1.Condition{
+		Type: v1.ConditionCertificatesReady, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: u.GetGeneration(), LastTransitionTime: metav1.NewTime(time.Now()),
+	}
+	if cur := meta.FindStatusCondition(conditions, want.Type); cur != nil &&
+		cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message && cur.ObservedGeneration == want.ObservedGeneration {
+		return nil
+	}
+	meta.SetStatusCondition(&conditions, want)
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1.ObjectStoreStatus{Conditions: conditions})
+	if err != nil {
+		return fmt.Errorf("encode status: %w", err)
+	}
+	updated := u.DeepCopy()
+	if err := unstructured.SetNestedField(updated.Object, raw["conditions"], "status", "conditions"); err != nil {
+		return fmt.Errorf("set status: %w", err)
+	}
+	_, err = c.cfg.Dynamic.Resource(v1.Resource).Namespace(u.GetNamespace()).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("update status of ObjectStore %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	c.writes.WithLabelValues("status_update").Inc()
+	eventType := corev1.EventTypeNormal
+	if status != metav1.ConditionTrue {
+		eventType = corev1.EventTypeWarning
+	}
+	if c.cfg.Recorder != nil {
+		c.cfg.Recorder.Event(u, eventType, reason, message)
+	}
+	return nil
+}
