@@ -220,6 +220,7 @@ func runKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k *k
 	})
 	return nil
 }
+
 // certificateSource wires the serving certificate for the configured mode
 // and starts what keeps it current. A nil Current means plain HTTP.
 func certificateSource(ctx context.Context, g *errgroup.Group, cfg config, k *kube, log zerolog.Logger, metrics *autocert.Metrics, checks *health.Checks) (*autocert.Current, error) {
