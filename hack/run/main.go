@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,7 +41,10 @@ func run(ctx context.Context) error {
 		return err
 	}
 	local := filepath.Join(root, ".local")
-	c, err := cluster.Start(ctx, cluster.Options{Dir: filepath.Join(local, "cluster"), Log: os.Stdout})
+	c, err := cluster.Start(ctx, cluster.Options{
+		Dir: filepath.Join(local, "cluster"), Log: os.Stdout,
+		CRDs: []string{filepath.Join(root, "helm", "object-store-operator", "crds")},
+	})
 	if err != nil {
 		return err
 	}
@@ -58,9 +60,6 @@ func run(ctx context.Context) error {
 	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", namespace, err)
-	}
-	if err := applyManifests(ctx, root, c.Kubeconfig); err != nil {
-		return err
 	}
 
 	// The operator files its own kubelet-serving CSR. The local signer's CA
@@ -114,21 +113,6 @@ The operator is running against the local control plane (Ctrl-C stops everything
 	case <-time.After(40 * time.Second):
 		_ = op.Process.Kill()
 		<-done
-	}
-	return nil
-}
-
-// applyManifests applies whatever exists of the chart's CRDs with the
-// pinned kubectl.
-func applyManifests(ctx context.Context, root, kubeconfig string) error {
-	crds := filepath.Join(root, "helm", "object-store-operator", "crds")
-	if _, err := os.Stat(crds); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), "--kubeconfig", kubeconfig, "apply", "-f", crds)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("kubectl apply -f %s: %w", crds, err)
 	}
 	return nil
 }

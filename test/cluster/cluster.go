@@ -39,6 +39,9 @@ type Options struct {
 	Dir string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// CRDs are files or directories of CustomResourceDefinitions to
+	// install before kube-controller-manager starts.
+	CRDs []string
 }
 
 // Cluster is a running control plane.
@@ -189,6 +192,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	fmt.Fprintf(c.log, "kube-apiserver ready at %s after %s\n", server, time.Since(start).Round(time.Millisecond))
+	if err := c.installCRDs(ctx, opts.CRDs); err != nil {
+		return nil, err
+	}
 
 	if err := c.run("kube-controller-manager", filepath.Join(binDir, "kube-controller-manager"),
 		"--kubeconfig="+kcmKubeconfig,

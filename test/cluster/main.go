@@ -14,9 +14,17 @@ import (
 //
 //	func TestMain(m *testing.M) { os.Exit(cluster.Main(m, &testCluster)) }
 func Main(m *testing.M, c **Cluster) int {
+	return MainWith(m, c, Options{})
+}
+
+// MainWith is Main with options, for example CRDs to install.
+func MainWith(m *testing.M, c **Cluster, opts Options) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	started, err := Start(ctx, Options{Log: os.Stderr})
+	if opts.Log == nil {
+		opts.Log = os.Stderr
+	}
+	started, err := Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start control plane: %v\n", err)
 		return 1

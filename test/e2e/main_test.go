@@ -36,5 +36,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "build operator: %v\n", err)
 		return 1
 	}
-	return cluster.Main(m, &testCluster)
+	// The chart's CRD, installed before kube-controller-manager starts so
+	// the garbage collector knows ObjectStores from the beginning.
+	return cluster.MainWith(m, &testCluster, cluster.Options{CRDs: []string{"../../helm/object-store-operator/crds"}})
 }

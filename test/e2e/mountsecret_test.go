@@ -1,0 +1,357 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	apiv1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/mountsecret"
+	"github.com/object-store-operator/operator/test/cluster"
+)
+
+var crdOnce sync.Once
+
+// kubectl runs the pinned kubectl as the admin.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := cluster.BinDir()
+	require.NoError(t, err)
+	out, err := exec.Command(filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", testCluster.Kubeconfig}, args...)...).CombinedOutput()
+	require.NoError(t, err, "kubectl %s: %s", strings.Join(args, " "), out)
+	return string(out)
+}
+
+// ensureCRD applies the chart's CRD file, as users and make run do.
+func ensureCRD(t *testing.T) {
+	crdOnce.Do(func() {
+		root, err := cluster.RepoRoot()
+		require.NoError(t, err)
+		kubectl(t, "apply", "-f", filepath.Join(root, "helm", "object-store-operator", "crds"))
+		kubectl(t, "wait", "--for=condition=Established", "crd/objectstores.aistor.min.io", "--timeout=30s")
+	})
+}
+
+func dyn(t *testing.T) dynamic.Interface {
+	t.Helper()
+	d, err := dynamic.NewForConfig(testCluster.Config)
+	require.NoError(t, err)
+	return d
+}
+
+// tenant is a tenant namespace with an ObjectStore, its Secrets and a
+// StatefulSet, and the operator running.
+type tenant struct {
+	ns, store string
+	op        *operator
+}
+
+func keyPairSecret(t *testing.T, ns, name string, withCA bool) {
+	t.Helper()
+	now := time.Now()
+	certPEM, keyPEM, _ := selfSigned(t, nil, []string{name + "." + ns + ".svc"}, now.Add(-time.Hour), now.Add(time.Hour))
+	data := map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}
+	if withCA {
+		data["ca.crt"] = certPEM
+	}
+	putNamedSecret(t, ns, name, data)
+}
+
+func putNamedSecret(t *testing.T, ns, name string, data map[string][]byte) {
+	t.Helper()
+	api := adminClient(t).CoreV1().Secrets(ns)
+	s, err := api.Get(t.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = api.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return
+	}
+	require.NoError(t, err)
+	s.Data = data
+	_, err = api.Update(t.Context(), s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+func objectStoreYAML(ns, name string, server, client, cas []string) string {
+	refs := func(names []string) string {
+		var b strings.Builder
+		for _, n := range names {
+			fmt.Fprintf(&b, "\n      - name: %s", n)
+		}
+		return b.String()
+	}
+	return fmt.Sprintf(`apiVersion: aistor.min.io/v1
+kind: ObjectStore
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  image: quay.io/minio/aistor/minio:RELEASE.2025-04-08T15-41-24Z
+  certificates:
+    server:%s
+    client:%s
+    trustedCAs:%s
+`, name, ns, refs(server), refs(client), refs(cas))
+}
+
+func applyYAML(t *testing.T, yaml string) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "\"$KUBECTL\" --kubeconfig \"$KC\" apply -f -")
+	bin, err := cluster.BinDir()
+	require.NoError(t, err)
+	cmd.Env = append(cmd.Environ(), "KUBECTL="+filepath.Join(bin, "kubectl"), "KC="+testCluster.Kubeconfig)
+	cmd.Stdin = strings.NewReader(yaml)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
+
+func statefulSet(t *testing.T, ns, store string) {
+	t.Helper()
+	replicas := int32(1)
+	labels := map[string]string{"app": store}
+	_, err := adminClient(t).AppsV1().StatefulSets(ns).Create(t.Context(), &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: store + "-pool-0", Labels: map[string]string{apiv1.ObjectStoreLabel: store}},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "minio", Image: "minio"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+func restartValue(t *testing.T, ns, store string) string {
+	t.Helper()
+	s, err := adminClient(t).AppsV1().StatefulSets(ns).Get(t.Context(), store+"-pool-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	return s.Spec.Template.Annotations[mountsecret.RestartAnnotation]
+}
+
+func generated(t *testing.T, ns, store string) (*corev1.Secret, error) {
+	return adminClient(t).CoreV1().Secrets(ns).Get(t.Context(), apiv1.GeneratedSecretName(store), metav1.GetOptions{})
+}
+
+func condition(t *testing.T, ns, store string) metav1.Condition {
+	t.Helper()
+	u, err := dyn(t).Resource(apiv1.Resource).Namespace(ns).Get(t.Context(), store, metav1.GetOptions{})
+	require.NoError(t, err)
+	os, err := apiv1.FromUnstructured(u)
+	require.NoError(t, err)
+	for _, c := range os.Status.Conditions {
+		if c.Type == apiv1.ConditionCertificatesReady {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+func newTenant(t *testing.T, extraEnv ...string) *tenant {
+	t.Helper()
+	ensureCRD(t)
+	opNS := operatorNamespace(t)
+	ns := operatorNamespace(t)
+	tn := &tenant{ns: ns, store: "tenant-a"}
+	keyPairSecret(t, ns, "tenant-a-tls", true)
+	keyPairSecret(t, ns, "tenant-a-extra-tls", false)
+	keyPairSecret(t, ns, "tenant-a-client", false)
+	ca, _, _ := selfSigned(t, nil, []string{"kms-ca"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	putNamedSecret(t, ns, "kms-ca", map[string][]byte{"ca.crt": ca})
+	statefulSet(t, ns, tn.store)
+	tn.op = startOperator(t, k8sEnv(opNS, extraEnv...))
+	applyYAML(t, objectStoreYAML(ns, tn.store, []string{"tenant-a-tls", "tenant-a-extra-tls"}, []string{"tenant-a-client"}, []string{"kms-ca"}))
+	return tn
+}
+
+func TestMountSecretAssemblesEveryReferencedCertificate(t *testing.T) {
+	tn := newTenant(t)
+	var s *corev1.Secret
+	require.Eventually(t, func() bool {
+		var err error
+		s, err = generated(t, tn.ns, tn.store)
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond)
+
+	tls, err := adminClient(t).CoreV1().Secrets(tn.ns).Get(t.Context(), "tenant-a-tls", metav1.GetOptions{})
+	require.NoError(t, err)
+	keys := make([]string, 0, len(s.Data))
+	for k := range s.Data {
+		keys = append(keys, k)
+	}
+	assert.ElementsMatch(t, []string{
+		"public.crt", "private.key", "CAs.server.tenant-a-tls.crt",
+		"tenant-a-extra-tls.public.crt", "tenant-a-extra-tls.private.key",
+		"client.tenant-a-client.crt", "client.tenant-a-client.key",
+		"CAs.trusted.kms-ca.crt", "CAs.operator.crt",
+	}, keys)
+	assert.Equal(t, tls.Data["tls.crt"], s.Data["public.crt"])
+	assert.Equal(t, tls.Data["tls.key"], s.Data["private.key"])
+	assert.NotEmpty(t, s.Annotations[mountsecret.HashAnnotation])
+	ref := metav1.GetControllerOf(s)
+	require.NotNil(t, ref)
+	assert.Equal(t, apiv1.Kind, ref.Kind)
+	assert.Equal(t, tn.store, ref.Name)
+
+	require.Eventually(t, func() bool { return restartValue(t, tn.ns, tn.store) != "" }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return condition(t, tn.ns, tn.store).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
+	out := kubectl(t, "get", "objectstore", tn.store, "-n", tn.ns)
+	assert.Contains(t, out, "True", "kubectl shows the CertificatesReady column")
+}
+
+func TestMountSecretFollowsRotationDeletionAndHandEdits(t *testing.T) {
+	tn := newTenant(t)
+	require.Eventually(t, func() bool { return restartValue(t, tn.ns, tn.store) != "" }, 10*time.Second, 20*time.Millisecond)
+	before := restartValue(t, tn.ns, tn.store)
+
+	// Rotation: cert-manager writes a new certificate into the server Secret.
+	start := time.Now()
+	keyPairSecret(t, tn.ns, "tenant-a-tls", true)
+	tls, err := adminClient(t).CoreV1().Secrets(tn.ns).Get(t.Context(), "tenant-a-tls", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s, err := generated(t, tn.ns, tn.store)
+		return err == nil && string(s.Data["public.crt"]) == string(tls.Data["tls.crt"]) && restartValue(t, tn.ns, tn.store) != before
+	}, 2*time.Second, 10*time.Millisecond, "generated Secret and pod template updated within 2 s")
+	t.Logf("server Secret rotated -> generated Secret and StatefulSet updated in %s", time.Since(start).Round(time.Millisecond))
+	assert.Contains(t, tn.op.logs.String(), "referenced content changed: tenant-a-tls")
+
+	// The seed's forced refresh.
+	afterRotation := restartValue(t, tn.ns, tn.store)
+	kubectl(t, "delete", "secret", apiv1.GeneratedSecretName(tn.store), "-n", tn.ns)
+	require.Eventually(t, func() bool {
+		_, err := generated(t, tn.ns, tn.store)
+		return err == nil && restartValue(t, tn.ns, tn.store) != afterRotation
+	}, 5*time.Second, 10*time.Millisecond, "recreated, and the pods restart")
+	assert.Contains(t, tn.op.logs.String(), "deleted): created")
+
+	// A hand edit is reverted.
+	s, err := generated(t, tn.ns, tn.store)
+	require.NoError(t, err)
+	original := string(s.Data["public.crt"])
+	kubectl(t, "patch", "secret", s.Name, "-n", tn.ns, "--type=merge", "-p", `{"data":{"public.crt":"aGFja2Vk"}}`)
+	require.Eventually(t, func() bool {
+		s, err := generated(t, tn.ns, tn.store)
+		return err == nil && string(s.Data["public.crt"]) == original
+	}, 5*time.Second, 10*time.Millisecond, "hand edit reverted")
+	assert.Contains(t, tn.op.logs.String(), "edited by hand: reverted")
+}
+
+func TestMissingSecretWritesNothingAndIsReported(t *testing.T) {
+	tn := newTenant(t)
+	require.Eventually(t, func() bool { return condition(t, tn.ns, tn.store).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
+	s, err := generated(t, tn.ns, tn.store)
+	require.NoError(t, err)
+
+	applyYAML(t, objectStoreYAML(tn.ns, tn.store, []string{"tenant-a-tls"}, nil, []string{"kms-ca", "missing-ca"}))
+	require.Eventually(t, func() bool {
+		c := condition(t, tn.ns, tn.store)
+		return c.Status == metav1.ConditionFalse && c.Reason == "SecretNotFound"
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Contains(t, condition(t, tn.ns, tn.store).Message, "missing-ca")
+	require.Eventually(t, func() bool {
+		return strings.Contains(kubectl(t, "describe", "objectstore", tn.store, "-n", tn.ns), "SecretNotFound")
+	}, 10*time.Second, 50*time.Millisecond, "an Event on the ObjectStore")
+	now, err := generated(t, tn.ns, tn.store)
+	require.NoError(t, err)
+	assert.Equal(t, s.ResourceVersion, now.ResourceVersion, "nothing written while a Secret is missing")
+
+	ca, _, _ := selfSigned(t, nil, []string{"missing-ca"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	putNamedSecret(t, tn.ns, "missing-ca", map[string][]byte{"ca.crt": ca})
+	require.Eventually(t, func() bool { return condition(t, tn.ns, tn.store).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
+	fixed, err := generated(t, tn.ns, tn.store)
+	require.NoError(t, err)
+	assert.Contains(t, fixed.Data, "CAs.trusted.missing-ca.crt")
+
+	putNamedSecret(t, tn.ns, "kms-ca", map[string][]byte{"ca.crt": []byte("garbage")})
+	require.Eventually(t, func() bool { return condition(t, tn.ns, tn.store).Reason == "SecretMalformed" }, 10*time.Second, 20*time.Millisecond)
+	assert.Contains(t, condition(t, tn.ns, tn.store).Message, "kms-ca")
+}
+
+func TestDeletingTheObjectStoreCollectsItsSecret(t *testing.T) {
+	tn := newTenant(t)
+	require.Eventually(t, func() bool { _, err := generated(t, tn.ns, tn.store); return err == nil }, 10*time.Second, 20*time.Millisecond)
+	kubectl(t, "delete", "objectstore", tn.store, "-n", tn.ns)
+	require.Eventually(t, func() bool {
+		_, err := generated(t, tn.ns, tn.store)
+		return apierrors.IsNotFound(err)
+	}, 60*time.Second, 100*time.Millisecond, "garbage-collected with its owner")
+}
+
+// writeCount reads the operator's own count of API writes.
+func writeCount(t *testing.T, op *operator) string {
+	t.Helper()
+	var lines []string
+	for _, l := range strings.Split(string(get(t, http.DefaultClient, "http://"+op.metricsAddr+"/metrics")), "\n") {
+		if strings.HasPrefix(l, "objectstore_operator_mountsecret_writes_total") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// apiserverWrites counts create/update/patch requests the apiserver served
+// for the resources the controller writes.
+func apiserverWrites(t *testing.T) map[string]float64 {
+	t.Helper()
+	raw, err := adminClient(t).RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(l, "apiserver_request_total{") {
+			continue
+		}
+		for _, res := range []string{`resource="secrets"`, `resource="statefulsets"`, `resource="objectstores"`} {
+			if !strings.Contains(l, res) {
+				continue
+			}
+			for _, verb := range []string{`verb="POST"`, `verb="PUT"`, `verb="PATCH"`} {
+				if strings.Contains(l, verb) {
+					var v float64
+					_, err := fmt.Sscanf(l[strings.LastIndex(l, " ")+1:], "%g", &v)
+					require.NoError(t, err)
+					out[res+verb] += v
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestResyncAndUnrelatedChangesWriteNothing(t *testing.T) {
+	tn := newTenant(t, "OPERATOR_RESYNC_PERIOD=1s")
+	require.Eventually(t, func() bool { return condition(t, tn.ns, tn.store).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return restartValue(t, tn.ns, tn.store) != "" }, 10*time.Second, 20*time.Millisecond)
+	// Absence of writes cannot be polled for: let the start-up syncs
+	// settle, then watch over three resync periods (OPERATOR_RESYNC_PERIOD=1s).
+	time.Sleep(1500 * time.Millisecond)
+	before, opBefore := apiserverWrites(t), writeCount(t, tn.op)
+	putNamedSecret(t, tn.ns, "unrelated", map[string][]byte{"x": []byte("y")}) // the test's one POST
+	time.Sleep(3500 * time.Millisecond)
+	after, opAfter := apiserverWrites(t), writeCount(t, tn.op)
+	diff := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			diff[k] = d
+		}
+	}
+	b, _ := json.Marshal(diff)
+	assert.Equal(t, map[string]float64{`resource="secrets"verb="POST"`: 1}, diff, "only the test's own write: %s", b)
+	assert.Equal(t, opBefore, opAfter, "the controller wrote nothing")
+}
