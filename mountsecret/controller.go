@@ -311,7 +311,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			Str("hash", hash).Strs("restarted", restarted).Msg("mount secret rebuilt")
 	}
 	return c.setCondition(ctx, u, metav1.ConditionTrue, "CertificatesAssembled",
-		fmt.Sprintf("Secret %s holds %d keys from %d referenced Secrets (content hash %s)", generated.Name, len(a.data), len(store.ReferencedSecrets()), hash[:16]))
+		// No hash in the message: a content change is not a status change.
+		fmt.Sprintf("Secret %s holds %d keys from %d referenced Secrets", generated.Name, len(a.data), len(store.ReferencedSecrets())))
 }
 
 // ensureSecret creates or rewrites the generated Secret when its content

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,6 +50,8 @@ type config struct {
 	renewDeadline   time.Duration
 	retryPeriod     time.Duration
 	resync          time.Duration
+	qps             float32
+	burst           int
 }
 
 type rawConfig struct {
@@ -64,6 +67,7 @@ type rawConfig struct {
 	leaderElection                                    string
 	leaseDuration, renewDeadline, retryPeriod         string
 	resync                                            string
+	qps, burst                                        string
 }
 
 func (r *rawConfig) settings() []setting {
@@ -93,6 +97,8 @@ func (r *rawConfig) settings() []setting {
 		{"lease-renew-deadline", "OPERATOR_LEASE_RENEW_DEADLINE", "10s", "leader election: how long the leader tries to renew before giving up", &r.renewDeadline},
 		{"lease-retry-period", "OPERATOR_LEASE_RETRY_PERIOD", "2s", "leader election: how often candidates retry", &r.retryPeriod},
 		{"resync-period", "OPERATOR_RESYNC_PERIOD", "10m", "how often every watched object is re-checked even without events", &r.resync},
+		{"kube-api-qps", "OPERATOR_KUBE_API_QPS", "100", "sustained requests per second to the Kubernetes API", &r.qps},
+		{"kube-api-burst", "OPERATOR_KUBE_API_BURST", "200", "burst of requests to the Kubernetes API", &r.burst},
 	}
 }
 
@@ -165,6 +171,14 @@ func (r *rawConfig) resolve() (config, error) {
 			errs = append(errs, fmt.Errorf("%s: %q is not a duration of at least %s", d.name, d.raw, d.min))
 		}
 		*d.dst = v
+	}
+	if q, err := strconv.ParseFloat(r.qps, 32); err != nil || q <= 0 {
+		errs = append(errs, fmt.Errorf("OPERATOR_KUBE_API_QPS: %q is not a positive number", r.qps))
+	} else {
+		c.qps = float32(q)
+	}
+	if c.burst, err = strconv.Atoi(r.burst); err != nil || c.burst < 1 {
+		errs = append(errs, fmt.Errorf("OPERATOR_KUBE_API_BURST: %q is not a positive integer", r.burst))
 	}
 	if r.renewBefore != "" {
 		if c.renewBefore, err = time.ParseDuration(r.renewBefore); err != nil || c.renewBefore <= 0 || c.renewBefore >= c.expiration {

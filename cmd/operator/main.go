@@ -132,6 +132,8 @@ func newKube(cfg config) (*kube, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
+	restCfg.QPS, restCfg.Burst = cfg.qps, cfg.burst
+	restCfg.UserAgent = "object-store-operator/" + version
 	cs, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
