@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILD_FLAGS := -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
 IMAGE   ?= object-store-operator:$(VERSION)
 
-.PHONY: all build tools test unit e2e run bench fuzz image clean
+.PHONY: all build tools test run bench bench-scale fuzz image clean
 
 all: build
 
@@ -44,3 +44,7 @@ image:
 
 clean:
 	rm -rf bin .local
+
+## bench-scale: the mount-secret controller with 1,000 ObjectStores on the local control plane
+bench-scale: tools
+	$(GO) test ./test/e2e -run '^$$' -bench BenchmarkMountSecretScale -benchtime 1x -timeout 20m

@@ -27,7 +27,7 @@ import (
 
 const autocertSecret = "object-store-operator-tls"
 
-func adminClient(t *testing.T) *kubernetes.Clientset {
+func adminClient(t testing.TB) *kubernetes.Clientset {
 	t.Helper()
 	cs, err := testCluster.Clientset()
 	require.NoError(t, err)
@@ -35,7 +35,7 @@ func adminClient(t *testing.T) *kubernetes.Clientset {
 }
 
 // operatorNamespace creates a namespace for one test's operator.
-func operatorNamespace(t *testing.T) string {
+func operatorNamespace(t testing.TB) string {
 	t.Helper()
 	cs := adminClient(t)
 	ns, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "osop-"}}, metav1.CreateOptions{})

@@ -24,7 +24,7 @@ import (
 const customSecret = "operator-webhook-tls"
 
 // selfSigned makes a serving key pair for names, valid between the times.
-func selfSigned(t *testing.T, key crypto.Signer, names []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, serial *big.Int) {
+func selfSigned(t testing.TB, key crypto.Signer, names []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, serial *big.Int) {
 	t.Helper()
 	if key == nil {
 		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -47,7 +47,7 @@ func ensureCRD(t *testing.T) {
 	})
 }
 
-func dyn(t *testing.T) dynamic.Interface {
+func dyn(t testing.TB) dynamic.Interface {
 	t.Helper()
 	d, err := dynamic.NewForConfig(testCluster.Config)
 	require.NoError(t, err)
@@ -295,7 +295,7 @@ func TestDeletingTheObjectStoreCollectsItsSecret(t *testing.T) {
 }
 
 // writeCount reads the operator's own count of API writes.
-func writeCount(t *testing.T, op *operator) string {
+func writeCount(t testing.TB, op *operator) string {
 	t.Helper()
 	var lines []string
 	for _, l := range strings.Split(string(get(t, http.DefaultClient, "http://"+op.metricsAddr+"/metrics")), "\n") {

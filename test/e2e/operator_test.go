@@ -48,7 +48,7 @@ func (b *syncBuffer) String() string {
 // startOperator runs the operator with env (KEY=VALUE) on free loopback
 // ports and waits until /readyz answers 200. It is stopped at test end and
 // its log is printed if the test failed.
-func startOperator(t *testing.T, env []string, args ...string) *operator {
+func startOperator(t testing.TB, env []string, args ...string) *operator {
 	t.Helper()
 	op := launchOperator(t, env, args...)
 	op.waitReady(t)
@@ -56,7 +56,7 @@ func startOperator(t *testing.T, env []string, args ...string) *operator {
 }
 
 // launchOperator starts the operator without waiting for readiness.
-func launchOperator(t *testing.T, env []string, args ...string) *operator {
+func launchOperator(t testing.TB, env []string, args ...string) *operator {
 	t.Helper()
 	ports := freePorts(t, 2)
 	op := &operator{
@@ -85,7 +85,7 @@ func launchOperator(t *testing.T, env []string, args ...string) *operator {
 	return op
 }
 
-func (op *operator) waitReady(t *testing.T) {
+func (op *operator) waitReady(t testing.TB) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		select {
@@ -134,7 +134,7 @@ func (op *operator) stop() {
 
 // client returns an HTTPS client that trusts caPEM and dials the operator
 // whatever host name the URL carries, as a pod resolving the Service would.
-func (op *operator) client(t *testing.T, caPEM []byte, maxConns int) *http.Client {
+func (op *operator) client(t testing.TB, caPEM []byte, maxConns int) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(caPEM))
@@ -157,7 +157,7 @@ func (op *operator) port() string {
 	return port
 }
 
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
 	for range n {

@@ -211,7 +211,7 @@ func TestTraversalGetsNoFileContent(t *testing.T) {
 	}
 }
 
-func get(t *testing.T, c *http.Client, url string) []byte {
+func get(t testing.TB, c *http.Client, url string) []byte {
 	t.Helper()
 	resp, err := c.Get(url)
 	require.NoError(t, err)
