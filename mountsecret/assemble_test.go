@@ -1,0 +1,128 @@
+package mountsecret
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+func pair(t *testing.T, name string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+}
+
+func lister(t *testing.T, secrets ...*corev1.Secret) corelisters.SecretLister {
+	t.Helper()
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, s := range secrets {
+		require.NoError(t, idx.Add(s))
+	}
+	return corelisters.NewSecretLister(idx)
+}
+
+func secret(name string, data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "t"}, Data: data}
+}
+
+func store(server, client, cas []string) *v1.ObjectStore {
+	refs := func(names []string) []v1.SecretRef {
+		var out []v1.SecretRef
+		for _, n := range names {
+			out = append(out, v1.SecretRef{Name: n})
+		}
+		return out
+	}
+	return &v1.ObjectStore{
+		ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "t"},
+		Spec:       v1.ObjectStoreSpec{Certificates: v1.Certificates{Server: refs(server), Client: refs(client), TrustedCAs: refs(cas)}},
+	}
+}
+
+func TestAssemblyLayoutAndDeterminism(t *testing.T) {
+	c1, k1 := pair(t, "one")
+	c2, k2 := pair(t, "two")
+	c3, k3 := pair(t, "client")
+	ca, _ := pair(t, "ca")
+	l := lister(t,
+		secret("one", map[string][]byte{"tls.crt": c1, "tls.key": k1, "ca.crt": ca}),
+		secret("two", map[string][]byte{"public.crt": c2, "private.key": k2}),
+		secret("cl", map[string][]byte{"tls.crt": c3, "tls.key": k3}),
+		secret("kms", map[string][]byte{"ca.crt": append(append([]byte{}, ca...), c1...)}),
+	)
+	os := store([]string{"one", "two"}, []string{"cl"}, []string{"kms"})
+	a, err := assemble(os, l, []byte("operator-ca"))
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]byte{
+		"public.crt": c1, "private.key": k1, "CAs.server.one.crt": ca,
+		"two.public.crt": c2, "two.private.key": k2,
+		"client.cl.crt": c3, "client.cl.key": k3,
+		"CAs.trusted.kms.crt": append(append([]byte{}, ca...), c1...),
+		"CAs.operator.crt":    []byte("operator-ca"),
+	}, a.data)
+
+	again, err := assemble(os, l, []byte("operator-ca"))
+	require.NoError(t, err)
+	assert.Equal(t, a.hash(), again.hash(), "same inputs, same hash")
+	assert.Equal(t, a.sourcesJSON(), again.sourcesJSON())
+
+	changed, err := assemble(os, l, []byte("new-operator-ca"))
+	require.NoError(t, err)
+	assert.NotEqual(t, a.hash(), changed.hash())
+	assert.Equal(t, []string{"operator CA"}, changedSources(a.sourcesJSON(), changed.sources))
+}
+
+func TestAssemblyProblemsNameTheSecret(t *testing.T) {
+	c1, k1 := pair(t, "one")
+	_, otherKey := pair(t, "other")
+	tests := []struct {
+		name       string
+		secrets    []*corev1.Secret
+		os         *v1.ObjectStore
+		wantSecret string
+		wantReason string
+		wantDetail string
+	}{
+		{"missing server Secret", nil, store([]string{"one"}, nil, nil), "one", "SecretNotFound", "not found"},
+		{"key of another certificate", []*corev1.Secret{secret("one", map[string][]byte{"tls.crt": c1, "tls.key": otherKey})},
+			store([]string{"one"}, nil, nil), "one", "SecretMalformed", "belongs to another certificate"},
+		{"client without keys", []*corev1.Secret{secret("cl", map[string][]byte{"foo": []byte("bar")})},
+			store(nil, []string{"cl"}, nil), "cl", "SecretMalformed", "no tls.crt/tls.key"},
+		{"CA with garbage", []*corev1.Secret{secret("kms", map[string][]byte{"ca.crt": []byte("garbage")})},
+			store(nil, nil, []string{"kms"}), "kms", "SecretMalformed", "not PEM"},
+		{"CA Secret without certificates", []*corev1.Secret{secret("kms", map[string][]byte{"x": k1})},
+			store(nil, nil, []string{"kms"}), "kms", "SecretMalformed", "no PEM certificate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := assemble(tt.os, lister(t, tt.secrets...), nil)
+			var p *problem
+			require.ErrorAs(t, err, &p)
+			assert.Equal(t, tt.wantSecret, p.secret)
+			assert.Equal(t, tt.wantReason, p.reason)
+			assert.Contains(t, p.detail, tt.wantDetail)
+		})
+	}
+}
