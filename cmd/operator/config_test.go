@@ -63,14 +63,17 @@ func TestAutoCertDisabledAcceptsAIStorSpellings(t *testing.T) {
 }
 
 // Every setting must be documented: users configure through env vars they
-// read about in docs/configuration.md.
+// read about in docs/configuration.md and in the chart's values.yaml.
 func TestEverySettingIsDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/configuration.md")
+	require.NoError(t, err)
+	values, err := os.ReadFile("../../helm/object-store-operator/values.yaml")
 	require.NoError(t, err)
 	var raw rawConfig
 	for _, s := range raw.settings() {
 		assert.True(t, strings.Contains(string(doc), "`"+s.env+"`"), "%s missing from docs/configuration.md", s.env)
 		assert.True(t, strings.Contains(string(doc), "`--"+s.flag+"`"), "--%s missing from docs/configuration.md", s.flag)
+		assert.True(t, strings.Contains(string(values), "#   "+s.env+" "), "%s missing from the chart's values.yaml comments", s.env)
 	}
 }
 

@@ -1,0 +1,45 @@
+{{/* The Service must be called object-store-operator: pods reach
+object-store-operator.<ns>.svc and the certificate names it. */}}
+{{- define "osop.name" -}}object-store-operator{{- end -}}
+
+{{- define "osop.labels" -}}
+app.kubernetes.io/name: object-store-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "osop.selectorLabels" -}}
+app.kubernetes.io/name: object-store-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "osop.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "osop.name" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The value of an env var set in global.operator.extraEnv, or "". */}}
+{{- define "osop.env" -}}
+{{- $name := index . 1 -}}
+{{- $value := "" -}}
+{{- range (index . 0).Values.global.operator.extraEnv -}}
+{{- if and (eq .name $name) (hasKey . "value") -}}{{- $value = .value -}}{{- end -}}
+{{- end -}}
+{{- $value -}}
+{{- end -}}
+
+{{/* Whether autocert (the CSR flow) is on, judged like the operator does. */}}
+{{- define "osop.autocert" -}}
+{{- $off := lower (include "osop.env" (list . "OPERATOR_AUTO_CERT_DISABLED")) -}}
+{{- $files := include "osop.env" (list . "OPERATOR_TLS_CERT_FILE") -}}
+{{- if and (not (has $off (list "on" "true" "yes" "1" "enable" "enabled"))) (eq $files "") -}}true{{- end -}}
+{{- end -}}
+
+{{- define "osop.signer" -}}
+{{- default "kubernetes.io/kubelet-serving" (include "osop.env" (list . "OPERATOR_CSR_SIGNER_NAME")) -}}
+{{- end -}}
