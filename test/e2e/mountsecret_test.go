@@ -334,8 +334,38 @@ func apiserverWrites(t *testing.T) map[string]float64 {
 	return out
 }
 
+// quiesce waits until earlier tests' namespaces are gone, so that only
+// this test's ObjectStore can cause writes: the operator watches the whole
+// cluster, and a store whose namespace is being torn down really changes.
+func quiesce(t *testing.T, ns string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		stores, err := dyn(t).Resource(apiv1.Resource).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, s := range stores.Items {
+			if s.GetNamespace() != ns {
+				return false
+			}
+		}
+		nss, err := adminClient(t).CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, n := range nss.Items {
+			if n.Status.Phase == corev1.NamespaceTerminating {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 100*time.Millisecond, "earlier tests' namespaces still terminating")
+}
+
 func TestResyncAndUnrelatedChangesWriteNothing(t *testing.T) {
+	quiesce(t, "")
 	tn := newTenant(t, "OPERATOR_RESYNC_PERIOD=1s")
+	quiesce(t, tn.ns)
 	require.Eventually(t, func() bool { return condition(t, tn.ns, tn.store).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return restartValue(t, tn.ns, tn.store) != "" }, 10*time.Second, 20*time.Millisecond)
 	// Absence of writes cannot be polled for: let the start-up syncs
