@@ -13,18 +13,15 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
@@ -397,31 +394,11 @@ func (c *Controller) rollStatefulSets(ctx context.Context, store *v1.ObjectStore
 // setCondition writes CertificatesReady only when it changes, and raises
 // an Event on each change.
 func (c *Controller) setCondition(ctx context.Context, u *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) error {
-	store, err := v1.FromUnstructured(u)
-	if err != nil {
-		store = &v1.ObjectStore{}
-	}
-	conditions := append([]metav1.Condition(nil), store.Status.Conditions...)
-	want := metav1.Condition{
+	wrote, err := v1.SetCondition(ctx, c.cfg.Dynamic, u, metav1.Condition{
 		Type: v1.ConditionCertificatesReady, Status: status, Reason: reason, Message: message,
-		ObservedGeneration: u.GetGeneration(), LastTransitionTime: metav1.NewTime(time.Now()),
-	}
-	if cur := meta.FindStatusCondition(conditions, want.Type); cur != nil &&
-		cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message && cur.ObservedGeneration == want.ObservedGeneration {
-		return nil
-	}
-	meta.SetStatusCondition(&conditions, want)
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1.ObjectStoreStatus{Conditions: conditions})
-	if err != nil {
-		return fmt.Errorf("encode status: %w", err)
-	}
-	updated := u.DeepCopy()
-	if err := unstructured.SetNestedField(updated.Object, raw["conditions"], "status", "conditions"); err != nil {
-		return fmt.Errorf("set status: %w", err)
-	}
-	_, err = c.cfg.Dynamic.Resource(v1.Resource).Namespace(u.GetNamespace()).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-	if err != nil {
-		return fmt.Errorf("update status of ObjectStore %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	})
+	if err != nil || !wrote {
+		return err
 	}
 	c.writes.WithLabelValues("status_update").Inc()
 	eventType := corev1.EventTypeNormal

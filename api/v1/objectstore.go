@@ -40,7 +40,11 @@ type ObjectStore struct {
 
 // ObjectStoreSpec is the part of the spec this operator acts on.
 type ObjectStoreSpec struct {
-	Certificates Certificates `json:"certificates,omitempty"`
+	// Image is the MinIO image the pods run; its binary is served to them.
+	Image string `json:"image,omitempty"`
+	// ImagePullSecrets authenticate pulls of Image, as in a PodSpec.
+	ImagePullSecrets []SecretRef  `json:"imagePullSecrets,omitempty"`
+	Certificates     Certificates `json:"certificates,omitempty"`
 }
 
 // Certificates lists Secrets in the ObjectStore's namespace.

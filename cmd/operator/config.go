@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -12,6 +13,9 @@ import (
 
 	"github.com/minio/pkg/v3/env"
 	"github.com/rs/zerolog"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/object-store-operator/operator/binsource"
 )
 
 // setting is one configuration value: a flag, the environment variable
@@ -52,6 +56,11 @@ type config struct {
 	resync          time.Duration
 	qps             float32
 	burst           int
+	mirrorURL       string
+	storeKeep       int
+	pullConcurrency int
+	maxBinarySize   int64
+	platforms       []binsource.Platform
 }
 
 type rawConfig struct {
@@ -68,6 +77,8 @@ type rawConfig struct {
 	leaseDuration, renewDeadline, retryPeriod         string
 	resync                                            string
 	qps, burst                                        string
+	mirrorURL, storeKeep, pullConcurrency             string
+	maxBinarySize, platforms                          string
 }
 
 func (r *rawConfig) settings() []setting {
@@ -99,6 +110,11 @@ func (r *rawConfig) settings() []setting {
 		{"resync-period", "OPERATOR_RESYNC_PERIOD", "10m", "how often every watched object is re-checked even without events", &r.resync},
 		{"kube-api-qps", "OPERATOR_KUBE_API_QPS", "100", "sustained requests per second to the Kubernetes API", &r.qps},
 		{"kube-api-burst", "OPERATOR_KUBE_API_BURST", "200", "burst of requests to the Kubernetes API", &r.burst},
+		{"release-mirror-url", "OPERATOR_RELEASE_MIRROR_URL", "", "mirror of MinIO release directories (<url>/<os>-<arch>/minio.<RELEASE>) for releases no image provides", &r.mirrorURL},
+		{"store-keep", "OPERATOR_STORE_KEEP", "3", "unreferenced releases are removed once this many newer ones exist", &r.storeKeep},
+		{"pull-concurrency", "OPERATOR_PULL_CONCURRENCY", "2", "image pulls and mirror downloads running at once", &r.pullConcurrency},
+		{"max-binary-size", "OPERATOR_MAX_BINARY_SIZE", "1Gi", "largest binary accepted from an image or mirror (Kubernetes quantity)", &r.maxBinarySize},
+		{"platforms", "OPERATOR_PLATFORMS", "linux/amd64,linux/arm64", "platforms fetched into <os>-<arch>/ directories", &r.platforms},
 	}
 }
 
@@ -179,6 +195,26 @@ func (r *rawConfig) resolve() (config, error) {
 	}
 	if c.burst, err = strconv.Atoi(r.burst); err != nil || c.burst < 1 {
 		errs = append(errs, fmt.Errorf("OPERATOR_KUBE_API_BURST: %q is not a positive integer", r.burst))
+	}
+	c.mirrorURL = r.mirrorURL
+	if r.mirrorURL != "" {
+		if u, err := url.Parse(r.mirrorURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("OPERATOR_RELEASE_MIRROR_URL: %q is not an http(s) URL", r.mirrorURL))
+		}
+	}
+	if c.storeKeep, err = strconv.Atoi(r.storeKeep); err != nil || c.storeKeep < 0 {
+		errs = append(errs, fmt.Errorf("OPERATOR_STORE_KEEP: %q is not a non-negative integer", r.storeKeep))
+	}
+	if c.pullConcurrency, err = strconv.Atoi(r.pullConcurrency); err != nil || c.pullConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("OPERATOR_PULL_CONCURRENCY: %q is not a positive integer", r.pullConcurrency))
+	}
+	if q, err := resource.ParseQuantity(r.maxBinarySize); err != nil || q.Value() <= 0 {
+		errs = append(errs, fmt.Errorf("OPERATOR_MAX_BINARY_SIZE: %q is not a size such as 1Gi", r.maxBinarySize))
+	} else {
+		c.maxBinarySize = q.Value()
+	}
+	if c.platforms, err = binsource.ParsePlatforms(r.platforms); err != nil {
+		errs = append(errs, fmt.Errorf("OPERATOR_PLATFORMS: %w", err))
 	}
 	if r.renewBefore != "" {
 		if c.renewBefore, err = time.ParseDuration(r.renewBefore); err != nil || c.renewBefore <= 0 || c.renewBefore >= c.expiration {

@@ -31,6 +31,7 @@ import (
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/autocert"
+	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/health"
 	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/trust"
@@ -81,7 +82,7 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		return err
 	}
 	if kube != nil {
-		if err := runKubernetesParts(ctx, g, cfg, kube, cert, log, reg, certMetrics); err != nil {
+		if err := runKubernetesParts(ctx, g, cfg, kube, cert, store, log, reg, certMetrics); err != nil {
 			return err
 		}
 	} else {
@@ -152,7 +153,7 @@ func newKube(cfg config) (*kube, error) {
 // runKubernetesParts starts the trust pool on every replica and, on the
 // leader, the certificate issuer (autocert mode) and the mount-secret
 // controller.
-func runKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k *kube, cert *autocert.Current, log zerolog.Logger, reg prometheus.Registerer, certMetrics *autocert.Metrics) error {
+func runKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k *kube, cert *autocert.Current, store *upgradeserver.Store, log zerolog.Logger, reg prometheus.Registerer, certMetrics *autocert.Metrics) error {
 	pool, err := trust.New(trust.Config{
 		Namespace: cfg.namespace, Secrets: k.namespace.Core().V1().Secrets(),
 		ClusterCA: clusterCA(k.rest), Log: log, Registerer: reg,
@@ -180,6 +181,13 @@ func runKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k *k
 		if err != nil {
 			return err
 		}
+	}
+	fetcher, err := binsource.NewFetcher(binsource.FetcherConfig{
+		Store: store, Transport: pool.Transport(), Platforms: cfg.platforms, MaxSize: cfg.maxBinarySize,
+		MirrorURL: cfg.mirrorURL, Concurrency: cfg.pullConcurrency, Registerer: reg, Log: log,
+	})
+	if err != nil {
+		return err
 	}
 	k.namespace.Start(ctx.Done())
 
@@ -214,9 +222,17 @@ func runKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k *k
 			if err != nil {
 				return err
 			}
+			binaries, err := binsource.NewController(binsource.ControllerConfig{
+				Dynamic: k.dynamic, ObjectStores: stores, Secrets: all.Core().V1().Secrets(),
+				Fetcher: fetcher, Keep: cfg.storeKeep, Recorder: recorder, Log: log,
+			})
+			if err != nil {
+				return err
+			}
 			all.Start(ctx.Done())
 			go stores.Run(ctx.Done())
 			lg.Go(func() error { return ctrl.Run(ctx) })
+			lg.Go(func() error { return binaries.Run(ctx) })
 			return lg.Wait()
 		})
 	})

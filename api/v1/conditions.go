@@ -1,0 +1,49 @@
+package v1
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+)
+
+// ConditionBinaryAvailable tells whether the ObjectStore's release is in
+// the upgrade server's store.
+const ConditionBinaryAvailable = "BinaryAvailable"
+
+// SetCondition writes one status condition of u through the status
+// subresource, only when its status, reason, message or observed
+// generation differ from what u carries. It reports whether it wrote.
+// A stale u fails with a conflict, so controllers sharing the status
+// never overwrite each other's conditions.
+func SetCondition(ctx context.Context, client dynamic.Interface, u *unstructured.Unstructured, want metav1.Condition) (bool, error) {
+	store, err := FromUnstructured(u)
+	if err != nil {
+		store = &ObjectStore{}
+	}
+	want.ObservedGeneration = u.GetGeneration()
+	want.LastTransitionTime = metav1.NewTime(time.Now())
+	conditions := append([]metav1.Condition(nil), store.Status.Conditions...)
+	if cur := meta.FindStatusCondition(conditions, want.Type); cur != nil &&
+		cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message && cur.ObservedGeneration == want.ObservedGeneration {
+		return false, nil
+	}
+	meta.SetStatusCondition(&conditions, want)
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ObjectStoreStatus{Conditions: conditions})
+	if err != nil {
+		return false, fmt.Errorf("encode status: %w", err)
+	}
+	updated := u.DeepCopy()
+	if err := unstructured.SetNestedField(updated.Object, raw["conditions"], "status", "conditions"); err != nil {
+		return false, fmt.Errorf("set status: %w", err)
+	}
+	if _, err := client.Resource(Resource).Namespace(u.GetNamespace()).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return false, fmt.Errorf("update status of ObjectStore %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return true, nil
+}
