@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
@@ -70,6 +71,9 @@ type Fetcher struct {
 	sem   chan struct{}
 	group singleflight.Group
 
+	originsMu sync.Mutex
+	origins   map[string]string // release -> where it was fetched from
+
 	pulls     *prometheus.CounterVec
 	bytes     prometheus.Counter
 	storeSize prometheus.Gauge
@@ -90,9 +94,10 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		cfg.Concurrency = 2
 	}
 	f := &Fetcher{
-		cfg: cfg,
-		log: cfg.Log.With().Str("component", "binsource").Logger(),
-		sem: make(chan struct{}, cfg.Concurrency),
+		cfg:     cfg,
+		log:     cfg.Log.With().Str("component", "binsource").Logger(),
+		sem:     make(chan struct{}, cfg.Concurrency),
+		origins: map[string]string{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_pulls_total",
 			Help: "Release fetches by outcome (fetched, cached, or the failure reason).",
@@ -127,6 +132,9 @@ func (f *Fetcher) Ensure(ctx context.Context, image string, kc *keychain) (*Resu
 			outcome = reason(err)
 		case res.Source == "store":
 			outcome = "cached"
+		}
+		if err == nil {
+			f.describe(res)
 		}
 		f.pulls.WithLabelValues(outcome).Inc()
 		f.updateStoreSize()
@@ -201,7 +209,6 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		}
 		ev := f.log.Info()
 		if found.computed {
-			res.Unsigned = true
 			ev = f.log.Warn().Str("reason", "the image has no minio.sha256sum/minio.minisig (hardened image)")
 		}
 		ev.Str("image", image).Str("platform", p.String()).Str("release", release).Str("sha256", found.digest).
@@ -391,6 +398,27 @@ func httpStatusError(url string, code int) error {
 		return fmt.Errorf("%w: %s answered %d", errAuth, url, code)
 	}
 	return fmt.Errorf("%w: %s answered %d", errPull, url, code)
+}
+
+// describe completes a result from what is known rather than from what
+// this call did: where the release came from (a later call may find it
+// already in the store) and whether every platform's binary is signed.
+func (f *Fetcher) describe(res *Result) {
+	f.originsMu.Lock()
+	if res.Source == "store" {
+		if origin, ok := f.origins[res.Release]; ok {
+			res.Source = origin
+		}
+	} else {
+		f.origins[res.Release] = res.Source
+	}
+	f.originsMu.Unlock()
+	res.Unsigned = false
+	for _, b := range f.cfg.Store.Binaries() {
+		if b.Release == res.Release && b.Platform != "" && !b.Signed {
+			res.Unsigned = true
+		}
+	}
 }
 
 func (f *Fetcher) haveAll(release string) bool {

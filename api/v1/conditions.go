@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 )
 
 // ConditionBinaryAvailable tells whether the ObjectStore's release is in
@@ -22,6 +24,25 @@ const ConditionBinaryAvailable = "BinaryAvailable"
 // A stale u fails with a conflict, so controllers sharing the status
 // never overwrite each other's conditions.
 func SetCondition(ctx context.Context, client dynamic.Interface, u *unstructured.Unstructured, want metav1.Condition) (bool, error) {
+	var wrote bool
+	// Two controllers write conditions of the same object: on a conflict,
+	// read the latest version and try again instead of backing off.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		wrote, err = setCondition(ctx, client, u, want)
+		if apierrors.IsConflict(err) {
+			latest, getErr := client.Resource(Resource).Namespace(u.GetNamespace()).Get(ctx, u.GetName(), metav1.GetOptions{})
+			if getErr != nil {
+				return getErr
+			}
+			u = latest
+		}
+		return err
+	})
+	return wrote, err
+}
+
+func setCondition(ctx context.Context, client dynamic.Interface, u *unstructured.Unstructured, want metav1.Condition) (bool, error) {
 	store, err := FromUnstructured(u)
 	if err != nil {
 		store = &ObjectStore{}
@@ -43,6 +64,7 @@ func SetCondition(ctx context.Context, client dynamic.Interface, u *unstructured
 		return false, fmt.Errorf("set status: %w", err)
 	}
 	if _, err := client.Resource(Resource).Namespace(u.GetNamespace()).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		// %w keeps IsConflict working for the retry.
 		return false, fmt.Errorf("update status of ObjectStore %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	return true, nil

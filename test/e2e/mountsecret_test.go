@@ -28,7 +28,7 @@ import (
 var crdOnce sync.Once
 
 // kubectl runs the pinned kubectl as the admin.
-func kubectl(t *testing.T, args ...string) string {
+func kubectl(t testing.TB, args ...string) string {
 	t.Helper()
 	bin, err := cluster.BinDir()
 	require.NoError(t, err)
@@ -38,7 +38,7 @@ func kubectl(t *testing.T, args ...string) string {
 }
 
 // ensureCRD applies the chart's CRD file, as users and make run do.
-func ensureCRD(t *testing.T) {
+func ensureCRD(t testing.TB) {
 	crdOnce.Do(func() {
 		root, err := cluster.RepoRoot()
 		require.NoError(t, err)
@@ -109,7 +109,7 @@ spec:
 `, name, ns, refs(server), refs(client), refs(cas))
 }
 
-func applyYAML(t *testing.T, yaml string) {
+func applyYAML(t testing.TB, yaml string) {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", "\"$KUBECTL\" --kubeconfig \"$KC\" apply -f -")
 	bin, err := cluster.BinDir()

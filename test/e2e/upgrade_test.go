@@ -33,7 +33,7 @@ const (
 var podHost = serviceName + "." + opNamespace + ".svc.cluster.local"
 
 // writeRelease lays out a release the way MinIO publishes it.
-func writeRelease(t *testing.T, dir, platform string, content []byte) string {
+func writeRelease(t testing.TB, dir, platform string, content []byte) string {
 	t.Helper()
 	d := filepath.Join(dir, platform)
 	require.NoError(t, os.MkdirAll(d, 0o755))
@@ -46,7 +46,7 @@ func writeRelease(t *testing.T, dir, platform string, content []byte) string {
 	return digest
 }
 
-func randomBytes(t *testing.T, n int) []byte {
+func randomBytes(t testing.TB, n int) []byte {
 	t.Helper()
 	b := make([]byte, n)
 	_, err := rand.Read(b)
@@ -64,7 +64,7 @@ func fileModeOperator(t *testing.T) (*operator, string) {
 	return op, dir
 }
 
-func listing(t *testing.T, c *http.Client, base string) upgradeserver.Listing {
+func listing(t testing.TB, c *http.Client, base string) upgradeserver.Listing {
 	t.Helper()
 	resp, err := c.Get(base + upgradeserver.UpdatePath)
 	require.NoError(t, err)

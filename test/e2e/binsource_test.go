@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apiv1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/upgradeserver"
+)
+
+// binEnv is an operator trusting one test registry, and a tenant namespace
+// with a pull Secret for it.
+type binEnv struct {
+	opNS, tenantNS string
+	updateDir      string
+	reg            *testRegistry
+	op             *operator
+	env            []string
+}
+
+func newBinEnv(t testing.TB, extraEnv ...string) *binEnv {
+	t.Helper()
+	ensureCRD(t)
+	e := &binEnv{reg: startRegistry(t), opNS: operatorNamespace(t), tenantNS: operatorNamespace(t)}
+	trustCA(t, e.opNS, "aistor-ca-tls-registry", e.reg.caPEM)
+	dockerConfigSecret(t, e.tenantNS, "regcred", e.reg.host, e.reg.user, e.reg.pass)
+	e.env = k8sEnv(e.opNS, extraEnv...)
+	e.updateDir = filepath.Join(os.TempDir(), "osop-e2e-updates-"+e.opNS)
+	t.Cleanup(func() { os.RemoveAll(e.updateDir) })
+	e.op = startOperator(t, e.env)
+	return e
+}
+
+func (e *binEnv) objectStore(t testing.TB, name, image string, pullSecrets ...string) {
+	t.Helper()
+	var refs strings.Builder
+	for _, s := range pullSecrets {
+		fmt.Fprintf(&refs, "\n    - name: %s", s)
+	}
+	applyYAML(t, fmt.Sprintf(`apiVersion: aistor.min.io/v1
+kind: ObjectStore
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  image: %s
+  imagePullSecrets:%s
+`, name, e.tenantNS, image, refs.String()))
+}
+
+func conditionOf(t testing.TB, ns, store, typ string) metav1.Condition {
+	t.Helper()
+	u, err := dyn(t).Resource(apiv1.Resource).Namespace(ns).Get(t.Context(), store, metav1.GetOptions{})
+	require.NoError(t, err)
+	os, err := apiv1.FromUnstructured(u)
+	require.NoError(t, err)
+	for _, c := range os.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+func (e *binEnv) waitBinaryCondition(t testing.TB, store string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
+	var c metav1.Condition
+	require.Eventually(t, func() bool {
+		c = conditionOf(t, e.tenantNS, store, apiv1.ConditionBinaryAvailable)
+		return c.Status == status && (reason == "" || c.Reason == reason)
+	}, 60*time.Second, 50*time.Millisecond, "ObjectStore %s: want BinaryAvailable=%s %s, have %+v", store, status, reason, c)
+	return c
+}
+
+func (e *binEnv) listing(t testing.TB) upgradeserver.Listing {
+	t.Helper()
+	c := e.op.client(t, testCluster.KubeletServingCA, 4)
+	return listing(t, c, "https://"+serviceName+"."+e.opNS+".svc.cluster.local")
+}
+
+// walk plays MinIO's update client from the .sha256sum URL and returns
+// the verified binary.
+func (e *binEnv) walk(t testing.TB, b upgradeserver.ListedBinary) []byte {
+	t.Helper()
+	c := e.op.client(t, testCluster.KubeletServingCA, 4)
+	fields := strings.Fields(string(get(t, c, b.SHA256SumURL)))
+	require.Len(t, fields, 2)
+	require.True(t, strings.HasPrefix(fields[1], "minio."))
+	dir := b.SHA256SumURL[:strings.LastIndex(b.SHA256SumURL, "/")]
+	binary := get(t, c, dir+"/"+fields[1])
+	sum := sha256.Sum256(binary)
+	require.Equal(t, fields[0], hex.EncodeToString(sum[:]), "binary matches its .sha256sum")
+	return binary
+}
+
+func visibleFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	var out []string
+	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && !strings.HasPrefix(info.Name(), ".") {
+			out = append(out, strings.TrimPrefix(p, dir+"/"))
+		}
+		return nil
+	})
+	return out
+}
+
+func TestImageBinaryIsServedForEveryPlatformAndFetchedOnce(t *testing.T) {
+	e := newBinEnv(t)
+	amd, arm := randomBytes(t, 2<<20), randomBytes(t, 2<<20)
+	image := e.reg.pushIndex(t, "minio/aistor:"+release, map[string]imageSpec{
+		"linux/amd64": {binary: amd, releaseLbl: release, extraLayers: 2},
+		"linux/arm64": {binary: arm, releaseLbl: release, binaryPath: "usr/bin/minio"},
+	})
+	for _, s := range []string{"store-a", "store-b"} {
+		e.objectStore(t, s, image, "regcred")
+	}
+	for _, s := range []string{"store-a", "store-b"} {
+		c := e.waitBinaryCondition(t, s, metav1.ConditionTrue, "Available")
+		assert.Contains(t, c.Message, "minio."+release+" is served for linux/amd64, linux/arm64")
+	}
+
+	l := e.listing(t)
+	require.Len(t, l.Binaries, 2)
+	want := map[string][]byte{"amd64": amd, "arm64": arm}
+	for _, b := range l.Binaries {
+		assert.Equal(t, "minio."+release, b.Name)
+		assert.True(t, b.Signed, "the image's .minisig is served")
+		assert.Equal(t, want[b.Arch], e.walk(t, b), "the %s binary is the image's", b.Arch)
+	}
+	e.reg.blobGets.Range(func(digest, n any) bool {
+		assert.LessOrEqual(t, n.(*atomic.Int64).Load(), int64(1), "blob %s fetched more than once for two ObjectStores", digest)
+		return true
+	})
+	out := kubectl(t, "get", "objectstore", "store-a", "-n", e.tenantNS)
+	assert.Contains(t, out, "BINARY")
+}
+
+func TestImageProblemsAreReportedAndNothingIsListed(t *testing.T) {
+	e := newBinEnv(t)
+	other := startRegistry(t) // its CA is in no aistor-ca-tls Secret
+	dockerConfigSecret(t, e.tenantNS, "badcred", e.reg.host, e.reg.user, "wrong")
+	dockerConfigSecret(t, e.tenantNS, "othercred", other.host, other.user, other.pass)
+	good := imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release}
+	tests := []struct {
+		store, image, secret, reason string
+	}{
+		{"wrong-pull-secret", e.reg.pushImage(t, "minio/a:"+release, good), "badcred", "AuthFailed"},
+		{"no-binary", e.reg.pushImage(t, "minio/b:"+release, imageSpec{noBinary: true, releaseLbl: release}), "regcred", "NoMinIOBinary"},
+		{"corrupted-checksum", e.reg.pushImage(t, "minio/c:"+release, imageSpec{binary: randomBytes(t, 1<<20), corruptSum: true, releaseLbl: release}), "regcred", "ChecksumMismatch"},
+		{"untrusted-registry", other.pushImage(t, "minio/d:"+release, good), "othercred", "RegistryNotTrusted"},
+		{"not-found", e.reg.host + "/minio/missing:" + release, "regcred", "ImageNotFound"},
+		{"missing-pull-secret", e.reg.host + "/minio/a:" + release, "nosuchsecret", "PullSecretUnusable"},
+	}
+	for _, tt := range tests {
+		e.objectStore(t, tt.store, tt.image, tt.secret)
+	}
+	for _, tt := range tests {
+		t.Run(tt.store, func(t *testing.T) {
+			c := e.waitBinaryCondition(t, tt.store, metav1.ConditionFalse, tt.reason)
+			assert.NotEmpty(t, c.Message)
+			assert.Contains(t, kubectl(t, "describe", "objectstore", tt.store, "-n", e.tenantNS), tt.reason, "an Event says it too")
+		})
+	}
+	assert.Empty(t, e.listing(t).Binaries)
+	assert.Empty(t, visibleFiles(t, e.updateDir), "nothing landed in the store")
+}
+
+func TestHardenedImageWithoutChecksumIsServedUnsigned(t *testing.T) {
+	e := newBinEnv(t)
+	bin := randomBytes(t, 1<<20)
+	e.objectStore(t, "hardened", e.reg.pushImage(t, "minio/hardened:"+release, imageSpec{binary: bin, noSidecars: true, releaseLbl: release}), "regcred")
+	c := e.waitBinaryCondition(t, "hardened", metav1.ConditionTrue, "Available")
+	assert.Contains(t, c.Message, "unsigned")
+	l := e.listing(t)
+	require.Len(t, l.Binaries, 1)
+	assert.False(t, l.Binaries[0].Signed)
+	assert.Empty(t, l.Binaries[0].MinisigURL)
+	assert.Equal(t, bin, e.walk(t, l.Binaries[0]))
+	assert.Contains(t, e.op.logs.String(), "hardened image")
+}
+
+func TestReleaseMirrorFillsWhatNoImageProvides(t *testing.T) {
+	mirrorDir := t.TempDir()
+	const mirrorRelease = "RELEASE.2025-05-01T00-00-00Z"
+	bins := map[string][]byte{}
+	for _, p := range []string{"linux-amd64", "linux-arm64"} {
+		bins[p] = randomBytes(t, 1<<20)
+		require.NoError(t, os.MkdirAll(filepath.Join(mirrorDir, "releases", p), 0o755))
+		name := "minio." + mirrorRelease
+		sum := sha256.Sum256(bins[p])
+		require.NoError(t, os.WriteFile(filepath.Join(mirrorDir, "releases", p, name), bins[p], 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(mirrorDir, "releases", p, name+".sha256sum"), []byte(hex.EncodeToString(sum[:])+"  "+name+"\n"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(mirrorDir, "releases", p, name+".minisig"), []byte("untrusted comment: sig\n"), 0o644))
+	}
+	now := time.Now()
+	certPEM, keyPEM, _ := selfSigned(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
+	mirror := httptest.NewUnstartedServer(http.FileServer(http.Dir(mirrorDir)))
+	cert, err := tlsKeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	mirror.TLS = cert
+	mirror.StartTLS()
+	t.Cleanup(mirror.Close)
+
+	opNS := operatorNamespace(t)
+	trustCA(t, opNS, "aistor-ca-tls-mirror", certPEM)
+	e := &binEnv{reg: startRegistry(t), opNS: opNS, tenantNS: operatorNamespace(t)}
+	trustCA(t, opNS, "aistor-ca-tls-registry", e.reg.caPEM)
+	dockerConfigSecret(t, e.tenantNS, "regcred", e.reg.host, e.reg.user, e.reg.pass)
+	e.updateDir = filepath.Join(os.TempDir(), "osop-e2e-updates-"+opNS)
+	t.Cleanup(func() { os.RemoveAll(e.updateDir) })
+	e.op = startOperator(t, k8sEnv(opNS, "OPERATOR_RELEASE_MIRROR_URL="+mirror.URL+"/releases"))
+
+	// The image was never pushed: the mirror has the release.
+	e.objectStore(t, "mirrored", e.reg.host+"/minio/aistor:"+mirrorRelease, "regcred")
+	c := e.waitBinaryCondition(t, "mirrored", metav1.ConditionTrue, "Available")
+	assert.Contains(t, c.Message, "source: mirror")
+	l := e.listing(t)
+	require.Len(t, l.Binaries, 2)
+	for _, b := range l.Binaries {
+		assert.Equal(t, bins[b.OS+"-"+b.Arch], e.walk(t, b))
+		assert.True(t, b.Signed)
+	}
+}
+
+func TestPullKilledHalfwayLeavesNothingListed(t *testing.T) {
+	e := newBinEnv(t)
+	bin := randomBytes(t, 48<<20)
+	image := e.reg.pushImage(t, "minio/big:"+release, imageSpec{binary: bin, releaseLbl: release})
+	e.reg.throttle.Store(8 << 20)
+	e.objectStore(t, "big", image, "regcred")
+
+	platformDir := filepath.Join(e.updateDir, "linux-amd64")
+	require.Eventually(t, func() bool {
+		tmp, _ := filepath.Glob(filepath.Join(platformDir, ".minio.*.tmp"))
+		return len(tmp) > 0
+	}, 30*time.Second, 20*time.Millisecond, "the pull did not start")
+	require.NoError(t, e.op.cmd.Process.Signal(syscall.SIGKILL))
+	<-e.op.done
+	assert.Empty(t, visibleFiles(t, e.updateDir), "a killed pull leaves no visible file")
+
+	e.reg.throttle.Store(0)
+	e.op = startOperator(t, e.env)
+	assert.Empty(t, e.listing(t).Binaries, "nothing half-pulled is listed after the restart")
+	e.waitBinaryCondition(t, "big", metav1.ConditionTrue, "Available")
+	l := e.listing(t)
+	require.Len(t, l.Binaries, 1)
+	assert.Equal(t, bin, e.walk(t, l.Binaries[0]))
+	tmp, _ := filepath.Glob(filepath.Join(platformDir, ".minio.*.tmp"))
+	assert.Empty(t, tmp, "the interrupted pull's temporary file was cleaned up")
+	assert.Contains(t, e.op.logs.String(), "removed a partial download")
+}
