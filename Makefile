@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILD_FLAGS := -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
 IMAGE   ?= object-store-operator:$(VERSION)
 
-.PHONY: all build tools test run bench bench-scale fuzz image clean
+.PHONY: all build tools test run bench bench-scale bench-pull fuzz image clean
 
 all: build
 
@@ -51,3 +51,7 @@ clean:
 ## bench-scale: the mount-secret controller with 1,000 ObjectStores on the local control plane
 bench-scale: tools
 	$(GO) test ./test/e2e -run '^$$' -bench BenchmarkMountSecretScale -benchtime 1x -timeout 20m
+
+## bench-pull: image change -> 128 MiB binary listed, and the operator's peak RSS during the pull
+bench-pull: tools
+	$(GO) test ./test/e2e -run '^$$' -bench BenchmarkImageChangeToListed -benchtime 1x -timeout 20m

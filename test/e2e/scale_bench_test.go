@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,7 +101,7 @@ func BenchmarkMountSecretScale(b *testing.B) {
 		b.ReportMetric(cold.Seconds(), "cold-s")
 		b.ReportMetric(rotate.Seconds(), "rotate-s")
 		b.ReportMetric(resyncWrites, "resync-writes")
-		b.ReportMetric(float64(rssKiB(b, op.cmd.Process.Pid))/1024, "rss-MiB")
+		b.ReportMetric(float64(procStatusKiB(b, op.cmd.Process.Pid, "VmRSS"))/1024, "rss-MiB")
 	}
 }
 
@@ -161,17 +160,4 @@ func totalWrites(b testing.TB, op *operator) float64 {
 		}
 	}
 	return sum
-}
-
-func rssKiB(b testing.TB, pid int) int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	require.NoError(b, err)
-	for _, l := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			v, err := strconv.Atoi(strings.Fields(l)[1])
-			require.NoError(b, err)
-			return v
-		}
-	}
-	return 0
 }

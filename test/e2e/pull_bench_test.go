@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BenchmarkImageChangeToListed: an ObjectStore's image changes to one with
+// a 128 MiB binary on the local TLS registry. Run with `make bench-pull`;
+// it reports the time until the binary is listed and the operator's peak
+// RSS growth during the pull (streaming: well under the binary's size).
+func BenchmarkImageChangeToListed(b *testing.B) {
+	const size = 128 << 20
+	for b.Loop() {
+		e := newBinEnv(b)
+		small := e.reg.pushImage(b, "minio/aistor:RELEASE.2025-01-01T00-00-00Z", imageSpec{binary: randomBytes(b, 1<<20), releaseLbl: "RELEASE.2025-01-01T00-00-00Z"})
+		e.objectStore(b, "tenant", small, "regcred")
+		e.waitBinaryCondition(b, "tenant", metav1.ConditionTrue, "Available")
+		next := e.reg.pushImage(b, "minio/aistor:"+release, imageSpec{binary: randomBytes(b, size), releaseLbl: release, extraLayers: 3})
+
+		pid := e.op.cmd.Process.Pid
+		before := procStatusKiB(b, pid, "VmRSS")
+		// Writing 5 resets the peak RSS (VmHWM) to the current RSS.
+		require.NoError(b, os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0o200))
+		start := time.Now()
+		e.objectStore(b, "tenant", next, "regcred")
+		require.Eventually(b, func() bool {
+			for _, bin := range e.listing(b).Binaries {
+				if bin.Release == release {
+					return true
+				}
+			}
+			return false
+		}, 5*time.Minute, 50*time.Millisecond)
+		took := time.Since(start)
+		peak := procStatusKiB(b, pid, "VmHWM")
+
+		b.ReportMetric(took.Seconds(), "s-to-listed")
+		b.ReportMetric(float64(size>>20)/took.Seconds(), "MiB/s")
+		b.ReportMetric(float64(peak-before)/1024, "peak-rss-growth-MiB")
+		b.ReportMetric(float64(peak)/1024, "peak-rss-MiB")
+	}
+}
+
+func procStatusKiB(b testing.TB, pid int, field string) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(b, err)
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, field+":") {
+			v, err := strconv.Atoi(strings.Fields(l)[1])
+			require.NoError(b, err)
+			return v
+		}
+	}
+	b.Fatalf("%s not in /proc/%d/status", field, pid)
+	return 0
+}
