@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,6 +27,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+
+	"github.com/object-store-operator/operator/internal/controller"
 )
 
 const (
@@ -83,7 +86,9 @@ type Issuer struct {
 	log    zerolog.Logger
 	lister corelisters.SecretLister
 	synced cache.InformerSynced
-	queue  workqueue.TypedRateLimitingInterface[string]
+	// queue belongs to the current leadership term: a shut-down queue
+	// cannot be reused, and a replica may lead again later.
+	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[string]]
 	// foreign remembers the Secret version already reported as not ours.
 	foreign string
 }
@@ -104,10 +109,6 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 		log:    cfg.Log.With().Str("component", "autocert").Str("secret", cfg.Namespace+"/"+cfg.SecretName).Str("signer", cfg.SignerName).Logger(),
 		lister: cfg.Secrets.Lister(),
 		synced: cfg.Secrets.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			// A failed CSR is retried from 5 s, doubling up to 5 min.
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "autocert", Clock: cfg.Clock}),
 	}
 	_, err := cfg.Secrets.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    i.enqueue,
@@ -125,34 +126,27 @@ func (i *Issuer) enqueue(obj any) {
 		obj = d.Obj
 	}
 	if s, ok := obj.(*corev1.Secret); ok && s.Namespace == i.cfg.Namespace && s.Name == i.cfg.SecretName {
-		i.queue.Add(s.Name)
+		if q := i.queue.Load(); q != nil {
+			(*q).Add(s.Name)
+		}
 	}
 }
 
 // Run issues and renews until ctx ends (leadership lost or shutdown).
 func (i *Issuer) Run(ctx context.Context) error {
-	defer i.queue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), i.synced) {
 		return fmt.Errorf("autocert: Secret informer did not sync")
 	}
-	i.queue.Add(i.cfg.SecretName)
-	go func() {
-		<-ctx.Done()
-		i.queue.ShutDown()
-	}()
-	for {
-		key, quit := i.queue.Get()
-		if quit {
-			return nil
-		}
-		err := i.sync(ctx, key)
-		if err != nil && ctx.Err() == nil {
-			i.queue.AddRateLimited(key)
-		} else {
-			i.queue.Forget(key)
-		}
-		i.queue.Done(key)
-	}
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(
+		// A failed CSR is retried from 5 s, doubling up to 5 min.
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "autocert", Clock: i.cfg.Clock})
+	i.queue.Store(&q)
+	defer i.queue.Store(nil)
+	q.Add(i.cfg.SecretName)
+	// Failures are logged by issue itself, with the CSR and the remedy.
+	controller.Run(ctx, q, 1, i.sync, nil)
+	return nil
 }
 
 // sync makes sure the Secret holds a valid certificate of ours that is not
@@ -188,7 +182,9 @@ func (i *Issuer) sync(ctx context.Context, key string) error {
 			renewAt := i.renewAt(cert.Leaf)
 			if wait := renewAt.Sub(i.cfg.Clock.Now()); wait > 0 {
 				i.log.Debug().Time("renewAt", renewAt).Msg("serving certificate current; next check at renewal time")
-				i.queue.AddAfter(key, wait)
+				if q := i.queue.Load(); q != nil {
+					(*q).AddAfter(key, wait)
+				}
 				return nil
 			}
 			reason = "due for renewal"

@@ -8,11 +8,12 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/object-store-operator/operator/internal/controller"
 )
 
 // Secret keys, kubernetes.io/tls and cert-manager style first, MinIO style second.
@@ -94,34 +95,14 @@ func (s *SecretSource) enqueue(obj any) {
 
 // Run processes changes until ctx ends.
 func (s *SecretSource) Run(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer s.queue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), s.synced) {
+		s.queue.ShutDown()
 		return fmt.Errorf("serving Secret %s/%s: informer did not sync", s.namespace, s.name)
 	}
 	// An absent Secret raises no event: look once after the sync.
 	s.queue.Add(s.name)
-	go func() {
-		<-ctx.Done()
-		s.queue.ShutDown()
-	}()
-	for s.processNext(ctx) {
-	}
+	controller.Run(ctx, s.queue, 1, s.sync, nil)
 	return nil
-}
-
-func (s *SecretSource) processNext(ctx context.Context) bool {
-	key, quit := s.queue.Get()
-	if quit {
-		return false
-	}
-	defer s.queue.Done(key)
-	if err := s.sync(ctx, key); err != nil {
-		s.queue.AddRateLimited(key)
-		return true
-	}
-	s.queue.Forget(key)
-	return true
 }
 
 // sync offers the Secret's current content. A missing or malformed Secret

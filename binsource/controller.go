@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/upgradeserver"
 )
 
@@ -140,34 +141,13 @@ func (c *Controller) secretChanged(obj any) {
 
 // Run works until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("binsource: informers did not sync")
 	}
 	c.cfg.Fetcher.cfg.Store.RemoveStaleTemporaries()
-	for range c.cfg.Workers {
-		go func() {
-			for c.processNext(ctx) {
-			}
-		}()
-	}
-	<-ctx.Done()
+	// Failures are reported on the ObjectStore by sync itself.
+	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, nil)
 	return nil
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 // sync makes the ObjectStore's release available and reports it in the

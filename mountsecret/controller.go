@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/controller"
 )
 
 // Annotations the controller writes.
@@ -211,8 +212,6 @@ func (c *Controller) statefulSetChanged(obj any) {
 
 // Run works until ctx ends. Changes of the operator CA re-sync every store.
 func (c *Controller) Run(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("mount secret: informers did not sync")
 	}
@@ -231,29 +230,10 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	for range c.cfg.Workers {
-		go func() {
-			for c.processNext(ctx) {
-			}
-		}()
-	}
-	<-ctx.Done()
-	return nil
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
+	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, func(key string, err error) {
 		c.log.Warn().Str("objectstore", key).Err(err).Msg("sync failed; retrying with backoff")
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	})
+	return nil
 }
 
 // sync brings the generated Secret, the StatefulSets' restart annotation

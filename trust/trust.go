@@ -23,11 +23,12 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/object-store-operator/operator/internal/controller"
 )
 
 // SecretPrefix starts the name of every Secret whose certificates are trusted.
@@ -157,28 +158,13 @@ func (p *Pool) currentTransport() *http.Transport {
 
 // Run rebuilds the pool on every change until ctx ends.
 func (p *Pool) Run(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer p.queue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), p.synced) {
+		p.queue.ShutDown()
 		return fmt.Errorf("trust: Secret informer did not sync")
 	}
 	p.queue.Add("pool")
-	go func() {
-		<-ctx.Done()
-		p.queue.ShutDown()
-	}()
-	for {
-		key, quit := p.queue.Get()
-		if quit {
-			return nil
-		}
-		if err := p.sync(); err != nil {
-			p.queue.AddRateLimited(key)
-		} else {
-			p.queue.Forget(key)
-		}
-		p.queue.Done(key)
-	}
+	controller.Run(ctx, p.queue, 1, func(context.Context, string) error { return p.sync() }, nil)
+	return nil
 }
 
 // sync builds a new pool from every CA Secret and swaps it in. A Secret

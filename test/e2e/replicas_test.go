@@ -44,3 +44,33 @@ func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "new certificate from the new leader")
 	assert.Len(t, operatorCSRs(t, ns), 2)
 }
+
+// TestLeaderThatLeadsAgainStillIssues: a replica that loses leadership
+// (here: its Lease is deleted) and wins it back must do the leader's work
+// again in the new term.
+func TestLeaderThatLeadsAgainStillIssues(t *testing.T) {
+	ns := operatorNamespace(t)
+	op := startOperator(t, k8sEnv(ns, "OPERATOR_LEASE_DURATION=3s", "OPERATOR_LEASE_RENEW_DEADLINE=2s", "OPERATOR_LEASE_RETRY_PERIOD=200ms"))
+	first, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
+	require.NoError(t, err)
+
+	// Another holder takes the Lease: the operator cannot renew, steps down,
+	// and wins it back once the thief's lease expires.
+	leases := adminClient(t).CoordinationV1().Leases(ns)
+	lease, err := leases.Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	require.NoError(t, err)
+	thief, now, duration := "thief", metav1.NewMicroTime(time.Now()), int32(3)
+	lease.Spec.HolderIdentity, lease.Spec.RenewTime, lease.Spec.AcquireTime, lease.Spec.LeaseDurationSeconds = &thief, &now, &now, &duration
+	_, err = leases.Update(t.Context(), lease, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), "no longer leader") }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Count(op.logs.String(), "became leader") >= 2 },
+		20*time.Second, 50*time.Millisecond, "leadership lost and won back")
+
+	require.NoError(t, adminClient(t).CoreV1().Secrets(ns).Delete(t.Context(), autocertSecret, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		leaf, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
+		return err == nil && leaf.SerialNumber.Cmp(first.SerialNumber) != 0
+	}, 15*time.Second, 20*time.Millisecond, "the second term's issuer reissues")
+	assert.Len(t, operatorCSRs(t, ns), 2)
+}

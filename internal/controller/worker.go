@@ -1,0 +1,46 @@
+// Package controller holds the worker loop every controller here shares,
+// in the shape of kubernetes/sample-controller: keys from a rate-limited
+// queue, one idempotent sync per key, backoff when it fails.
+package controller
+
+import (
+	"context"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Run starts workers that call sync for each queued key until ctx ends,
+// then shuts the queue down and returns. A key whose sync fails is
+// requeued with the queue's rate limiter and reported to onError (which
+// may be nil); a key that syncs is forgotten by the rate limiter.
+func Run(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], workers int,
+	sync func(context.Context, string) error, onError func(key string, err error)) {
+	defer utilruntime.HandleCrash()
+	defer queue.ShutDown()
+	for range max(workers, 1) {
+		go func() {
+			for processNext(ctx, queue, sync, onError) {
+			}
+		}()
+	}
+	<-ctx.Done()
+}
+
+func processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string],
+	sync func(context.Context, string) error, onError func(string, error)) bool {
+	key, quit := queue.Get()
+	if quit {
+		return false
+	}
+	defer queue.Done(key)
+	if err := sync(ctx, key); err != nil && ctx.Err() == nil {
+		if onError != nil {
+			onError(key, err)
+		}
+		queue.AddRateLimited(key)
+		return true
+	}
+	queue.Forget(key)
+	return true
+}
