@@ -74,7 +74,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "binsource"}),
 		wanted: map[string]string{},
 	}
-	if err := cfg.ObjectStores.AddIndexers(cache.Indexers{pullSecretIndex: indexPullSecrets}); err != nil {
+	if err := cfg.ObjectStores.AddIndexers(cache.Indexers{pullSecretIndex: v1.SecretIndex((*v1.ObjectStore).PullSecrets)}); err != nil {
 		return nil, fmt.Errorf("index ObjectStores by pull Secret: %w", err)
 	}
 	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -98,22 +98,6 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		return nil, fmt.Errorf("binsource Secret handler: %w", err)
 	}
 	return c, nil
-}
-
-func indexPullSecrets(obj any) ([]string, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, nil
-	}
-	store, err := v1.FromUnstructured(u)
-	if err != nil {
-		return nil, nil
-	}
-	var keys []string
-	for _, s := range store.Spec.ImagePullSecrets {
-		keys = append(keys, store.Namespace+"/"+s.Name)
-	}
-	return keys, nil
 }
 
 func (c *Controller) enqueue(obj any) {

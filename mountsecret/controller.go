@@ -117,7 +117,7 @@ func New(cfg Config) (*Controller, error) {
 			}
 		}
 	}
-	if err := cfg.ObjectStores.AddIndexers(cache.Indexers{secretRefIndex: indexSecretRefs}); err != nil {
+	if err := cfg.ObjectStores.AddIndexers(cache.Indexers{secretRefIndex: v1.SecretIndex((*v1.ObjectStore).ReferencedSecrets)}); err != nil {
 		return nil, fmt.Errorf("index ObjectStores by Secret: %w", err)
 	}
 	handlers := []struct {
@@ -150,26 +150,6 @@ func New(cfg Config) (*Controller, error) {
 		}
 	}
 	return c, nil
-}
-
-// indexSecretRefs indexes an ObjectStore under every Secret it references,
-// so a Secret change touches only the stores that use it.
-func indexSecretRefs(obj any) ([]string, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, nil
-	}
-	os, err := v1.FromUnstructured(u)
-	if err != nil {
-		// A malformed object references nothing we can read; sync reports it.
-		return nil, nil
-	}
-	refs := os.ReferencedSecrets()
-	keys := make([]string, 0, len(refs))
-	for _, name := range refs {
-		keys = append(keys, os.Namespace+"/"+name)
-	}
-	return keys, nil
 }
 
 func (c *Controller) enqueueStore(obj any) {

@@ -93,3 +93,36 @@ func (o *ObjectStore) ReferencedSecrets() []string {
 
 // GeneratedSecretName is the mount Secret of the ObjectStore called name.
 func GeneratedSecretName(name string) string { return name + "-generated" }
+
+// SecretIndex returns an informer index function that files an ObjectStore
+// under "<namespace>/<secret>" for every Secret name secrets returns, so a
+// Secret change finds the stores that use it without a scan. An object that
+// does not convert is filed nowhere; the controllers report it when they
+// sync it.
+func SecretIndex(secrets func(*ObjectStore) []string) func(obj any) ([]string, error) {
+	return func(obj any) ([]string, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return nil, nil
+		}
+		store, err := FromUnstructured(u)
+		if err != nil {
+			return nil, nil
+		}
+		names := secrets(store)
+		keys := make([]string, 0, len(names))
+		for _, name := range names {
+			keys = append(keys, store.Namespace+"/"+name)
+		}
+		return keys, nil
+	}
+}
+
+// PullSecrets returns the names of the image pull Secrets.
+func (o *ObjectStore) PullSecrets() []string {
+	out := make([]string, 0, len(o.Spec.ImagePullSecrets))
+	for _, s := range o.Spec.ImagePullSecrets {
+		out = append(out, s.Name)
+	}
+	return out
+}
