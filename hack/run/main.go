@@ -96,7 +96,10 @@ func run(ctx context.Context) error {
 	fmt.Printf(`
 The operator is running against the local control plane (Ctrl-C stops everything).
   kubectl:  %s --kubeconfig %s get ns
-  binaries: put minio.<RELEASE>, .sha256sum and .minisig into %s[/<os>-<arch>/]
+  binaries: put minio.<RELEASE>, .sha256sum and .minisig into %s[/<os>-<arch>/],
+            or create an ObjectStore with spec.image (docs/binaries.md)
+  certs:    an ObjectStore with spec.certificates gets <name>-generated (docs/mount-secret.md)
+  metrics:  curl localhost:8080/metrics
   a pod would run:
     curl --cacert %s --resolve %s:4221:127.0.0.1 https://%s:4221/webhook/v1/update
 
