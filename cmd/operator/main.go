@@ -33,6 +33,7 @@ import (
 	"github.com/object-store-operator/operator/autocert"
 	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/health"
+	"github.com/object-store-operator/operator/internal/logging"
 	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/trust"
 	"github.com/object-store-operator/operator/upgradeserver"
@@ -50,6 +51,7 @@ func main() {
 	if err != nil {
 		log.Fatal().Err(err).Msg("invalid configuration")
 	}
+	logging.RouteKlog(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, log); err != nil {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,6 +44,12 @@ func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
 		return err == nil && leaf.SerialNumber.Cmp(leafA.SerialNumber) != 0
 	}, 10*time.Second, 20*time.Millisecond, "new certificate from the new leader")
 	assert.Len(t, operatorCSRs(t, ns), 2)
+
+	// client-go's own lines (leader election, reflectors) are JSON too.
+	for _, line := range strings.Split(strings.TrimSpace(follower.logs.String()), "\n") {
+		assert.True(t, json.Valid([]byte(line)), "log line is not JSON: %s", line)
+	}
+	assert.Contains(t, follower.logs.String(), `"component":"client-go"`)
 }
 
 // TestLeaderThatLeadsAgainStillIssues: a replica that loses leadership

@@ -102,6 +102,16 @@ func TestCurlFromAPodGetsTheListOverVerifiedTLS(t *testing.T) {
 	_, err := exec.Command("curl", "-sS", "--fail", "--cacert", other,
 		"--resolve", podHost+":"+op.port()+":127.0.0.1", url).CombinedOutput()
 	assert.Error(t, err)
+
+	// A Go client (MinIO's update client is one) that does not trust the
+	// CA sees seed 000's symptom, and the operator logs seed 000's line.
+	_, err = op.client(t, testCluster.ClusterCA, 1).Get(url)
+	require.ErrorContains(t, err, "x509: certificate signed by unknown authority")
+	require.Eventually(t, func() bool {
+		return strings.Contains(op.logs.String(), "TLS handshake error from 127.0.0.1") &&
+			strings.Contains(op.logs.String(), "remote error: tls: bad certificate")
+	}, 5*time.Second, 10*time.Millisecond)
+	assert.Contains(t, op.logs.String(), `"reason":"tls_handshake"`)
 }
 
 // TestMinIOUpdateClientWalk does what MinIO's in-place update client does
