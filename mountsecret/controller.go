@@ -68,10 +68,35 @@ type Config struct {
 	ObjectStores cache.SharedIndexInformer
 	// OperatorCA may be nil (plain HTTP): then no operator CA is added.
 	OperatorCA CABundleSource
-	Recorder   record.EventRecorder
-	Log        zerolog.Logger
-	Registerer prometheus.Registerer
-	Workers    int
+	Recorder record.EventRecorder
+	Log      zerolog.Logger
+	// Metrics outlive one leadership term; nil: not exported.
+	Metrics *Metrics
+	Workers int
+}
+
+// Metrics are the mount-secret controller's Prometheus metrics.
+type Metrics struct {
+	writes  *prometheus.CounterVec
+	rebuild prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "objectstore_operator_mountsecret_writes_total",
+			Help: "API writes by the mount-secret controller, by kind (secret_create, secret_update, statefulset_patch, status_update).",
+		}, []string{"kind"}),
+		rebuild: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "objectstore_operator_mountsecret_rebuilds_total",
+			Help: "Generated Secrets created or rewritten.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.writes, m.rebuild)
+	}
+	return m
 }
 
 // Controller is the mount-secret controller.
@@ -92,6 +117,9 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
 	c := &Controller{
 		cfg:     cfg,
 		log:     cfg.Log.With().Str("component", "mountsecret").Logger(),
@@ -101,21 +129,8 @@ func New(cfg Config) (*Controller, error) {
 		synced:  []cache.InformerSynced{cfg.Secrets.Informer().HasSynced, cfg.StatefulSets.Informer().HasSynced, cfg.ObjectStores.HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "mountsecret"}),
-		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "objectstore_operator_mountsecret_writes_total",
-			Help: "API writes by the mount-secret controller, by kind (secret_create, secret_update, statefulset_patch, status_update).",
-		}, []string{"kind"}),
-		rebuild: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "objectstore_operator_mountsecret_rebuilds_total",
-			Help: "Generated Secrets created or rewritten.",
-		}),
-	}
-	if cfg.Registerer != nil {
-		for _, m := range []prometheus.Collector{c.writes, c.rebuild} {
-			if err := cfg.Registerer.Register(m); err != nil {
-				return nil, fmt.Errorf("register mount-secret metrics: %w", err)
-			}
-		}
+		writes:  cfg.Metrics.writes,
+		rebuild: cfg.Metrics.rebuild,
 	}
 	if err := cfg.ObjectStores.AddIndexers(cache.Indexers{secretRefIndex: v1.SecretIndex((*v1.ObjectStore).ReferencedSecrets)}); err != nil {
 		return nil, fmt.Errorf("index ObjectStores by Secret: %w", err)

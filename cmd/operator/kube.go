@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+
+	apiv1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/autocert"
+	"github.com/object-store-operator/operator/binsource"
+	"github.com/object-store-operator/operator/mountsecret"
+	"github.com/object-store-operator/operator/trust"
+	"github.com/object-store-operator/operator/upgradeserver"
+)
+
+// kube holds the clients and the operator-namespace informers shared by
+// the parts that talk to Kubernetes.
+type kube struct {
+	rest      *rest.Config
+	client    kubernetes.Interface
+	dynamic   dynamic.Interface
+	namespace informers.SharedInformerFactory
+}
+
+// newKube returns nil when there is no Kubernetes to talk to (file or
+// plain-HTTP mode outside a cluster).
+func newKube(cfg config) (*kube, error) {
+	inCluster := os.Getenv("KUBERNETES_SERVICE_HOST") != ""
+	if cfg.kubeconfig == "" && !inCluster {
+		if m := cfg.mode(); m == modeAutocert || m == modeCustomSecret {
+			return nil, errors.New("this certificate mode needs Kubernetes: set KUBECONFIG or run in a cluster")
+		}
+		return nil, nil
+	}
+	if cfg.namespace == "" {
+		return nil, errors.New("OPERATOR_NAMESPACE is not set and no service-account namespace is mounted")
+	}
+	restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	restCfg.QPS, restCfg.Burst = cfg.qps, cfg.burst
+	restCfg.UserAgent = "object-store-operator/" + version
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+	}
+	return &kube{
+		rest: restCfg, client: cs, dynamic: dyn,
+		// The periodic resync is the slow backstop in case an event was missed.
+		namespace: informers.NewSharedInformerFactoryWithOptions(cs, cfg.resync, informers.WithNamespace(cfg.namespace)),
+	}, nil
+}
+
+// leaderWork is what only the leader does: issue certificates (autocert
+// mode), keep mount Secrets, fill the binary store. Its parts that
+// outlive a leadership term are built once.
+type leaderWork struct {
+	cfg        config
+	k          *kube
+	log        zerolog.Logger
+	issuer     *autocert.Issuer
+	fetcher    *binsource.Fetcher
+	recorder   record.EventRecorder
+	operatorCA mountsecret.CABundleSource
+	metrics    *mountsecret.Metrics
+}
+
+// startKubernetesParts starts the trust pool on every replica and the
+// leader's work under leader election.
+func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k *kube, cert *autocert.Current,
+	store *upgradeserver.Store, log zerolog.Logger, reg prometheus.Registerer, certMetrics *autocert.Metrics) error {
+	pool, err := trust.New(trust.Config{
+		Namespace: cfg.namespace, Secrets: k.namespace.Core().V1().Secrets(),
+		ClusterCA: clusterCA(k.rest), Log: log, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	w := &leaderWork{cfg: cfg, k: k, log: log, metrics: mountsecret.NewMetrics(reg)}
+	if cert != nil {
+		w.operatorCA = cert
+	}
+	if cfg.mode() == modeAutocert {
+		if w.issuer, err = newIssuer(ctx, cfg, k, log, certMetrics); err != nil {
+			return err
+		}
+	}
+	w.fetcher, err = binsource.NewFetcher(binsource.FetcherConfig{
+		Store: store, Transport: pool.Transport(), Platforms: cfg.platforms, MaxSize: cfg.maxBinarySize,
+		MirrorURL: cfg.mirrorURL, Concurrency: cfg.pullConcurrency, Registerer: reg, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	k.namespace.Start(ctx.Done())
+	g.Go(func() error { return pool.Run(ctx) })
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: k.client.CoreV1().Events("")})
+	w.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "object-store-operator"})
+	g.Go(func() error {
+		defer broadcaster.Shutdown()
+		return runAsLeader(ctx, cfg, k.client, log, w.term)
+	})
+	return nil
+}
+
+func newIssuer(ctx context.Context, cfg config, k *kube, log zerolog.Logger, metrics *autocert.Metrics) (*autocert.Issuer, error) {
+	log.Info().Msg("Upgrade server Autocert is enabled, starting certificate setup")
+	signer := cfg.signerName
+	if signer == "" {
+		signer = autocert.DetectSigner(ctx, k.client, log)
+	}
+	return autocert.NewIssuer(autocert.IssuerConfig{
+		Client: k.client, Secrets: k.namespace.Core().V1().Secrets(),
+		Namespace: cfg.namespace, SecretName: cfg.autocertSecret,
+		DNSNames: cfg.dnsNames(), SignerName: signer, Approve: cfg.approve,
+		Timeout: cfg.csrTimeout, Expiration: cfg.expiration, RenewBefore: cfg.renewBefore,
+		ServingCASecret: cfg.servingCASecret, ClusterCA: clusterCA(k.rest),
+		Validator: autocert.Validator{DNSName: cfg.dnsNames()[0]}, Metrics: metrics, Log: log,
+	})
+}
+
+// term runs the leader's work for one leadership term. Informers and
+// controllers are made per term: a stopped informer cannot start again.
+func (w *leaderWork) term(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	if w.issuer != nil {
+		g.Go(func() error { return w.issuer.Run(ctx) })
+	}
+	all := informers.NewSharedInformerFactory(w.k.client, w.cfg.resync)
+	stores := dynamicinformer.NewDynamicSharedInformerFactory(w.k.dynamic, w.cfg.resync).ForResource(apiv1.Resource).Informer()
+	mount, err := mountsecret.New(mountsecret.Config{
+		Kube: w.k.client, Dynamic: w.k.dynamic,
+		Secrets: all.Core().V1().Secrets(), StatefulSets: all.Apps().V1().StatefulSets(), ObjectStores: stores,
+		OperatorCA: w.operatorCA, Recorder: w.recorder, Log: w.log, Metrics: w.metrics,
+	})
+	if err != nil {
+		return err
+	}
+	binaries, err := binsource.NewController(binsource.ControllerConfig{
+		Dynamic: w.k.dynamic, ObjectStores: stores, Secrets: all.Core().V1().Secrets(),
+		Fetcher: w.fetcher, Keep: w.cfg.storeKeep, Recorder: w.recorder, Log: w.log,
+	})
+	if err != nil {
+		return err
+	}
+	all.Start(ctx.Done())
+	go stores.Run(ctx.Done())
+	g.Go(func() error { return mount.Run(ctx) })
+	g.Go(func() error { return binaries.Run(ctx) })
+	return g.Wait()
+}
+
+// clusterCA is the CA the client trusts for the apiserver: the cluster CA.
+func clusterCA(c *rest.Config) []byte {
+	if len(c.CAData) > 0 {
+		return c.CAData
+	}
+	if c.CAFile != "" {
+		if b, err := os.ReadFile(c.CAFile); err == nil {
+			return b
+		}
+	}
+	return nil
+}
