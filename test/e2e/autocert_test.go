@@ -106,6 +106,8 @@ func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
 	require.NoError(t, err, "the served certificate verifies against the kubelet-serving CA for the service name")
 	assert.Equal(t, []string{"system:nodes"}, leaf.Subject.Organization)
 	require.Len(t, operatorCSRs(t, ns), 1, "exactly one CSR")
+	assert.Contains(t, kubectl(t, "get", "csr", "-l", "app.kubernetes.io/managed-by=object-store-operator"),
+		operatorCSRs(t, ns)[0].Name, "docs/troubleshooting.md's listing finds it")
 
 	secret, err := adminClient(t).CoreV1().Secrets(ns).Get(t.Context(), autocertSecret, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -215,11 +217,10 @@ func TestAutocertSignerThatNeverSignsTimesOut(t *testing.T) {
 
 func TestServingCASecretGivesPodsTheRightCA(t *testing.T) {
 	ns := operatorNamespace(t)
-	_, err := adminClient(t).CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubelet-serving-ca"},
-		Data:       map[string][]byte{"ca.crt": testCluster.KubeletServingCA},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	// docs/tls.md's command.
+	caFile := filepath.Join(t.TempDir(), "kubelet-ca.crt")
+	require.NoError(t, os.WriteFile(caFile, testCluster.KubeletServingCA, 0o600))
+	kubectl(t, "create", "secret", "generic", "kubelet-serving-ca", "-n", ns, "--from-file=ca.crt="+caFile)
 	op := startOperator(t, k8sEnv(ns, "OPERATOR_SERVING_CA_SECRET=kubelet-serving-ca"))
 
 	secret, err := adminClient(t).CoreV1().Secrets(ns).Get(t.Context(), autocertSecret, metav1.GetOptions{})
@@ -231,4 +232,24 @@ func TestServingCASecretGivesPodsTheRightCA(t *testing.T) {
 func curl(op *operator, host, caFile string) ([]byte, error) {
 	return execOutput("curl", "-sS", "--fail", "--cacert", caFile,
 		"--resolve", host+":"+op.port()+":127.0.0.1", "https://"+host+":"+op.port()+"/webhook/v1/update")
+}
+
+// TestAutocertApprovalByAnAdmin is docs/troubleshooting.md's flow with
+// OPERATOR_AUTOCERT_APPROVE=off: an admin approves with kubectl.
+func TestAutocertApprovalByAnAdmin(t *testing.T) {
+	ns := operatorNamespace(t)
+	op := launchOperator(t, k8sEnv(ns, "OPERATOR_AUTOCERT_APPROVE=off"))
+	var name string
+	require.Eventually(t, func() bool {
+		if csrs := operatorCSRs(t, ns); len(csrs) > 0 {
+			name = csrs[0].Name
+		}
+		return name != ""
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Contains(t, op.logs.String(), "kubectl certificate approve "+name, "the log tells the admin what to run")
+	assert.False(t, op.ready())
+	kubectl(t, "certificate", "approve", name)
+	op.waitReady(t)
+	_, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
+	assert.NoError(t, err)
 }

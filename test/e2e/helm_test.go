@@ -141,6 +141,15 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "generated Secret and restart annotation written with the chart's RBAC")
 	require.Eventually(t, func() bool { return condition(t, tenantNS, "tenant-a").Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
 
+	// Filling the store from an image, with a pull Secret and a registry
+	// CA trusted through aistor-ca-tls*, under the same identity.
+	reg := startRegistry(t)
+	trustCA(t, ns, "aistor-ca-tls-registry", reg.caPEM)
+	dockerConfigSecret(t, tenantNS, "regcred", reg.host, reg.user, reg.pass)
+	tenantB := &binEnv{tenantNS: tenantNS}
+	tenantB.objectStore(t, "tenant-b", reg.pushImage(t, "minio/aistor:"+release, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release}), "regcred")
+	tenantB.waitBinaryCondition(t, "tenant-b", metav1.ConditionTrue, "Available")
+
 	// What it must not do.
 	err = sa.CoreV1().Secrets(tenantNS).Delete(t.Context(), "tenant-a-tls", metav1.DeleteOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "deleting a tenant's Secret must be forbidden, got %v", err)

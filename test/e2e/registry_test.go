@@ -15,6 +15,8 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -212,13 +214,12 @@ func dockerConfigSecret(t testing.TB, ns, secretName, host, user, pass string) {
 	require.NoError(t, err)
 }
 
+// trustCA runs docs/trust.md's command.
 func trustCA(t testing.TB, ns, name string, caPEM []byte) {
 	t.Helper()
-	_, err := adminClient(t).CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Data:       map[string][]byte{"ca.crt": caPEM},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(file, caPEM, 0o600))
+	kubectl(t, "create", "secret", "generic", name, "-n", ns, "--from-file=ca.crt="+file)
 }
 
 func tlsKeyPair(certPEM, keyPEM []byte) (*tls.Config, error) {

@@ -174,6 +174,21 @@ func TestResumedDownloadReassemblesToTheRightChecksum(t *testing.T) {
 
 	sum := sha256.Sum256(append(first, rest...))
 	assert.Equal(t, digest, hex.EncodeToString(sum[:]))
+
+	// docs/upgrade-server.md's resume with curl -C -.
+	partial := filepath.Join(t.TempDir(), "minio")
+	require.NoError(t, os.WriteFile(partial, first, 0o600))
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	require.NoError(t, os.WriteFile(caFile, testCluster.KubeletServingCA, 0o600))
+	out, err := exec.Command("curl", "-sS", "--fail", "-C", "-", "-o", partial, "--cacert", caFile,
+		"--resolve", podHost+":"+op.port()+":127.0.0.1",
+		fmt.Sprintf("https://%s:%s%s/linux-amd64/minio.%s", podHost, op.port(), upgradeserver.UpdatePath, release)).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	resumed, err := os.ReadFile(partial)
+	require.NoError(t, err)
+	sum = sha256.Sum256(resumed)
+	assert.Equal(t, digest, hex.EncodeToString(sum[:]), "curl -C - resumed to the right binary")
+	assert.Contains(t, op.logs.String(), `"status":206`)
 }
 
 func TestCorruptedBinaryDisappearsFromTheList(t *testing.T) {
