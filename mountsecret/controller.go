@@ -68,8 +68,8 @@ type Config struct {
 	ObjectStores cache.SharedIndexInformer
 	// OperatorCA may be nil (plain HTTP): then no operator CA is added.
 	OperatorCA CABundleSource
-	Recorder record.EventRecorder
-	Log      zerolog.Logger
+	Recorder   record.EventRecorder
+	Log        zerolog.Logger
 	// Metrics outlive one leadership term; nil: not exported.
 	Metrics *Metrics
 	Workers int
