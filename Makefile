@@ -23,6 +23,7 @@ tools:
 # The end-to-end packages always run (-count=1): they read the chart, the
 # CRD and bin/ through child processes, which Go's test cache cannot see.
 test: tools
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -timeout 15m $$($(GO) list ./... | grep -v /test/)
 	$(GO) test -count=1 -timeout 15m ./test/...
