@@ -30,6 +30,7 @@ type handler struct {
 	store   *Store
 	metrics *Metrics
 	log     zerolog.Logger
+	access  zerolog.Logger
 	// stall is how long a download may make no progress before the
 	// connection is dropped; a client that stops reading cannot hold a
 	// connection forever.
@@ -237,7 +238,7 @@ func (h *handler) observe(router *mux.Router) http.Handler {
 		}
 		h.metrics.request(rec.route, rec.status).Inc()
 		h.metrics.bytesSent.Add(float64(rec.bytes))
-		if ev := h.log.Info(); ev.Enabled() {
+		if ev := h.access.Info(); ev.Enabled() {
 			ev.Str("method", r.Method).
 				Str("path", r.URL.EscapedPath()).
 				Int("status", rec.status).

@@ -36,6 +36,8 @@ type Config struct {
 	Store        *Store
 	Metrics      *Metrics
 	Log          zerolog.Logger
+	// AccessLog receives one line per request; nil means Log.
+	AccessLog *zerolog.Logger
 	// ShutdownGrace is how long running downloads may continue after
 	// shutdown begins. Default 30s.
 	ShutdownGrace time.Duration
@@ -62,11 +64,15 @@ func New(cfg Config) *Server {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	log := cfg.Log.With().Str("component", "upgradeserver").Logger()
+	access := log
+	if cfg.AccessLog != nil {
+		access = cfg.AccessLog.With().Str("component", "upgradeserver").Logger()
+	}
 	cfg.Log = log
 	cfg.Store.onIndex = func(n int) { cfg.Metrics.binaries.Set(float64(n)) }
 	return &Server{
 		cfg:     cfg,
-		handler: newHandler(&handler{store: cfg.Store, metrics: cfg.Metrics, log: log, stall: cfg.StallTimeout}),
+		handler: newHandler(&handler{store: cfg.Store, metrics: cfg.Metrics, log: log, access: access, stall: cfg.StallTimeout}),
 	}
 }
 

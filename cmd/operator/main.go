@@ -79,12 +79,23 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	if cert != nil {
 		source = cert
 	}
+	// Access lines are batched (one write per 100 ms, not per request) and
+	// flushed once everything, graceful shutdown included, has ended.
+	accessOut := logging.NewBufferedWriter(os.Stderr, 100*time.Millisecond)
+	flushCtx, stopFlushing := context.WithCancel(context.WithoutCancel(ctx))
+	go accessOut.Run(flushCtx)
+	defer func() {
+		stopFlushing()
+		accessOut.Flush()
+	}()
+	accessLog := zerolog.New(accessOut).Level(cfg.logLevel).With().Timestamp().Logger()
 	srv := upgradeserver.New(upgradeserver.Config{
 		Address:       cfg.upgradeAddress,
 		Certificates:  source,
 		Store:         store,
 		Metrics:       upgradeserver.NewMetrics(reg),
 		Log:           log,
+		AccessLog:     &accessLog,
 		ShutdownGrace: cfg.shutdownGrace,
 	})
 	g.Go(func() error { return store.Run(ctx) })

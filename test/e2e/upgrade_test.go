@@ -94,7 +94,8 @@ func TestCurlFromAPodGetsTheListOverVerifiedTLS(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &l))
 	require.Len(t, l.Binaries, 1)
 	assert.Equal(t, url+"/linux-amd64/minio."+release, l.Binaries[0].URL)
-	assert.Contains(t, op.logs.String(), `"message":"request"`, "access log line")
+	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), `"message":"request"`) },
+		2*time.Second, 10*time.Millisecond, "access log line (batched every 100 ms)")
 
 	// The wrong CA is refused: curl verifies against the service name.
 	other := filepath.Join(t.TempDir(), "other.crt")
@@ -188,7 +189,8 @@ func TestResumedDownloadReassemblesToTheRightChecksum(t *testing.T) {
 	require.NoError(t, err)
 	sum = sha256.Sum256(resumed)
 	assert.Equal(t, digest, hex.EncodeToString(sum[:]), "curl -C - resumed to the right binary")
-	assert.Contains(t, op.logs.String(), `"status":206`)
+	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), `"status":206`) },
+		2*time.Second, 10*time.Millisecond, "access log line of the ranged request")
 }
 
 func TestCorruptedBinaryDisappearsFromTheList(t *testing.T) {
@@ -324,6 +326,8 @@ func TestShutdownLetsRunningDownloadsFinish(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("operator did not exit after the download finished")
 	}
+	assert.Contains(t, op.logs.String(), fmt.Sprintf(`"status":200,"bytes":%d`, len(content)),
+		"the batched access line of the download that finished during shutdown is written before exit")
 }
 
 func TestUpgradeServerMetrics(t *testing.T) {

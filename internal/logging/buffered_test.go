@@ -1,0 +1,52 @@
+package logging
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestBufferedWriterDeliversEveryLineWholeAndInOrder(t *testing.T) {
+	out := &lockedBuffer{}
+	w := NewBufferedWriter(out, 10*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+
+	_, err := w.Write([]byte("first\n"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return out.String() == "first\n" }, time.Second, time.Millisecond, "flushed by the ticker")
+
+	var want strings.Builder
+	for i := range 5000 {
+		line := strings.Repeat("x", i%50) + "\n"
+		want.WriteString(line)
+		_, _ = w.Write([]byte(line))
+	}
+	cancel()
+	<-done
+	assert.Equal(t, "first\n"+want.String(), out.String(), "large batches and the final flush lose nothing")
+}
