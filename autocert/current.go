@@ -121,6 +121,9 @@ func (c *Current) Offer(kind, origin string, cert *tls.Certificate, caBundle []b
 		return nil
 	}
 	c.cur.Store(&served{cert: cert, ca: caBundle, kind: kind})
+	// The trust warning comes before the "loaded" line, so whoever sees
+	// that line has seen any warning about it too.
+	c.checkTrust(kind, origin, cert, caBundle)
 	leaf := cert.Leaf
 	c.metrics.reloads.Inc()
 	c.metrics.expiry.Set(float64(leaf.NotAfter.Unix()))
@@ -135,7 +138,6 @@ func (c *Current) Offer(kind, origin string, cert *tls.Certificate, caBundle []b
 		Str("serial", leaf.SerialNumber.Text(16)).
 		Time("notAfter", leaf.NotAfter).
 		Msgf("TLS %s loaded: serving it on the upgrade server", kind)
-	c.checkTrust(kind, origin, cert, caBundle)
 	select {
 	case c.changed <- struct{}{}:
 	default:

@@ -119,8 +119,8 @@ func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
 
 	// The harness's kubelet CA is not the cluster CA: pods given ca.crt
 	// would not trust the certificate, and the log must say so.
-	assert.Contains(t, op.logs.String(), "x509: certificate signed by unknown authority")
-	assert.Contains(t, op.logs.String(), "OPERATOR_SERVING_CA_SECRET")
+	op.waitLog(t, "x509: certificate signed by unknown authority")
+	op.waitLog(t, "OPERATOR_SERVING_CA_SECRET")
 
 	metrics := string(get(t, http.DefaultClient, "http://"+op.metricsAddr+"/metrics"))
 	assert.Contains(t, metrics, `objectstore_operator_csr_total{outcome="issued"} 1`)
@@ -226,6 +226,7 @@ func TestServingCASecretGivesPodsTheRightCA(t *testing.T) {
 	secret, err := adminClient(t).CoreV1().Secrets(ns).Get(t.Context(), autocertSecret, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, testCluster.KubeletServingCA, secret.Data["ca.crt"])
+	op.waitLog(t, "TLS autocert certificate loaded") // written after the trust check
 	assert.NotContains(t, op.logs.String(), "x509: certificate signed by unknown authority")
 }
 
@@ -246,7 +247,7 @@ func TestAutocertApprovalByAnAdmin(t *testing.T) {
 		}
 		return name != ""
 	}, 10*time.Second, 20*time.Millisecond)
-	assert.Contains(t, op.logs.String(), "kubectl certificate approve "+name, "the log tells the admin what to run")
+	op.waitLog(t, "kubectl certificate approve "+name) // the log tells the admin what to run
 	assert.False(t, op.ready())
 	kubectl(t, "certificate", "approve", name)
 	op.waitReady(t)

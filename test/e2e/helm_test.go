@@ -173,7 +173,7 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	assert.Contains(t, notes, "custom certificate from Secret object-store-operator-tls-custom")
 	custom := startOperator(t, append(deploymentEnv(t, ns, t.TempDir()), "KUBECONFIG="+kubeconfig))
 	waitServed(t, custom, ns, serial)
-	assert.Contains(t, custom.logs.String(), "TLS custom certificate loaded")
+	custom.waitLog(t, "TLS custom certificate loaded")
 	_, err = sa.CertificatesV1().CertificateSigningRequests().Create(t.Context(), &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "x-"},
 		Spec:       certificatesv1.CertificateSigningRequestSpec{Request: []byte("x"), SignerName: certificatesv1.KubeletServingSignerName},

@@ -230,7 +230,8 @@ func TestMountSecretFollowsRotationDeletionAndHandEdits(t *testing.T) {
 		return err == nil && string(s.Data["public.crt"]) == string(tls.Data["tls.crt"]) && restartValue(t, tn.ns, tn.store) != before
 	}, 2*time.Second, 10*time.Millisecond, "generated Secret and pod template updated within 2 s")
 	t.Logf("server Secret rotated -> generated Secret and StatefulSet updated in %s", time.Since(start).Round(time.Millisecond))
-	assert.Contains(t, tn.op.logs.String(), "referenced content changed: tenant-a-tls")
+	// The rebuild is logged after its API writes: wait for the line.
+	tn.op.waitLog(t, "referenced content changed: tenant-a-tls")
 
 	// The seed's forced refresh.
 	afterRotation := restartValue(t, tn.ns, tn.store)
@@ -239,7 +240,7 @@ func TestMountSecretFollowsRotationDeletionAndHandEdits(t *testing.T) {
 		_, err := generated(t, tn.ns, tn.store)
 		return err == nil && restartValue(t, tn.ns, tn.store) != afterRotation
 	}, 5*time.Second, 10*time.Millisecond, "recreated, and the pods restart")
-	assert.Contains(t, tn.op.logs.String(), "deleted): created")
+	tn.op.waitLog(t, "deleted): created")
 
 	// A hand edit is reverted.
 	s, err := generated(t, tn.ns, tn.store)
@@ -250,7 +251,7 @@ func TestMountSecretFollowsRotationDeletionAndHandEdits(t *testing.T) {
 		s, err := generated(t, tn.ns, tn.store)
 		return err == nil && string(s.Data["public.crt"]) == original
 	}, 5*time.Second, 10*time.Millisecond, "hand edit reverted")
-	assert.Contains(t, tn.op.logs.String(), "edited by hand: reverted")
+	tn.op.waitLog(t, "edited by hand: reverted")
 }
 
 func TestMissingSecretWritesNothingAndIsReported(t *testing.T) {

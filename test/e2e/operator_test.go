@@ -172,3 +172,11 @@ func freePorts(t testing.TB, n int) []int {
 func execOutput(name string, args ...string) ([]byte, error) {
 	return exec.Command(name, args...).CombinedOutput()
 }
+
+// waitLog waits for a line containing substr: the operator logs an action
+// after the API writes a test can already observe.
+func (op *operator) waitLog(t testing.TB, substr string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), substr) },
+		5*time.Second, 10*time.Millisecond, "operator log never said %q", substr)
+}
