@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,7 +41,14 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	local := filepath.Join(root, ".local")
+	// OSOP_LOCAL_DIR and OSOP_OPERATOR let the end-to-end test run this
+	// program without touching a developer's .local/ or bin/.
+	local := envOr("OSOP_LOCAL_DIR", filepath.Join(root, ".local"))
+	operatorBin := envOr("OSOP_OPERATOR", filepath.Join(root, "bin", "operator"))
+	port := "4221"
+	if addr := os.Getenv("OPERATOR_UPGRADE_ADDRESS"); addr != "" {
+		port = addr[strings.LastIndex(addr, ":")+1:]
+	}
 	c, err := cluster.Start(ctx, cluster.Options{
 		Dir: filepath.Join(local, "cluster"), Log: os.Stdout,
 		CRDs: []string{filepath.Join(root, "helm", "object-store-operator", "crds")},
@@ -76,7 +84,7 @@ func run(ctx context.Context) error {
 	caFile := filepath.Join(c.Dir, "pki", "kubelet-serving-ca.crt")
 	updateDir := filepath.Join(local, "updates")
 
-	op := exec.Command(filepath.Join(root, "bin", "operator"))
+	op := exec.Command(operatorBin)
 	op.Env = append(os.Environ(),
 		"KUBECONFIG="+c.Kubeconfig,
 		"OPERATOR_NAMESPACE="+namespace,
@@ -101,9 +109,9 @@ The operator is running against the local control plane (Ctrl-C stops everything
   certs:    an ObjectStore with spec.certificates gets <name>-generated (docs/mount-secret.md)
   metrics:  curl localhost:8080/metrics
   a pod would run:
-    curl --cacert %s --resolve %s:4221:127.0.0.1 https://%s:4221/webhook/v1/update
+    curl --cacert %s --resolve %s:%s:127.0.0.1 https://%s:%s/webhook/v1/update
 
-`, filepath.Join(root, "bin", "kubectl"), c.Kubeconfig, updateDir, caFile, host, host)
+`, filepath.Join(root, "bin", "kubectl"), c.Kubeconfig, updateDir, caFile, host, port, host, port)
 
 	select {
 	case err := <-done:
@@ -118,4 +126,11 @@ The operator is running against the local control plane (Ctrl-C stops everything
 		<-done
 	}
 	return nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

@@ -180,3 +180,7 @@ func (op *operator) waitLog(t testing.TB, substr string) {
 	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), substr) },
 		5*time.Second, 10*time.Millisecond, "operator log never said %q", substr)
 }
+
+func netListen(port int) (net.Listener, error) {
+	return net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+}
