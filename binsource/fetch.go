@@ -29,6 +29,7 @@ import (
 // Platform is an os/arch pair the store serves.
 type Platform struct{ OS, Arch string }
 
+// String is the os/arch form, e.g. linux/amd64.
 func (p Platform) String() string { return p.OS + "/" + p.Arch }
 func (p Platform) dir() string    { return upgradeserver.PlatformDir(p.OS, p.Arch) }
 
