@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -21,6 +22,12 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 const svcName = "object-store-operator.ops.svc"
@@ -188,4 +195,35 @@ func TestRenewalIsDueAtTwoThirdsOfTheLifetimeByDefault(t *testing.T) {
 	assert.Equal(t, start.Add(60*time.Hour), (&Issuer{}).renewAt(leaf))
 	explicit := &Issuer{cfg: IssuerConfig{RenewBefore: time.Hour}}
 	assert.Equal(t, start.Add(89*time.Hour), explicit.renewAt(leaf))
+}
+
+func TestDetectSignerChoosesTheEKSSignerOnlyOnEKS(t *testing.T) {
+	node := func(name string, labels map[string]string, kubelet string) *corev1.Node {
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: kubelet}},
+		}
+	}
+	tests := []struct {
+		name  string
+		nodes []runtime.Object
+		deny  bool
+		want  string
+	}{
+		{"kubeadm", []runtime.Object{node("n1", nil, "v1.36.3")}, false, DefaultSigner},
+		{"EKS node group label", []runtime.Object{node("n1", map[string]string{"eks.amazonaws.com/nodegroup": "ng"}, "v1.36.3")}, false, EKSSigner},
+		{"EKS kubelet version", []runtime.Object{node("n1", nil, "v1.36.3-eks-abc123")}, false, EKSSigner},
+		{"nodes not listable", nil, true, DefaultSigner},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := fake.NewClientset(tt.nodes...)
+			if tt.deny {
+				cs.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(corev1.Resource("nodes"), "", errors.New("RBAC"))
+				})
+			}
+			assert.Equal(t, tt.want, DetectSigner(t.Context(), cs, zerolog.Nop()))
+		})
+	}
 }

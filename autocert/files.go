@@ -18,17 +18,7 @@ import (
 func WatchFiles(ctx context.Context, cur *Current, certFile, keyFile string, interval time.Duration) error {
 	origin := fmt.Sprintf("files %s and %s", certFile, keyFile)
 	load := func(certFile, keyFile string) (tls.Certificate, error) {
-		certPEM, err := os.ReadFile(certFile)
-		if err != nil {
-			cur.Reject(KindFiles, origin, err)
-			return tls.Certificate{}, err
-		}
-		keyPEM, err := os.ReadFile(keyFile)
-		if err != nil {
-			cur.Reject(KindFiles, origin, err)
-			return tls.Certificate{}, err
-		}
-		cert, err := ParseKeyPair(certPEM, keyPEM)
+		cert, err := readKeyPair(certFile, keyFile)
 		if err != nil {
 			cur.Reject(KindFiles, origin, err)
 			return tls.Certificate{}, err
@@ -58,4 +48,16 @@ func WatchFiles(ctx context.Context, cur *Current, certFile, keyFile string, int
 		case <-ticker.C:
 		}
 	}
+}
+
+func readKeyPair(certFile, keyFile string) (*tls.Certificate, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return ParseKeyPair(certPEM, keyPEM)
 }

@@ -174,7 +174,7 @@ func (i *Issuer) sync(ctx context.Context, key string) error {
 
 	reason := "no certificate yet"
 	if secret != nil {
-		cert, _, err := keyPairFromSecret(secret)
+		_, _, cert, err := KeyPairFromSecret(secret)
 		if err == nil {
 			err = i.cfg.Validator.Validate(cert)
 		}
@@ -383,8 +383,8 @@ func (i *Issuer) matches(leaf *x509.Certificate, key *ecdsa.PrivateKey) error {
 // chain the signer returned beyond the leaf, else the cluster CA.
 func (i *Issuer) caBundle(ctx context.Context, chain []*x509.Certificate) []byte {
 	if i.cfg.ServingCASecret != "" {
-		if s, err := i.lister.Secrets(i.cfg.Namespace).Get(i.cfg.ServingCASecret); err == nil && len(s.Data[KeyCA]) > 0 {
-			return s.Data[KeyCA]
+		if ca := servingCAOverride(i.lister, i.cfg.Namespace, i.cfg.ServingCASecret); len(ca) > 0 {
+			return ca
 		}
 		i.log.Warn().Str("caSecret", i.cfg.ServingCASecret).Msg("OPERATOR_SERVING_CA_SECRET missing or without ca.crt; working out the CA instead")
 	}

@@ -25,21 +25,32 @@ const (
 	KeyPrivateKey = "private.key"
 )
 
-// keyPairFromSecret reads tls.crt/tls.key, or public.crt/private.key, and
-// the optional ca.crt.
-func keyPairFromSecret(s *corev1.Secret) (*tls.Certificate, []byte, error) {
-	certPEM, keyPEM := s.Data[KeyTLSCert], s.Data[KeyTLSKey]
+// KeyPairFromSecret reads the key pair a Secret holds: tls.crt/tls.key
+// (kubernetes.io/tls, cert-manager) or public.crt/private.key (MinIO). It
+// returns the PEM as stored and the parsed certificate; a missing half, or
+// a key of another certificate, is an error that says which.
+func KeyPairFromSecret(s *corev1.Secret) (certPEM, keyPEM []byte, cert *tls.Certificate, err error) {
+	certPEM, keyPEM = s.Data[KeyTLSCert], s.Data[KeyTLSKey]
 	if len(certPEM) == 0 && len(keyPEM) == 0 {
 		certPEM, keyPEM = s.Data[KeyPublicCert], s.Data[KeyPrivateKey]
 	}
 	if len(certPEM) == 0 && len(keyPEM) == 0 {
-		return nil, nil, fmt.Errorf("%w: no %s/%s (or %s/%s) keys in the Secret", errMissing, KeyTLSCert, KeyTLSKey, KeyPublicCert, KeyPrivateKey)
+		return nil, nil, nil, fmt.Errorf("%w: no %s/%s (or %s/%s) keys in the Secret", errMissing, KeyTLSCert, KeyTLSKey, KeyPublicCert, KeyPrivateKey)
 	}
-	cert, err := ParseKeyPair(certPEM, keyPEM)
+	if cert, err = ParseKeyPair(certPEM, keyPEM); err != nil {
+		return nil, nil, nil, err
+	}
+	return certPEM, keyPEM, cert, nil
+}
+
+// servingCAOverride returns ca.crt of the OPERATOR_SERVING_CA_SECRET
+// Secret, or nil when it is missing or holds none.
+func servingCAOverride(secrets corelisters.SecretLister, namespace, name string) []byte {
+	s, err := secrets.Secrets(namespace).Get(name)
 	if err != nil {
-		return nil, nil, err
+		return nil
 	}
-	return cert, s.Data[KeyCA], nil
+	return s.Data[KeyCA]
 }
 
 // SecretSource serves the key pair of one Secret through a Current and
@@ -124,11 +135,12 @@ func (s *SecretSource) sync(_ context.Context, _ string) error {
 	if err != nil {
 		return fmt.Errorf("get %s: %w", origin, err)
 	}
-	cert, ca, err := keyPairFromSecret(secret)
+	_, _, cert, err := KeyPairFromSecret(secret)
 	if err != nil {
 		s.cur.Reject(s.kind, origin, err)
 		return nil
 	}
+	ca := secret.Data[KeyCA]
 	if s.caSecret != "" {
 		ca = s.overrideCA(ca)
 	}
@@ -137,9 +149,8 @@ func (s *SecretSource) sync(_ context.Context, _ string) error {
 }
 
 func (s *SecretSource) overrideCA(fallback []byte) []byte {
-	caSecret, err := s.lister.Secrets(s.namespace).Get(s.caSecret)
-	if err == nil && len(caSecret.Data[KeyCA]) > 0 {
-		return caSecret.Data[KeyCA]
+	if ca := servingCAOverride(s.lister, s.namespace, s.caSecret); len(ca) > 0 {
+		return ca
 	}
 	s.log.Warn().Str("caSecret", s.namespace+"/"+s.caSecret).Str("reason", "missing or without ca.crt").
 		Msg("OPERATOR_SERVING_CA_SECRET unusable; using the serving Secret's own ca.crt")

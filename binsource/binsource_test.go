@@ -111,3 +111,18 @@ func TestParsePlatforms(t *testing.T) {
 	_, err = ParsePlatforms("linux/../x")
 	assert.Error(t, err)
 }
+
+func TestBinaryLargerThanTheBoundLeavesNothingBehind(t *testing.T) {
+	dir := t.TempDir()
+	land, err := newLanding(dir, "linux-amd64", "minio.RELEASE.X", 10)
+	require.NoError(t, err)
+	_, err = land.Write(make([]byte, 8))
+	require.NoError(t, err)
+	_, err = land.Write(make([]byte, 8))
+	require.ErrorIs(t, err, errTooLarge)
+	assert.Equal(t, "BinaryTooLarge", reason(err))
+	land.abort()
+	entries, err := os.ReadDir(filepath.Join(dir, "linux-amd64"))
+	require.NoError(t, err)
+	assert.Empty(t, entries, "no partial file stays in the store")
+}

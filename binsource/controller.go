@@ -7,13 +7,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -70,7 +70,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			// Registries come and go outside the cluster: retry from 5 s,
 			// doubling to 5 min.
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5e9, 300e9),
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "binsource"}),
 		wanted: map[string]string{},
 	}
@@ -100,27 +100,10 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	return c, nil
 }
 
-func (c *Controller) enqueue(obj any) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	c.queue.Add(key)
-}
+func (c *Controller) enqueue(obj any) { controller.EnqueueObject(c.queue, obj) }
 
 func (c *Controller) secretChanged(obj any) {
-	s, ok := obj.(*corev1.Secret)
-	if !ok {
-		return
-	}
-	stores, err := c.stores.ByIndex(pullSecretIndex, s.Namespace+"/"+s.Name)
-	if err != nil {
-		utilruntime.HandleError(err)
-	}
-	for _, o := range stores {
-		c.enqueue(o)
-	}
+	controller.EnqueueReferrers(c.queue, c.stores, pullSecretIndex, obj)
 }
 
 // Run works until ctx ends.
@@ -143,8 +126,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return fmt.Errorf("get ObjectStore %s: %w", key, err)
 	}
 	if !exists {
-		c.setWanted(key, "")
-		c.housekeep()
+		if c.setWanted(key, "") {
+			c.housekeep()
+		}
 		return nil
 	}
 	u := obj.(*unstructured.Unstructured)
@@ -175,7 +159,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return c.report(ctx, u, err)
 	}
-	c.setWanted(key, res.Release)
+	changed := c.setWanted(key, res.Release)
 	msg := fmt.Sprintf("minio.%s is served for %s (source: %s)", res.Release, strings.Join(res.Platforms, ", "), res.Source)
 	if res.Unsigned {
 		msg += "; unsigned: the image has no .sha256sum/.minisig, the checksum was computed by the operator"
@@ -183,7 +167,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if _, err := c.setCondition(ctx, u, metav1.ConditionTrue, "Available", msg); err != nil {
 		return err
 	}
-	c.housekeep()
+	// A resync that resolves to the same release changes nothing to keep.
+	if changed {
+		c.housekeep()
+	}
 	return nil
 }
 
@@ -204,27 +191,23 @@ func imageOf(u *unstructured.Unstructured) string {
 }
 
 func (c *Controller) setCondition(ctx context.Context, u *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) (bool, error) {
-	wrote, err := v1.SetCondition(ctx, c.cfg.Dynamic, u, metav1.Condition{
+	return v1.SetCondition(ctx, c.cfg.Dynamic, c.cfg.Recorder, u, metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: status, Reason: reason, Message: message,
 	})
-	if wrote && c.cfg.Recorder != nil {
-		eventType := corev1.EventTypeNormal
-		if status != metav1.ConditionTrue {
-			eventType = corev1.EventTypeWarning
-		}
-		c.cfg.Recorder.Event(u, eventType, reason, message)
-	}
-	return wrote, err
 }
 
-func (c *Controller) setWanted(key, release string) {
+// setWanted records the release an ObjectStore wants ("" for none) and
+// reports whether that changed.
+func (c *Controller) setWanted(key, release string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	before, had := c.wanted[key]
 	if release == "" {
 		delete(c.wanted, key)
-		return
+		return had
 	}
 	c.wanted[key] = release
+	return !had || before != release
 }
 
 // housekeep removes releases no ObjectStore wants once Keep newer releases

@@ -172,7 +172,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		err = classify(fmt.Errorf("get %s: %w", image, err))
 		if f.cfg.MirrorURL != "" && strings.HasPrefix(tag, "RELEASE.") && (errors.Is(err, errNotFound) || errors.Is(err, errPull)) {
 			f.log.Warn().Str("image", image).Str("reason", err.Error()).Msg("image unavailable; trying the release mirror")
-			return f.fromMirror(ctx, tag, f.cfg.Platforms)
+			return f.fromMirror(ctx, tag)
 		}
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errInvalidImage, err)
 	}
-	res := &Result{Release: release, Source: "image"}
+	source := "image"
 	var missing []Platform
 	for _, p := range f.cfg.Platforms {
 		img, ok := images[p]
@@ -197,7 +197,6 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 			continue
 		}
 		if f.cfg.Store.Has(p.dir(), binName) {
-			res.Platforms = append(res.Platforms, p.String())
 			continue
 		}
 		found, err := extract(img, f.cfg.Store.Dir(), p.dir(), binName, f.cfg.MaxSize, func(n int64) { f.bytes.Add(float64(n)) })
@@ -216,27 +215,32 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 			Int64("size", found.size).Bool("signed", found.signed).Bool("checksumComputed", found.computed).
 			Msg("binary extracted from the image into the update store")
 	}
-	if len(missing) > 0 && f.cfg.MirrorURL != "" {
-		mres, err := f.fromMirror(ctx, release, missing)
-		if err != nil {
+	switch {
+	case len(missing) > 0 && f.cfg.MirrorURL != "":
+		if err := f.mirrorAll(ctx, binName, missing); err != nil {
 			return nil, err
 		}
-		res.Platforms = append(res.Platforms, mres.Platforms...)
-		res.Source = "image+mirror"
-	} else if len(res.Platforms) == 0 && len(missing) == len(f.cfg.Platforms) {
+		source, missing = "image+mirror", nil
+	case len(missing) == len(f.cfg.Platforms):
 		return nil, fmt.Errorf("%w: %s has no image for %s", errNoBinary, image, f.platformNames())
 	}
+	return f.served(release, binName, source, missing)
+}
+
+// served re-indexes the store and reports the platforms it now serves the
+// release for, all but skip; a platform that was landed but is not listed
+// is an error.
+func (f *Fetcher) served(release, binName, source string, skip []Platform) (*Result, error) {
 	f.cfg.Store.Scan()
+	res := &Result{Release: release, Source: source}
 	for _, p := range f.cfg.Platforms {
-		if slices.Contains(missing, p) && f.cfg.MirrorURL == "" {
+		if slices.Contains(skip, p) {
 			continue
 		}
 		if !f.cfg.Store.Has(p.dir(), binName) {
 			return nil, fmt.Errorf("%w: %s/%s was landed but the store does not list it; see the store's log", errPull, p.dir(), binName)
 		}
-		if !slices.Contains(res.Platforms, p.String()) {
-			res.Platforms = append(res.Platforms, p.String())
-		}
+		res.Platforms = append(res.Platforms, p.String())
 	}
 	return res, nil
 }
@@ -307,24 +311,31 @@ func releaseOf(images map[Platform]ggcrv1.Image, tag string) (string, error) {
 	return tag, nil
 }
 
-// fromMirror fetches <mirror>/<os>-<arch>/minio.<release>{.sha256sum,,.minisig}.
-func (f *Fetcher) fromMirror(ctx context.Context, release string, platforms []Platform) (*Result, error) {
+// fromMirror makes the release available from the mirror alone.
+func (f *Fetcher) fromMirror(ctx context.Context, release string) (*Result, error) {
 	binName, err := upgradeserver.BinaryName(release)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errInvalidImage, err)
 	}
-	client := &http.Client{Transport: f.cfg.Transport}
-	res := &Result{Release: release, Source: "mirror"}
-	for _, p := range platforms {
-		if !f.cfg.Store.Has(p.dir(), binName) {
-			if err := f.mirrorOne(ctx, client, p, binName); err != nil {
-				return nil, err
-			}
-		}
-		res.Platforms = append(res.Platforms, p.String())
+	if err := f.mirrorAll(ctx, binName, f.cfg.Platforms); err != nil {
+		return nil, err
 	}
-	f.cfg.Store.Scan()
-	return res, nil
+	return f.served(release, binName, "mirror", nil)
+}
+
+// mirrorAll fetches <mirror>/<os>-<arch>/<binName>{.sha256sum,,.minisig}
+// for every platform the store does not serve yet.
+func (f *Fetcher) mirrorAll(ctx context.Context, binName string, platforms []Platform) error {
+	client := &http.Client{Transport: f.cfg.Transport}
+	for _, p := range platforms {
+		if f.cfg.Store.Has(p.dir(), binName) {
+			continue
+		}
+		if err := f.mirrorOne(ctx, client, p, binName); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform, binName string) error {

@@ -1,14 +1,16 @@
 package mountsecret
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +18,7 @@ import (
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/autocert"
+	"github.com/object-store-operator/operator/trust"
 )
 
 // Keys of the generated Secret. Secret keys cannot hold "/", so the
@@ -51,6 +54,8 @@ type assembly struct {
 	// sources maps each input (referenced Secret, or "operator CA") to a
 	// short digest of what it contributed, to name what changed.
 	sources map[string]string
+	// hash is the SHA-256 of data, recorded on the generated Secret.
+	hash string
 }
 
 // assemble reads every referenced Secret and lays out the generated data.
@@ -72,7 +77,7 @@ func assemble(os *v1.ObjectStore, secrets corelisters.SecretLister, operatorCA [
 		if err != nil {
 			return nil, err
 		}
-		cert, key, err := keyPair(s)
+		cert, key, _, err := autocert.KeyPairFromSecret(s)
 		if err != nil {
 			return nil, &problem{secret: ref.Name, reason: "SecretMalformed", detail: "server certificate: " + err.Error()}
 		}
@@ -91,7 +96,7 @@ func assemble(os *v1.ObjectStore, secrets corelisters.SecretLister, operatorCA [
 		if err != nil {
 			return nil, err
 		}
-		cert, key, err := keyPair(s)
+		cert, key, _, err := autocert.KeyPairFromSecret(s)
 		if err != nil {
 			return nil, &problem{secret: ref.Name, reason: "SecretMalformed", detail: "client certificate: " + err.Error()}
 		}
@@ -112,6 +117,7 @@ func assemble(os *v1.ObjectStore, secrets corelisters.SecretLister, operatorCA [
 	if len(operatorCA) > 0 {
 		a.put("operator CA", KeyOperatorCA, operatorCA)
 	}
+	a.hash = contentHash(a.data)
 	return a, nil
 }
 
@@ -124,17 +130,13 @@ func (a *assembly) put(source, key string, value []byte) {
 	a.sources[source] = hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// hash is the content hash recorded on the generated Secret.
-func (a *assembly) hash() string {
-	keys := make([]string, 0, len(a.data))
-	for k := range a.data {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+// contentHash is a SHA-256 over the keys in order and their values,
+// length-prefixed so no two layouts hash alike.
+func contentHash(data map[string][]byte) string {
 	h := sha256.New()
-	for _, k := range keys {
-		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(a.data[k]))
-		h.Write(a.data[k])
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(data[k]))
+		h.Write(data[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -168,43 +170,16 @@ func changedSources(previousJSON string, now map[string]string) []string {
 	return out
 }
 
-// keyPair reads and checks a key pair: tls.crt/tls.key or public.crt/private.key.
-func keyPair(s *corev1.Secret) (cert, key []byte, err error) {
-	cert, key = s.Data[autocert.KeyTLSCert], s.Data[autocert.KeyTLSKey]
-	if len(cert) == 0 && len(key) == 0 {
-		cert, key = s.Data[autocert.KeyPublicCert], s.Data[autocert.KeyPrivateKey]
-	}
-	if len(cert) == 0 && len(key) == 0 {
-		return nil, nil, errors.New("no tls.crt/tls.key (or public.crt/private.key) keys")
-	}
-	if _, err := autocert.ParseKeyPair(cert, key); err != nil {
-		return nil, nil, err
-	}
-	return cert, key, nil
-}
-
-// caCertificates concatenates every PEM certificate in ca.crt, public.crt
-// and tls.crt.
+// caCertificates concatenates every certificate in ca.crt, public.crt and
+// tls.crt; anything else in those keys makes the Secret malformed.
 func caCertificates(s *corev1.Secret) ([]byte, error) {
-	var out []byte
-	for _, k := range []string{autocert.KeyCA, autocert.KeyPublicCert, autocert.KeyTLSCert} {
-		rest := s.Data[k]
-		for {
-			var block *pem.Block
-			block, rest = pem.Decode(rest)
-			if block == nil {
-				break
-			}
-			if block.Type == "CERTIFICATE" {
-				out = append(out, pem.EncodeToMemory(block)...)
-			}
-		}
-		if len(bytes.TrimSpace(rest)) > 0 {
-			return nil, fmt.Errorf("%s holds data that is not PEM", k)
-		}
+	certs, problems := trust.Certificates(s)
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
 	}
-	if len(out) == 0 {
-		return nil, errors.New("no PEM certificate in ca.crt, public.crt or tls.crt")
+	var out []byte
+	for _, c := range certs {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
 	}
 	return out, nil
 }

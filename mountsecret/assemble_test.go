@@ -85,12 +85,12 @@ func TestAssemblyLayoutAndDeterminism(t *testing.T) {
 
 	again, err := assemble(os, l, []byte("operator-ca"))
 	require.NoError(t, err)
-	assert.Equal(t, a.hash(), again.hash(), "same inputs, same hash")
+	assert.Equal(t, a.hash, again.hash, "same inputs, same hash")
 	assert.Equal(t, a.sourcesJSON(), again.sourcesJSON())
 
 	changed, err := assemble(os, l, []byte("new-operator-ca"))
 	require.NoError(t, err)
-	assert.NotEqual(t, a.hash(), changed.hash())
+	assert.NotEqual(t, a.hash, changed.hash)
 	assert.Equal(t, []string{"operator CA"}, changedSources(a.sourcesJSON(), changed.sources))
 }
 

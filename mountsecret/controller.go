@@ -8,6 +8,7 @@
 package mountsecret
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -167,29 +167,16 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-func (c *Controller) enqueueStore(obj any) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	c.queue.Add(key)
-}
+func (c *Controller) enqueueStore(obj any) { controller.EnqueueObject(c.queue, obj) }
 
 func (c *Controller) secretChanged(obj any) {
+	controller.EnqueueReferrers(c.queue, c.stores, secretRefIndex, obj)
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
 	s, ok := obj.(*corev1.Secret)
 	if !ok {
 		return
-	}
-	keys, err := c.stores.ByIndex(secretRefIndex, s.Namespace+"/"+s.Name)
-	if err != nil {
-		utilruntime.HandleError(err)
-	}
-	for _, o := range keys {
-		c.enqueueStore(o)
 	}
 	// The generated Secret itself: deleted or edited by hand.
 	if ref := metav1.GetControllerOf(s); ref != nil && ref.Kind == v1.Kind && strings.HasPrefix(ref.APIVersion, v1.GroupVersion.Group+"/") {
@@ -271,8 +258,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 		return err
 	}
-	hash := a.hash()
-	restart := hash[:16] + "-" + string(generated.UID)[:8]
+	restart := a.hash[:16] + "-" + string(generated.UID)[:8]
 	restarted, err := c.rollStatefulSets(ctx, store, restart)
 	if err != nil {
 		return err
@@ -280,7 +266,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if reason != "" {
 		c.rebuild.Inc()
 		c.log.Info().Str("objectstore", key).Str("secret", store.Namespace+"/"+generated.Name).Str("reason", reason).
-			Str("hash", hash).Strs("restarted", restarted).Msg("mount secret rebuilt")
+			Str("hash", a.hash).Strs("restarted", restarted).Msg("mount secret rebuilt")
 	}
 	return c.setCondition(ctx, u, metav1.ConditionTrue, "CertificatesAssembled",
 		// No hash in the message: a content change is not a status change.
@@ -291,7 +277,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 // differs, and says why it did ("" when nothing was written).
 func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a *assembly) (*corev1.Secret, string, error) {
 	name := v1.GeneratedSecretName(store.Name)
-	hash := a.hash()
+	hash := a.hash
 	existing, err := c.secrets.Secrets(store.Namespace).Get(name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -319,7 +305,7 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 		return nil, "", &problem{secret: name, reason: "GeneratedSecretConflict",
 			detail: "exists but is not owned by this ObjectStore; rename or delete it"}
 	}
-	if existing.Annotations[HashAnnotation] == hash && maps.EqualFunc(existing.Data, a.data, bytesEqual) {
+	if existing.Annotations[HashAnnotation] == hash && maps.EqualFunc(existing.Data, a.data, bytes.Equal) {
 		return existing, "", nil
 	}
 	reason := "edited by hand: reverted"
@@ -340,8 +326,6 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 	c.writes.WithLabelValues("secret_update").Inc()
 	return updated, reason, nil
 }
-
-func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
 // rollStatefulSets sets the restart annotation on the pod template of
 // every StatefulSet of the store whose value differs, which makes
@@ -366,22 +350,13 @@ func (c *Controller) rollStatefulSets(ctx context.Context, store *v1.ObjectStore
 	return rolled, nil
 }
 
-// setCondition writes CertificatesReady only when it changes, and raises
-// an Event on each change.
+// setCondition writes CertificatesReady when it changes, with an Event.
 func (c *Controller) setCondition(ctx context.Context, u *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) error {
-	wrote, err := v1.SetCondition(ctx, c.cfg.Dynamic, u, metav1.Condition{
+	wrote, err := v1.SetCondition(ctx, c.cfg.Dynamic, c.cfg.Recorder, u, metav1.Condition{
 		Type: v1.ConditionCertificatesReady, Status: status, Reason: reason, Message: message,
 	})
-	if err != nil || !wrote {
-		return err
+	if wrote {
+		c.writes.WithLabelValues("status_update").Inc()
 	}
-	c.writes.WithLabelValues("status_update").Inc()
-	eventType := corev1.EventTypeNormal
-	if status != metav1.ConditionTrue {
-		eventType = corev1.EventTypeWarning
-	}
-	if c.cfg.Recorder != nil {
-		c.cfg.Recorder.Event(u, eventType, reason, message)
-	}
-	return nil
+	return err
 }

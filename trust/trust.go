@@ -186,7 +186,7 @@ func (p *Pool) sync() error {
 			continue
 		}
 		seen[s.Name] = true
-		certs, problems := parseCAs(s)
+		certs, problems := Certificates(s)
 		for _, problem := range problems {
 			p.log.Error().Str("secret", s.Namespace+"/"+s.Name).Str("reason", problem).Msg("CA Secret has unusable content; skipping it, the rest is trusted")
 		}
@@ -222,9 +222,10 @@ func (p *Pool) sync() error {
 	return nil
 }
 
-// parseCAs returns every PEM certificate in the Secret's CA keys, and a
-// description of each key that holds something else.
-func parseCAs(s *corev1.Secret) ([]*x509.Certificate, []string) {
+// Certificates returns every PEM certificate in a CA Secret's keys ca.crt,
+// public.crt and tls.crt, and a description of each key that holds
+// something else.
+func Certificates(s *corev1.Secret) ([]*x509.Certificate, []string) {
 	var certs []*x509.Certificate
 	var problems []string
 	for _, k := range keys {
@@ -260,7 +261,7 @@ func parseCAs(s *corev1.Secret) ([]*x509.Certificate, []string) {
 		}
 	}
 	if len(certs) == 0 && len(problems) == 0 {
-		problems = append(problems, "none of the keys ca.crt, public.crt, tls.crt is present")
+		problems = append(problems, "no PEM certificate: none of the keys ca.crt, public.crt, tls.crt is present")
 	}
 	return certs, problems
 }

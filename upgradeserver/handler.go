@@ -126,17 +126,17 @@ func (h *handler) file(w http.ResponseWriter, r *http.Request) {
 	b := ref.binary
 	switch ref.kind {
 	case kindSum:
-		serveSmall(w, r, name, "text/plain; charset=utf-8", b.ModTime, b.sum)
+		serveSmall(w, r, name, "text/plain; charset=utf-8", b.sumETag, b.ModTime, b.sum)
 	case kindSig:
-		serveSmall(w, r, name, "application/octet-stream", b.ModTime, b.sig)
+		serveSmall(w, r, name, "application/octet-stream", b.sigETag, b.ModTime, b.sig)
 	default:
 		h.serveBinary(w, r, b)
 	}
 }
 
-func serveSmall(w http.ResponseWriter, r *http.Request, name, contentType string, mod time.Time, data []byte) {
+func serveSmall(w http.ResponseWriter, r *http.Request, name, contentType, etag string, mod time.Time, data []byte) {
 	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("ETag", `"`+contentETag(data)+`"`)
+	w.Header().Set("ETag", etag)
 	http.ServeContent(w, r, name, mod, bytes.NewReader(data))
 }
 

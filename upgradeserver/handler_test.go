@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -318,4 +319,21 @@ func FuzzResolve(f *testing.F) {
 			t.Fatalf("%q served unexpected content %q", suffix, body)
 		}
 	})
+}
+
+func TestRootBinaryPlatformComesFromItsELFHeader(t *testing.T) {
+	dir := t.TempDir()
+	self, err := os.Executable() // this test binary: a Linux ELF for GOARCH
+	require.NoError(t, err)
+	content, err := os.ReadFile(self)
+	require.NoError(t, err)
+	writeRelease(t, dir, "", release, content)
+	s := newTestStore(t, dir)
+	bins := s.Binaries()
+	require.Len(t, bins, 1)
+	assert.Equal(t, "linux", bins[0].OS)
+	assert.Equal(t, runtime.GOARCH, bins[0].Arch)
+
+	s.Scan() // a rescan of the unchanged file keeps what was read once
+	assert.Equal(t, runtime.GOARCH, s.Binaries()[0].Arch)
 }

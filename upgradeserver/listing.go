@@ -1,8 +1,6 @@
 package upgradeserver
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -90,10 +88,9 @@ func renderListing(binaries []*Binary, base string) (*renderedListing, error) {
 		return nil, fmt.Errorf("render listing: %w", err)
 	}
 	body = append(body, '\n')
-	sum := sha256.Sum256(body)
 	return &renderedListing{
 		body:   body,
-		etag:   []string{`"` + hex.EncodeToString(sum[:16]) + `"`},
+		etag:   []string{`"` + contentETag(body) + `"`},
 		length: []string{strconv.Itoa(len(body))},
 	}, nil
 }

@@ -48,9 +48,11 @@ type Binary struct {
 	// Signed reports whether a .minisig sits beside the binary.
 	Signed bool
 
-	info os.FileInfo
-	sum  []byte
-	sig  []byte
+	info    os.FileInfo
+	sum     []byte
+	sig     []byte
+	sumETag string
+	sigETag string
 }
 
 // Path is the binary's path below the store root, e.g. linux-amd64/minio.RELEASE.X.
@@ -105,11 +107,17 @@ type Store struct {
 	rejected map[string]string // guarded by scanMu: last reason logged per file
 }
 
+// hashed is what indexing learned from reading a file, kept while the file
+// stays the same.
 type hashed struct {
-	size    int64
-	modTime time.Time
-	info    os.FileInfo
-	digest  string
+	info     os.FileInfo
+	digest   string
+	os, arch string // from the ELF header
+}
+
+// sameFile reports whether b is a as it was: same inode, size and mtime.
+func sameFile(a, b os.FileInfo) bool {
+	return a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && os.SameFile(a, b)
 }
 
 // NewStore opens (and creates if needed) the store directory. Call Run to
@@ -182,13 +190,14 @@ func (s *Store) Run(ctx context.Context) error {
 		defer watcher.Close()
 	}
 	watched := map[string]bool{}
-	watch := func() {
+	// watch adds the store and the platform directories a scan found.
+	watch := func(platforms []string) {
 		if watcher == nil {
 			return
 		}
 		dirs := []string{s.dir}
-		for _, b := range s.platformDirs() {
-			dirs = append(dirs, path.Join(s.dir, b))
+		for _, p := range platforms {
+			dirs = append(dirs, path.Join(s.dir, p))
 		}
 		for _, d := range dirs {
 			if watched[d] {
@@ -202,8 +211,7 @@ func (s *Store) Run(ctx context.Context) error {
 		}
 	}
 
-	s.Scan()
-	watch()
+	watch(s.Scan())
 	ticker := time.NewTicker(s.opts.ScanInterval)
 	defer ticker.Stop()
 	var debounce <-chan time.Time
@@ -236,14 +244,11 @@ func (s *Store) Run(ctx context.Context) error {
 			s.Rescan()
 		case <-debounce:
 			debounce = nil
-			s.Scan()
-			watch()
+			watch(s.Scan())
 		case <-s.kick:
-			s.Scan()
-			watch()
+			watch(s.Scan())
 		case <-ticker.C:
-			s.Scan()
-			watch()
+			watch(s.Scan())
 		}
 	}
 }
@@ -253,6 +258,10 @@ func (s *Store) platformDirs() []string {
 	if err != nil {
 		return nil
 	}
+	return platformsIn(entries)
+}
+
+func platformsIn(entries []fs.DirEntry) []string {
 	var dirs []string
 	for _, e := range entries {
 		if e.IsDir() && validPlatform(e.Name()) {
@@ -262,17 +271,20 @@ func (s *Store) platformDirs() []string {
 	return dirs
 }
 
-// Scan re-indexes the store now and swaps the new index in. Binaries are
-// hashed only when their size, modification time or inode changed.
-func (s *Store) Scan() {
+// Scan re-indexes the store now, swaps the new index in and returns the
+// <os>-<arch> directories it found. Binaries are hashed only when their
+// size, modification time or inode changed.
+func (s *Store) Scan() []string {
 	s.scanMu.Lock()
 	defer s.scanMu.Unlock()
 
 	next := &index{files: map[string]fileRef{}}
 	seen := map[string]bool{}
-	s.scanDir("", next, seen)
-	for _, p := range s.platformDirs() {
-		s.scanDir(p, next, seen)
+	rootEntries := s.readDir(".")
+	platforms := platformsIn(rootEntries)
+	s.scanEntries("", rootEntries, next, seen)
+	for _, p := range platforms {
+		s.scanEntries(p, s.readDir(p), next, seen)
 	}
 	for p := range s.hashes {
 		if !seen[p] {
@@ -297,18 +309,18 @@ func (s *Store) Scan() {
 	if s.onIndex != nil {
 		s.onIndex(len(next.binaries))
 	}
+	return platforms
 }
 
-func (s *Store) scanDir(platform string, next *index, seen map[string]bool) {
-	dir := platform
-	if dir == "" {
-		dir = "."
-	}
+func (s *Store) readDir(dir string) []fs.DirEntry {
 	entries, err := fs.ReadDir(s.root.FS(), dir)
 	if err != nil {
 		s.log.Error().Err(err).Str("path", dir).Msg("cannot read update directory")
-		return
 	}
+	return entries
+}
+
+func (s *Store) scanEntries(platform string, entries []fs.DirEntry, next *index, seen map[string]bool) {
 	for _, e := range entries {
 		name := e.Name()
 		if !isBinaryName(name) {
@@ -369,10 +381,11 @@ func (s *Store) load(platform, name string) (*Binary, error) {
 	if !info.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file (%s)", info.Mode().Type())
 	}
-	digest, osName, arch, err := s.digest(rel, info)
+	h, err := s.hash(rel, info, platform == "")
 	if err != nil {
 		return nil, err
 	}
+	digest := h.digest
 	if digest != want {
 		return nil, fmt.Errorf("checksum mismatch: file has sha256 %s, %s says %s", digest, name+sumSuffix, want)
 	}
@@ -385,17 +398,18 @@ func (s *Store) load(platform, name string) (*Binary, error) {
 		SHA256:  digest,
 		info:    info,
 		sum:     sumData,
+		sumETag: `"` + contentETag(sumData) + `"`,
 	}
 	if platform != "" {
 		b.Platform = platform
 		b.OS, b.Arch, _ = strings.Cut(platform, "-")
 	} else {
-		b.OS, b.Arch = osName, arch
+		b.OS, b.Arch = h.os, h.arch
 	}
 	sig, err := s.readSmall(rel+sigSuffix, maxSigFileSize)
 	switch {
 	case err == nil:
-		b.sig, b.Signed = sig, true
+		b.sig, b.Signed, b.sigETag = sig, true, `"`+contentETag(sig)+`"`
 	case errors.Is(err, fs.ErrNotExist):
 	default:
 		return nil, fmt.Errorf("unreadable %s: %w", name+sigSuffix, err)
@@ -403,33 +417,35 @@ func (s *Store) load(platform, name string) (*Binary, error) {
 	return b, nil
 }
 
-// digest returns the file's SHA-256 (cached by size, mtime and inode) and
-// the platform its ELF header names.
-func (s *Store) digest(rel string, info os.FileInfo) (digest, osName, arch string, err error) {
-	if h, ok := s.hashes[rel]; ok && h.size == info.Size() && h.modTime.Equal(info.ModTime()) && os.SameFile(h.info, info) {
-		osName, arch = elfPlatform(s.root, rel)
-		return h.digest, osName, arch, nil
+// hash returns the file's SHA-256 and, when wantPlatform (binaries at the
+// root, with no <os>-<arch> directory to tell), the platform its ELF header
+// names. Both are read once and kept while the file stays the same.
+func (s *Store) hash(rel string, info os.FileInfo, wantPlatform bool) (hashed, error) {
+	if h, ok := s.hashes[rel]; ok && sameFile(h.info, info) {
+		return h, nil
 	}
 	f, err := s.root.Open(rel)
 	if err != nil {
-		return "", "", "", fmt.Errorf("open: %w", err)
+		return hashed{}, fmt.Errorf("open: %w", err)
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", "", "", fmt.Errorf("read: %w", err)
+	sum := sha256.New()
+	if _, err := io.Copy(sum, f); err != nil {
+		return hashed{}, fmt.Errorf("read: %w", err)
 	}
 	after, err := f.Stat()
 	if err != nil {
-		return "", "", "", fmt.Errorf("stat: %w", err)
+		return hashed{}, fmt.Errorf("stat: %w", err)
 	}
-	if after.Size() != info.Size() || !after.ModTime().Equal(info.ModTime()) || !os.SameFile(after, info) {
-		return "", "", "", errInProgress
+	if !sameFile(info, after) {
+		return hashed{}, errInProgress
 	}
-	digest = hex.EncodeToString(h.Sum(nil))
-	s.hashes[rel] = hashed{size: info.Size(), modTime: info.ModTime(), info: info, digest: digest}
-	osName, arch = elfPlatform(s.root, rel)
-	return digest, osName, arch, nil
+	h := hashed{info: info, digest: hex.EncodeToString(sum.Sum(nil))}
+	if wantPlatform {
+		h.os, h.arch = elfPlatform(f)
+	}
+	s.hashes[rel] = h
+	return h, nil
 }
 
 func (s *Store) readSmall(rel string, limit int64) ([]byte, error) {
@@ -456,12 +472,7 @@ func (s *Store) readSmall(rel string, limit int64) ([]byte, error) {
 }
 
 // elfPlatform reads the platform of a Linux binary from its ELF header.
-func elfPlatform(root *os.Root, rel string) (osName, arch string) {
-	f, err := root.Open(rel)
-	if err != nil {
-		return "", ""
-	}
-	defer f.Close()
+func elfPlatform(f io.ReaderAt) (osName, arch string) {
 	ef, err := elf.NewFile(f)
 	if err != nil {
 		return "", ""
@@ -517,7 +528,7 @@ func (s *Store) open(b *Binary) (*os.File, error) {
 		return nil, fmt.Errorf("%w: %v", errChanged, err)
 	}
 	info, err := f.Stat()
-	if err != nil || info.Size() != b.Size || !info.ModTime().Equal(b.ModTime) || !os.SameFile(info, b.info) {
+	if err != nil || !sameFile(b.info, info) {
 		f.Close()
 		s.Rescan()
 		return nil, errChanged

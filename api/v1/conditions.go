@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -20,13 +22,12 @@ const ConditionBinaryAvailable = "BinaryAvailable"
 
 // SetCondition writes one status condition of u through the status
 // subresource, only when its status, reason, message or observed
-// generation differ from what u carries. It reports whether it wrote.
-// A stale u fails with a conflict, so controllers sharing the status
-// never overwrite each other's conditions.
-func SetCondition(ctx context.Context, client dynamic.Interface, u *unstructured.Unstructured, want metav1.Condition) (bool, error) {
+// generation differ from what u carries, and then records an Event on u
+// (Warning unless the condition is True; recorder may be nil). It reports
+// whether it wrote. Two controllers share the status: on a conflict it
+// reads the latest version and tries again.
+func SetCondition(ctx context.Context, client dynamic.Interface, recorder record.EventRecorder, u *unstructured.Unstructured, want metav1.Condition) (bool, error) {
 	var wrote bool
-	// Two controllers write conditions of the same object: on a conflict,
-	// read the latest version and try again instead of backing off.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var err error
 		wrote, err = setCondition(ctx, client, u, want)
@@ -39,6 +40,13 @@ func SetCondition(ctx context.Context, client dynamic.Interface, u *unstructured
 		}
 		return err
 	})
+	if wrote && recorder != nil {
+		eventType := corev1.EventTypeNormal
+		if want.Status != metav1.ConditionTrue {
+			eventType = corev1.EventTypeWarning
+		}
+		recorder.Event(u, eventType, want.Reason, want.Message)
+	}
 	return wrote, err
 }
 

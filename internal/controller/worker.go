@@ -6,7 +6,9 @@ package controller
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -43,4 +45,37 @@ func processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface
 	}
 	queue.Forget(key)
 	return true
+}
+
+// EnqueueObject adds the namespace/name key of obj, a deleted object's
+// tombstone included.
+func EnqueueObject(queue workqueue.TypedInterface[string], obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	queue.Add(key)
+}
+
+// EnqueueReferrers adds the key of every object that indexer files under
+// index for obj's namespace/name: the ObjectStores that reference a Secret,
+// say. A change then touches only those objects, never a scan of all.
+func EnqueueReferrers(queue workqueue.TypedInterface[string], indexer cache.Indexer, index string, obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	referrers, err := indexer.ByIndex(index, m.GetNamespace()+"/"+m.GetName())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, r := range referrers {
+		EnqueueObject(queue, r)
+	}
 }

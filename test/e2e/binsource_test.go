@@ -92,19 +92,10 @@ func (e *binEnv) listing(t testing.TB) upgradeserver.Listing {
 	return listing(t, c, "https://"+serviceName+"."+e.opNS+".svc.cluster.local")
 }
 
-// walk plays MinIO's update client from the .sha256sum URL and returns
-// the verified binary.
+// walk plays MinIO's update client against the listed binary.
 func (e *binEnv) walk(t testing.TB, b upgradeserver.ListedBinary) []byte {
 	t.Helper()
-	c := e.op.client(t, testCluster.KubeletServingCA, 4)
-	fields := strings.Fields(string(get(t, c, b.SHA256SumURL)))
-	require.Len(t, fields, 2)
-	require.True(t, strings.HasPrefix(fields[1], "minio."))
-	dir := b.SHA256SumURL[:strings.LastIndex(b.SHA256SumURL, "/")]
-	binary := get(t, c, dir+"/"+fields[1])
-	sum := sha256.Sum256(binary)
-	require.Equal(t, fields[0], hex.EncodeToString(sum[:]), "binary matches its .sha256sum")
-	return binary
+	return updateClientWalk(t, e.op.client(t, testCluster.KubeletServingCA, 4), b.SHA256SumURL)
 }
 
 func visibleFiles(t testing.TB, dir string) []string {
@@ -142,10 +133,13 @@ func TestImageBinaryIsServedForEveryPlatformAndFetchedOnce(t *testing.T) {
 		assert.True(t, b.Signed, "the image's .minisig is served")
 		assert.Equal(t, want[b.Arch], e.walk(t, b), "the %s binary is the image's", b.Arch)
 	}
+	blobs := 0
 	e.reg.blobGets.Range(func(digest, n any) bool {
+		blobs++
 		assert.LessOrEqual(t, n.(*atomic.Int64).Load(), int64(1), "blob %s fetched more than once for two ObjectStores", digest)
 		return true
 	})
+	assert.GreaterOrEqual(t, blobs, 2, "the registry counted at least the two platforms' binary layers")
 	out := kubectl(t, "get", "objectstore", "store-a", "-n", e.tenantNS)
 	assert.Contains(t, out, "BINARY")
 }

@@ -64,6 +64,33 @@ func fileModeOperator(t *testing.T) (*operator, string) {
 	return op, dir
 }
 
+// servingRelease runs a file-mode operator that serves content as the
+// linux-amd64 release, waits until it is listed, and returns the operator,
+// the binary's digest, a client for conns connections and the binary's URL.
+func servingRelease(t *testing.T, content []byte, conns int) (op *operator, digest string, c *http.Client, url string) {
+	t.Helper()
+	op, dir := fileModeOperator(t)
+	digest = writeRelease(t, dir, "linux-amd64", content)
+	c = op.client(t, testCluster.KubeletServingCA, conns)
+	url = "https://" + podHost + upgradeserver.UpdatePath + "/linux-amd64/minio." + release
+	require.Eventually(t, func() bool { return len(listing(t, c, "https://"+podHost).Binaries) == 1 }, 10*time.Second, 50*time.Millisecond)
+	return op, digest, c, url
+}
+
+// updateClientWalk does what MinIO's in-place update client does with the
+// URL of a .sha256sum file: read its two fields, download the binary from
+// the same directory and check it. It returns the verified binary.
+func updateClientWalk(t testing.TB, c *http.Client, sumURL string) []byte {
+	t.Helper()
+	fields := strings.Fields(string(get(t, c, sumURL)))
+	require.Len(t, fields, 2, "MinIO's client wants exactly two fields")
+	require.True(t, strings.HasPrefix(fields[1], "minio."))
+	binary := get(t, c, sumURL[:strings.LastIndex(sumURL, "/")]+"/"+fields[1])
+	sum := sha256.Sum256(binary)
+	require.Equal(t, fields[0], hex.EncodeToString(sum[:]), "downloaded binary matches its .sha256sum")
+	return binary
+}
+
 func listing(t testing.TB, c *http.Client, base string) upgradeserver.Listing {
 	t.Helper()
 	resp, err := c.Get(base + upgradeserver.UpdatePath)
@@ -133,26 +160,14 @@ func TestMinIOUpdateClientWalk(t *testing.T) {
 		return updateURL != ""
 	}, 10*time.Second, 50*time.Millisecond)
 
-	sumBody := get(t, c, updateURL)
-	fields := strings.Fields(string(sumBody))
-	require.Len(t, fields, 2, "MinIO's client wants exactly two fields")
-	require.True(t, strings.HasPrefix(fields[1], "minio."))
-	dirURL := updateURL[:strings.LastIndex(updateURL, "/")]
-	binary := get(t, c, dirURL+"/"+fields[1])
-	sum := sha256.Sum256(binary)
-	assert.Equal(t, fields[0], hex.EncodeToString(sum[:]), "downloaded binary matches its .sha256sum")
+	binary := updateClientWalk(t, c, updateURL)
 	assert.Equal(t, content, binary)
-	assert.NotEmpty(t, get(t, c, dirURL+"/"+fields[1]+".minisig"))
-	assert.Equal(t, "minio."+release, path.Base(dirURL+"/"+fields[1]))
+	assert.NotEmpty(t, get(t, c, strings.TrimSuffix(updateURL, ".sha256sum")+".minisig"))
+	assert.Equal(t, "minio."+release+".sha256sum", path.Base(updateURL))
 }
 
 func TestResumedDownloadReassemblesToTheRightChecksum(t *testing.T) {
-	op, dir := fileModeOperator(t)
-	content := randomBytes(t, 8<<20)
-	digest := writeRelease(t, dir, "linux-amd64", content)
-	c := op.client(t, testCluster.KubeletServingCA, 4)
-	url := "https://" + podHost + upgradeserver.UpdatePath + "/linux-amd64/minio." + release
-	require.Eventually(t, func() bool { return len(listing(t, c, "https://"+podHost).Binaries) == 1 }, 10*time.Second, 50*time.Millisecond)
+	op, digest, c, url := servingRelease(t, randomBytes(t, 8<<20), 4)
 
 	// The first attempt breaks off after 3 MiB.
 	resp, err := c.Get(url)
@@ -253,11 +268,7 @@ func get(t testing.TB, c *http.Client, url string) []byte {
 // 32 MiB binary at once, every body checked.
 func TestConcurrentDownloadsAllVerify(t *testing.T) {
 	const clients, size = 500, 32 << 20
-	op, dir := fileModeOperator(t)
-	digest := writeRelease(t, dir, "linux-amd64", randomBytes(t, size))
-	c := op.client(t, testCluster.KubeletServingCA, clients)
-	url := "https://" + podHost + upgradeserver.UpdatePath + "/linux-amd64/minio." + release
-	require.Eventually(t, func() bool { return len(listing(t, c, "https://"+podHost).Binaries) == 1 }, 10*time.Second, 50*time.Millisecond)
+	_, digest, c, url := servingRelease(t, randomBytes(t, size), clients)
 
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -298,12 +309,8 @@ func TestConcurrentDownloadsAllVerify(t *testing.T) {
 // download: the download completes intact, new connections are refused,
 // and the process exits.
 func TestShutdownLetsRunningDownloadsFinish(t *testing.T) {
-	op, dir := fileModeOperator(t)
 	content := randomBytes(t, 16<<20)
-	digest := writeRelease(t, dir, "linux-amd64", content)
-	c := op.client(t, testCluster.KubeletServingCA, 2)
-	url := "https://" + podHost + upgradeserver.UpdatePath + "/linux-amd64/minio." + release
-	require.Eventually(t, func() bool { return len(listing(t, c, "https://"+podHost).Binaries) == 1 }, 10*time.Second, 50*time.Millisecond)
+	op, digest, c, url := servingRelease(t, content, 2)
 
 	resp, err := c.Get(url)
 	require.NoError(t, err)
@@ -339,11 +346,8 @@ func TestShutdownLetsRunningDownloadsFinish(t *testing.T) {
 }
 
 func TestUpgradeServerMetrics(t *testing.T) {
-	op, dir := fileModeOperator(t)
-	writeRelease(t, dir, "linux-amd64", randomBytes(t, 1<<20))
-	c := op.client(t, testCluster.KubeletServingCA, 2)
-	require.Eventually(t, func() bool { return len(listing(t, c, "https://"+podHost).Binaries) == 1 }, 10*time.Second, 50*time.Millisecond)
-	get(t, c, "https://"+podHost+upgradeserver.UpdatePath+"/linux-amd64/minio."+release)
+	op, _, c, url := servingRelease(t, randomBytes(t, 1<<20), 2)
+	get(t, c, url)
 	resp, err := c.Get("https://" + podHost + "/nope")
 	require.NoError(t, err)
 	resp.Body.Close()
