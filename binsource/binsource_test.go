@@ -1,15 +1,24 @@
 package binsource
 
 import (
-	"crypto/sha256"
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
 	"encoding/base64"
-	"encoding/hex"
-	"os"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"aead.dev/minisign"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,28 +27,19 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/object-store-operator/operator/upgradeserver"
+	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/binstore/binstoretest"
 )
-
-func writeRelease(t *testing.T, dir, platform, release string) {
-	t.Helper()
-	d := filepath.Join(dir, platform)
-	require.NoError(t, os.MkdirAll(d, 0o755))
-	name := "minio." + release
-	content := []byte(release)
-	sum := sha256.Sum256(content)
-	require.NoError(t, os.WriteFile(filepath.Join(d, name), content, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(d, name+".sha256sum"), upgradeserver.SHA256SumFile(hex.EncodeToString(sum[:]), name), 0o644))
-}
 
 func TestHousekeepingKeepsReferencedAndNewestReleases(t *testing.T) {
 	dir := t.TempDir()
+	key := binstoretest.NewKey(t)
 	releases := []string{"RELEASE.2025-01-01T00-00-00Z", "RELEASE.2025-02-01T00-00-00Z", "RELEASE.2025-03-01T00-00-00Z",
 		"RELEASE.2025-04-01T00-00-00Z", "RELEASE.2025-05-01T00-00-00Z"}
 	for _, r := range releases {
-		writeRelease(t, dir, "linux-amd64", r)
+		binstoretest.WriteRelease(t, dir, "linux-amd64", r, []byte(r), key)
 	}
-	store, err := upgradeserver.NewStore(dir, zerolog.Nop(), upgradeserver.StoreOptions{})
+	store, err := binstore.New(dir, zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 	store.Scan()
@@ -54,16 +54,17 @@ func TestHousekeepingKeepsReferencedAndNewestReleases(t *testing.T) {
 			"spec":     map[string]any{"image": "registry/minio:" + releases[0]},
 		}}))
 	}
-	c := &Controller{cfg: ControllerConfig{Fetcher: f, Keep: 2}, log: zerolog.Nop(), stores: stores, wanted: map[string]string{}}
+	c := &Controller{cfg: ControllerConfig{Fetcher: f, Keep: 2}, log: zerolog.Nop(), stores: stores, outcomes: map[string]outcome{}}
+	image := "registry/minio:" + releases[0]
 
-	c.setWanted("t/old-tenant", releases[0])
+	c.record("t/old-tenant", outcome{image: image, release: releases[0]})
 	c.housekeep()
-	assert.Len(t, store.Binaries(), 5, "nothing is removed while an ObjectStore has not been resolved")
+	assert.Len(t, store.Current().Binaries(), 5, "nothing is removed while an ObjectStore has not been resolved")
 
-	c.setWanted("t/unresolved", releases[0])
+	c.record("t/unresolved", outcome{image: image, release: releases[0]})
 	c.housekeep()
 	var left []string
-	for _, b := range store.Binaries() {
+	for _, b := range store.Current().Binaries() {
 		left = append(left, b.Release)
 	}
 	assert.ElementsMatch(t, []string{releases[0], releases[3], releases[4]}, left,
@@ -112,17 +113,141 @@ func TestParsePlatforms(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestBinaryLargerThanTheBoundLeavesNothingBehind(t *testing.T) {
-	dir := t.TempDir()
-	land, err := newLanding(dir, "linux-amd64", "minio.RELEASE.X", 10)
+// blobLayer is a layer whose registry serves blob under digest.
+type blobLayer struct {
+	ggcrv1.Layer
+	digest ggcrv1.Hash
+	blob   []byte
+}
+
+func (l blobLayer) Digest() (ggcrv1.Hash, error) { return l.digest, nil }
+func (l blobLayer) Compressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(l.blob)), nil
+}
+func (l blobLayer) MediaType() (types.MediaType, error) { return types.DockerLayer, nil }
+
+func gzipTar(t *testing.T, files map[string][]byte, padding int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for n, data := range files {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: n, Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}))
+		_, err := tw.Write(data)
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	// Zero blocks after the end marker, as some image builders write.
+	_, err := zw.Write(make([]byte, padding))
 	require.NoError(t, err)
-	_, err = land.Write(make([]byte, 8))
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+func hashOf(t *testing.T, b []byte) ggcrv1.Hash {
+	t.Helper()
+	h, _, err := ggcrv1.SHA256(bytes.NewReader(b))
 	require.NoError(t, err)
-	_, err = land.Write(make([]byte, 8))
-	require.ErrorIs(t, err, errTooLarge)
-	assert.Equal(t, "BinaryTooLarge", reason(err))
-	land.abort()
-	entries, err := os.ReadDir(filepath.Join(dir, "linux-amd64"))
+	return h
+}
+
+func testFetcher(t *testing.T, opts binstore.Options, cfg FetcherConfig) *Fetcher {
+	t.Helper()
+	store, err := binstore.New(t.TempDir(), zerolog.Nop(), opts)
 	require.NoError(t, err)
-	assert.Empty(t, entries, "no partial file stays in the store")
+	t.Cleanup(func() { store.Close() })
+	store.Scan()
+	cfg.Store = store
+	if cfg.MaxSize == 0 {
+		cfg.MaxSize = 1 << 20
+	}
+	f, err := NewFetcher(cfg)
+	require.NoError(t, err)
+	return f
+}
+
+func TestLayerIsVerifiedOverTheWholeBlob(t *testing.T) {
+	key := binstoretest.NewKey(t)
+	bin := []byte("the binary")
+	files := map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": key.Sign(t, bin)}
+	good := gzipTar(t, files, 0)
+	// Same binary, different bytes after the tar end marker: a reader that
+	// stops at the end marker cannot tell the two blobs apart.
+	swapped := gzipTar(t, files, 4096)
+	opts := binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}}
+
+	f := testFetcher(t, opts, FetcherConfig{})
+	found, err := f.readLayer(blobLayer{digest: hashOf(t, good), blob: swapped}, Platform{"linux", "amd64"}, "RELEASE.X", &pullBudget{1 << 30, 1 << 30})
+	require.Error(t, err)
+	assert.Nil(t, found)
+	assert.Equal(t, "ChecksumMismatch", reason(err))
+	tmp, _ := filepath.Glob(filepath.Join(f.cfg.Store.Dir(), "linux-amd64", ".*.tmp"))
+	assert.Empty(t, tmp, "the staged binary is discarded")
+
+	found, err = f.readLayer(blobLayer{digest: hashOf(t, good), blob: good}, Platform{"linux", "amd64"}, "RELEASE.X", &pullBudget{1 << 30, 1 << 30})
+	require.NoError(t, err)
+	require.NotNil(t, found)
+	b, err := found.staged.Commit(binstore.Candidate{Minisig: found.sig, Source: binstore.Source{Image: "x", LayerDigest: found.layer}})
+	require.NoError(t, err)
+	assert.Equal(t, binstoretest.SHA256(bin), b.SHA256)
+}
+
+func TestPullReadsAreCapped(t *testing.T) {
+	// 64 MiB of zeros compress to a few KiB: a small blob, a large layer.
+	bomb := gzipTar(t, map[string][]byte{"etc/zeros": make([]byte, 64<<20)}, 0)
+	f := testFetcher(t, binstore.Options{}, FetcherConfig{})
+	_, err := f.readLayer(blobLayer{digest: hashOf(t, bomb), blob: bomb}, Platform{"linux", "amd64"}, "RELEASE.X", &pullBudget{1 << 30, 8 << 20})
+	require.Error(t, err)
+	assert.Equal(t, "ImageTooLarge", reason(err))
+	_, err = f.readLayer(blobLayer{digest: hashOf(t, bomb), blob: bomb}, Platform{"linux", "amd64"}, "RELEASE.X", &pullBudget{1024, 1 << 30})
+	assert.Equal(t, "ImageTooLarge", reason(err))
+}
+
+func TestRegistriesAreReachedOverHTTPSOnly(t *testing.T) {
+	var reached []string
+	next := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		reached = append(reached, r.URL.String())
+		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+	})
+	rt := httpsOnly(next, []string{"10.0.0.9:5000"})
+	for _, tt := range []struct {
+		url string
+		ok  bool
+	}{
+		{"https://10.0.0.8:5000/v2/", true},
+		{"http://10.0.0.8:5000/v2/", false},
+		{"http://localhost:5000/v2/", false},
+		{"http://10.0.0.9:5000/v2/", true},
+	} {
+		req, err := http.NewRequest(http.MethodGet, tt.url, nil)
+		require.NoError(t, err)
+		_, err = rt.RoundTrip(req)
+		if tt.ok {
+			assert.NoError(t, err, tt.url)
+			continue
+		}
+		require.Error(t, err, tt.url)
+		assert.Equal(t, "RegistryNotTrusted", reason(classify(err)), tt.url)
+	}
+	assert.Equal(t, []string{"https://10.0.0.8:5000/v2/", "http://10.0.0.9:5000/v2/"}, reached)
+}
+
+func TestOneRegistryGetsAtMostHalfThePullSlots(t *testing.T) {
+	f := testFetcher(t, binstore.Options{}, FetcherConfig{Concurrency: 4})
+	var held []func()
+	for range 2 {
+		release, err := f.slot(t.Context(), "hanging.example")
+		require.NoError(t, err)
+		held = append(held, release)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err := f.slot(ctx, "hanging.example")
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "a third pull from the same registry waits")
+	other, err := f.slot(t.Context(), "healthy.example")
+	require.NoError(t, err, "another registry still gets a slot")
+	other()
+	for _, r := range held {
+		r()
+	}
 }

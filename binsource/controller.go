@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -15,45 +17,57 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
-	"github.com/object-store-operator/operator/upgradeserver"
 )
-
-const pullSecretIndex = "pullSecret"
 
 // ControllerConfig configures the controller.
 type ControllerConfig struct {
+	// Kube reads the ObjectStores' pull Secrets when they are needed;
+	// nothing caches Secrets for this controller.
+	Kube         kubernetes.Interface
 	Dynamic      dynamic.Interface
 	ObjectStores cache.SharedIndexInformer
-	// Secrets is an informer over the ObjectStores' namespaces (pull Secrets).
-	Secrets coreinformers.SecretInformer
-	Fetcher *Fetcher
+	Fetcher      *Fetcher
 	// Keep is how many newer releases must exist before an unreferenced
 	// release is removed from the store.
 	Keep     int
 	Recorder record.EventRecorder
-	Log      zerolog.Logger
-	Workers  int
+	// Remedy returns what the user should do about a condition reason, in
+	// the words of whoever wires this controller; "" for none.
+	Remedy  func(reason string) string
+	Log     zerolog.Logger
+	Workers int
 }
 
-// Controller makes every ObjectStore's release available in the store.
+// Controller makes every ObjectStore's release available in this
+// process's store. Every replica runs one, so every replica serves the
+// same verified set; only the leader (see Lead) writes conditions and
+// Events.
 type Controller struct {
 	cfg     ControllerConfig
 	log     zerolog.Logger
 	stores  cache.Indexer
-	secrets corelisters.SecretLister
-	synced  []cache.InformerSynced
+	synced  cache.InformerSynced
 	queue   workqueue.TypedRateLimitingInterface[string]
+	leading atomic.Bool
 
-	mu     sync.Mutex
-	wanted map[string]string // ObjectStore key -> release it wants
+	mu       sync.Mutex
+	outcomes map[string]outcome // ObjectStore key -> what its last sync found
+}
+
+// outcome is what a sync found for one ObjectStore's image: the release
+// (when available) and the condition to report.
+type outcome struct {
+	image     string
+	release   string
+	condition metav1.Condition
 }
 
 // NewController wires event handlers; call Run to work.
@@ -61,21 +75,20 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
 	}
+	if cfg.Remedy == nil {
+		cfg.Remedy = func(string) string { return "" }
+	}
 	c := &Controller{
-		cfg:     cfg,
-		log:     cfg.Log.With().Str("component", "binsource").Logger(),
-		stores:  cfg.ObjectStores.GetIndexer(),
-		secrets: cfg.Secrets.Lister(),
-		synced:  []cache.InformerSynced{cfg.ObjectStores.HasSynced, cfg.Secrets.Informer().HasSynced},
+		cfg:    cfg,
+		log:    cfg.Log.With().Str("component", "binsource").Logger(),
+		stores: cfg.ObjectStores.GetIndexer(),
+		synced: cfg.ObjectStores.HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			// Registries come and go outside the cluster: retry from 5 s,
 			// doubling to 5 min.
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "binsource"}),
-		wanted: map[string]string{},
-	}
-	if err := cfg.ObjectStores.AddIndexers(cache.Indexers{pullSecretIndex: v1.SecretIndex((*v1.ObjectStore).PullSecrets)}); err != nil {
-		return nil, fmt.Errorf("index ObjectStores by pull Secret: %w", err)
+		outcomes: map[string]outcome{},
 	}
 	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
@@ -91,29 +104,66 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("binsource ObjectStore handler: %w", err)
 	}
-	if _, err := cfg.Secrets.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.secretChanged,
-		UpdateFunc: func(_, obj any) { c.secretChanged(obj) },
-	}); err != nil {
-		return nil, fmt.Errorf("binsource Secret handler: %w", err)
-	}
 	return c, nil
 }
 
 func (c *Controller) enqueue(obj any) { controller.EnqueueObject(c.queue, obj) }
 
-func (c *Controller) secretChanged(obj any) {
-	controller.EnqueueReferrers(c.queue, c.stores, pullSecretIndex, obj)
-}
-
 // Run works until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
 		return errors.New("binsource: informers did not sync")
 	}
 	c.cfg.Fetcher.cfg.Store.RemoveStaleTemporaries()
 	// Failures are reported on the ObjectStore by sync itself.
 	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, nil)
+	return nil
+}
+
+// Lead makes this controller write conditions and Events until ctx ends
+// (the leadership term). It first reports what was found while following,
+// so a new leader needs no second pull to bring the status up to date.
+func (c *Controller) Lead(ctx context.Context) error {
+	c.leading.Store(true)
+	defer c.leading.Store(false)
+	c.mu.Lock()
+	keys := make([]string, 0, len(c.outcomes))
+	for k := range c.outcomes {
+		keys = append(keys, k)
+	}
+	c.mu.Unlock()
+	for _, key := range keys {
+		c.queue.Add(key)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// Ready reports whether this replica's store is complete: every
+// ObjectStore with an image has been resolved for its current image,
+// available or with a reported reason. The Service routes the upgrade
+// port only to complete replicas.
+func (c *Controller) Ready() error {
+	if !c.synced() {
+		return errors.New("ObjectStores not listed yet")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var pending []string
+	for _, key := range c.stores.ListKeys() {
+		obj, ok, _ := c.stores.GetByKey(key)
+		if !ok {
+			continue
+		}
+		image := imageOf(obj.(*unstructured.Unstructured))
+		if o, done := c.outcomes[key]; image != "" && (!done || o.image != image) {
+			pending = append(pending, key)
+		}
+	}
+	if len(pending) > 0 {
+		sort.Strings(pending)
+		return fmt.Errorf("binaries of %d ObjectStore(s) not resolved yet (%s)", len(pending), strings.Join(pending[:min(len(pending), 5)], ", "))
+	}
 	return nil
 }
 
@@ -126,25 +176,26 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return fmt.Errorf("get ObjectStore %s: %w", key, err)
 	}
 	if !exists {
-		if c.setWanted(key, "") {
+		if c.forget(key) {
 			c.housekeep()
 		}
 		return nil
 	}
 	u := obj.(*unstructured.Unstructured)
+	image := imageOf(u)
+	if image == "" {
+		c.forget(key)
+		return nil
+	}
 	store, err := v1.FromUnstructured(u)
 	if err != nil {
-		return c.report(ctx, u, err)
-	}
-	if store.Spec.Image == "" {
-		c.setWanted(key, "")
-		return nil
+		return c.fail(ctx, u, image, err)
 	}
 	var secrets []*corev1.Secret
 	for _, ref := range store.Spec.ImagePullSecrets {
-		s, err := c.secrets.Secrets(store.Namespace).Get(ref.Name)
+		s, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return c.report(ctx, u, fmt.Errorf("%w: pull Secret %s not found in namespace %s", errPullSecret, ref.Name, store.Namespace))
+			return c.fail(ctx, u, image, fmt.Errorf("%w: pull Secret %s not found in namespace %s", errPullSecret, ref.Name, store.Namespace))
 		}
 		if err != nil {
 			return fmt.Errorf("get pull Secret %s/%s: %w", store.Namespace, ref.Name, err)
@@ -153,18 +204,18 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	kc, err := newKeychain(secrets)
 	if err != nil {
-		return c.report(ctx, u, fmt.Errorf("%w: %v", errPullSecret, err))
+		return c.fail(ctx, u, image, fmt.Errorf("%w: %v", errPullSecret, err))
 	}
-	res, err := c.cfg.Fetcher.Ensure(ctx, store.Spec.Image, kc)
+	res, err := c.cfg.Fetcher.Ensure(ctx, image, kc)
 	if err != nil {
-		return c.report(ctx, u, err)
+		return c.fail(ctx, u, image, err)
 	}
-	changed := c.setWanted(key, res.Release)
-	msg := fmt.Sprintf("minio.%s is served for %s (source: %s)", res.Release, strings.Join(res.Platforms, ", "), res.Source)
-	if res.Unsigned {
-		msg += "; unsigned: the image has no .sha256sum/.minisig, the checksum was computed by the operator"
-	}
-	if _, err := c.setCondition(ctx, u, metav1.ConditionTrue, "Available", msg); err != nil {
+	msg := fmt.Sprintf("minio.%s is served for %s (source: %s; minisign key %s)",
+		res.Release, strings.Join(res.Platforms, ", "), strings.Join(uniq(res.Sources), "; "), strings.Join(res.KeyIDs, ", "))
+	changed := c.record(key, outcome{image: image, release: res.Release, condition: metav1.Condition{
+		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: "Available", Message: msg,
+	}})
+	if err := c.report(ctx, u); err != nil {
 		return err
 	}
 	// A resync that resolves to the same release changes nothing to keep.
@@ -174,40 +225,70 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	return nil
 }
 
-// report records a failure on the ObjectStore and returns it for a retry.
-func (c *Controller) report(ctx context.Context, u *unstructured.Unstructured, cause error) error {
+// uniq drops repeats, keeping the first of each (platforms from one image
+// share a source's words).
+func uniq(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// fail records a failure for the ObjectStore, reports it and returns it
+// for a retry with backoff.
+func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, image string, cause error) error {
 	key := u.GetNamespace() + "/" + u.GetName()
-	c.log.Error().Str("objectstore", key).Str("image", imageOf(u)).Str("reason", reason(cause)).Err(cause).
+	r := reason(cause)
+	msg := cause.Error()
+	if remedy := c.cfg.Remedy(r); remedy != "" {
+		msg += ". " + remedy
+	}
+	c.log.Error().Str("objectstore", key).Str("image", image).Str("reason", r).Err(cause).
 		Msg("release not available; nothing added to the store")
-	if _, err := c.setCondition(ctx, u, metav1.ConditionFalse, reason(cause), cause.Error()); err != nil {
+	c.record(key, outcome{image: image, condition: metav1.Condition{
+		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionFalse, Reason: r, Message: msg,
+	}})
+	if err := c.report(ctx, u); err != nil {
 		return err
 	}
 	return cause
 }
 
-func imageOf(u *unstructured.Unstructured) string {
-	image, _, _ := unstructured.NestedString(u.Object, "spec", "image")
-	return image
+// report writes the recorded condition while this replica leads.
+func (c *Controller) report(ctx context.Context, u *unstructured.Unstructured) error {
+	if !c.leading.Load() {
+		return nil
+	}
+	c.mu.Lock()
+	o, ok := c.outcomes[u.GetNamespace()+"/"+u.GetName()]
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	_, err := v1.SetCondition(ctx, c.cfg.Dynamic, c.cfg.Recorder, u, o.condition)
+	return err
 }
 
-func (c *Controller) setCondition(ctx context.Context, u *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) (bool, error) {
-	return v1.SetCondition(ctx, c.cfg.Dynamic, c.cfg.Recorder, u, metav1.Condition{
-		Type: v1.ConditionBinaryAvailable, Status: status, Reason: reason, Message: message,
-	})
-}
-
-// setWanted records the release an ObjectStore wants ("" for none) and
-// reports whether that changed.
-func (c *Controller) setWanted(key, release string) bool {
+// record keeps an ObjectStore's outcome and reports whether the release it
+// wants changed.
+func (c *Controller) record(key string, o outcome) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	before, had := c.wanted[key]
-	if release == "" {
-		delete(c.wanted, key)
-		return had
-	}
-	c.wanted[key] = release
-	return !had || before != release
+	before, had := c.outcomes[key]
+	c.outcomes[key] = o
+	return !had || before.release != o.release
+}
+
+// forget drops an ObjectStore's outcome and reports whether it wanted a release.
+func (c *Controller) forget(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	before, had := c.outcomes[key]
+	delete(c.outcomes, key)
+	return had && before.release != ""
 }
 
 // housekeep removes releases no ObjectStore wants once Keep newer releases
@@ -222,18 +303,18 @@ func (c *Controller) housekeep() {
 		if !ok || imageOf(obj.(*unstructured.Unstructured)) == "" {
 			continue
 		}
-		release, resolved := c.wanted[key]
+		o, resolved := c.outcomes[key]
 		if !resolved {
 			c.mu.Unlock()
 			return
 		}
-		referenced[release] = true
+		referenced[o.release] = true
 	}
 	c.mu.Unlock()
 
 	store := c.cfg.Fetcher.cfg.Store
 	byPlatform := map[string][]string{}
-	for _, b := range store.Binaries() {
+	for _, b := range store.Current().Binaries() {
 		if b.Platform != "" {
 			byPlatform[b.Platform] = append(byPlatform[b.Platform], b.Release)
 		}
@@ -245,7 +326,7 @@ func (c *Controller) housekeep() {
 			if referenced[release] || i < c.cfg.Keep {
 				continue
 			}
-			binName, err := upgradeserver.BinaryName(release)
+			binName, err := binstore.BinaryName(release)
 			if err != nil {
 				continue
 			}
@@ -253,9 +334,13 @@ func (c *Controller) housekeep() {
 				c.log.Warn().Err(err).Str("platform", platform).Str("release", release).Msg("could not remove an unreferenced release")
 				continue
 			}
-			c.log.Info().Str("platform", platform).Str("release", release).Int("newer", i).
-				Msg("removed a release no ObjectStore references (OPERATOR_STORE_KEEP newer ones exist)")
+			c.log.Info().Str("platform", platform).Str("release", release).Int("newer", i).Int("keep", c.cfg.Keep).
+				Msg("removed a release no ObjectStore references (enough newer ones exist)")
 		}
 	}
-	c.cfg.Fetcher.updateStoreSize()
+}
+
+func imageOf(u *unstructured.Unstructured) string {
+	image, _, _ := unstructured.NestedString(u.Object, "spec", "image")
+	return image
 }

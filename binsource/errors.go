@@ -1,36 +1,45 @@
 package binsource
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"net/http"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/object-store-operator/operator/binstore"
 )
 
 // Reasons a release could not be made available; each is a condition
-// reason on the ObjectStore.
+// reason on the ObjectStore. Reasons about the binary itself (checksum,
+// signature, conflict, size) come from binstore.
 var (
-	errInvalidImage = errors.New("InvalidImage")
-	errNotFound     = errors.New("ImageNotFound")
-	errAuth         = errors.New("AuthFailed")
-	errUntrusted    = errors.New("RegistryNotTrusted")
-	errNoBinary     = errors.New("NoMinIOBinary")
-	errChecksum     = errors.New("ChecksumMismatch")
-	errPullSecret   = errors.New("PullSecretUnusable")
-	errPull         = errors.New("PullFailed")
+	errInvalidImage  = errors.New("InvalidImage")
+	errNotFound      = errors.New("ImageNotFound")
+	errAuth          = errors.New("AuthFailed")
+	errUntrusted     = errors.New("RegistryNotTrusted")
+	errNoBinary      = errors.New("NoMinIOBinary")
+	errChecksum      = errors.New(string(binstore.ReasonChecksumMismatch))
+	errPullSecret    = errors.New("PullSecretUnusable")
+	errImageTooLarge = errors.New("ImageTooLarge")
+	errTimeout       = errors.New("PullTimeout")
+	errPull          = errors.New("PullFailed")
 )
 
 // reason returns the condition reason for err.
 func reason(err error) string {
-	for _, r := range []error{errInvalidImage, errNotFound, errAuth, errUntrusted, errNoBinary, errChecksum, errPullSecret, errTooLarge} {
+	for _, r := range []error{errTimeout, errInvalidImage, errNotFound, errAuth, errUntrusted, errNoBinary, errChecksum, errPullSecret, errImageTooLarge} {
 		if errors.Is(err, r) {
-			if r == errTooLarge {
-				return "BinaryTooLarge"
-			}
 			return r.Error()
 		}
+	}
+	if r := binstore.ReasonOf(err); r != binstore.ReasonOther {
+		return string(r)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return errTimeout.Error()
 	}
 	return errPull.Error()
 }
@@ -56,8 +65,11 @@ func classify(err error) error {
 	}
 	var unknownAuthority x509.UnknownAuthorityError
 	var verification *tls.CertificateVerificationError
-	if errors.As(err, &unknownAuthority) || errors.As(err, &verification) {
+	if errors.As(err, &unknownAuthority) || errors.As(err, &verification) || errors.Is(err, errUntrusted) {
 		return joinReason(errUntrusted, err)
+	}
+	if errors.Is(err, errImageTooLarge) || errors.Is(err, errChecksum) || binstore.ReasonOf(err) != binstore.ReasonOther {
+		return err
 	}
 	return joinReason(errPull, err)
 }

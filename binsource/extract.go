@@ -2,13 +2,23 @@ package binsource
 
 import (
 	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"path"
 	"strings"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
+	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/object-store-operator/operator/binstore"
 )
 
 // binaryPaths are where MinIO images keep the server binary, in order of
@@ -17,31 +27,55 @@ var binaryPaths = []string{"opt/bin/minio", "usr/bin/minio"}
 
 const maxSidecarSize = 4096
 
-// found is what extraction produced for one platform.
-type found struct {
-	digest string
-	size   int64
-	signed bool
-	// computed: the image had no .sha256sum, so the digest is ours.
-	computed bool
-}
-
-// extract streams the MinIO binary of img into the store as name under
-// platform. The newest layer holding a binary wins; its .sha256sum and
-// .minisig siblings come from the same layer. Layers are read as streams:
-// memory does not grow with the binary's size.
-func extract(img v1.Image, storeDir, platform, name string, maxSize int64, count func(int64)) (*found, error) {
+// extract reads the image's layers, newest first, until one holds the
+// MinIO binary, and commits that binary (with the .sha256sum and .minisig
+// beside it in the same layer) to the store. A layer counts only once its
+// whole blob was read and matched its digest; until then the binary is
+// only staged. Memory does not grow with the binary's size.
+func (f *Fetcher) extract(img ggcrv1.Image, p Platform, rel string, src binstore.Source) (*binstore.Binary, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return nil, classify(fmt.Errorf("list layers: %w", err))
 	}
+	budget := &pullBudget{compressed: f.cfg.MaxPullBytes, uncompressed: f.cfg.MaxPullBytes}
 	for i := len(layers) - 1; i >= 0; i-- {
-		f, err := extractLayer(layers[i], storeDir, platform, name, maxSize, count)
-		if err != nil || f != nil {
-			return f, err
+		found, err := f.readLayer(layers[i], p, rel, budget)
+		if err != nil {
+			return nil, err
 		}
+		if found == nil {
+			continue
+		}
+		src.LayerDigest = found.layer
+		return found.staged.Commit(binstore.Candidate{
+			WantSHA256: found.wantSHA256, Minisig: found.sig, Source: src,
+			// The layer was read whole and matched its digest.
+			Signable: true,
+		})
 	}
 	return nil, fmt.Errorf("%w: no %s in any layer", errNoBinary, strings.Join(binaryPaths, " or "))
+}
+
+// pullBudget is what one pull may still read.
+type pullBudget struct{ compressed, uncompressed int64 }
+
+// capped fails a read past *left bytes with errImageTooLarge.
+type capped struct {
+	r    io.Reader
+	left *int64
+	what string
+}
+
+func (c capped) Read(p []byte) (int, error) {
+	if *c.left <= 0 {
+		return 0, fmt.Errorf("%w: more than the pull's limit of %s bytes", errImageTooLarge, c.what)
+	}
+	if int64(len(p)) > *c.left {
+		p = p[:*c.left]
+	}
+	n, err := c.r.Read(p)
+	*c.left -= int64(n)
+	return n, err
 }
 
 type countingReader struct {
@@ -55,73 +89,135 @@ func (c countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func extractLayer(layer v1.Layer, storeDir, platform, name string, maxSize int64, count func(int64)) (*found, error) {
-	rc, err := layer.Uncompressed()
+// layerFind is a binary staged from one layer, with its sidecars.
+type layerFind struct {
+	staged     *binstore.Staged
+	layer      string
+	wantSHA256 string
+	sig        []byte
+}
+
+// readLayer streams one layer blob: it decompresses it, stages the binary
+// if the layer has one, then reads the blob to its end and checks its
+// SHA-256 against the layer digest, so a registry that swaps a blob under
+// a pinned digest lands nothing.
+func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *pullBudget) (found *layerFind, err error) {
+	digest, err := layer.Digest()
 	if err != nil {
-		return nil, classify(fmt.Errorf("fetch layer: %w", err))
+		return nil, classify(fmt.Errorf("layer digest: %w", err))
+	}
+	rc, err := layer.Compressed()
+	if err != nil {
+		return nil, classify(fmt.Errorf("fetch layer %s: %w", digest, err))
 	}
 	defer rc.Close()
-	tr := tar.NewReader(countingReader{rc, count})
-	var land *landing
-	var binaryDir string
-	sidecars := map[string][]byte{}
+	sum := sha256.New()
+	raw := bufio.NewReaderSize(io.TeeReader(capped{countingReader{rc, func(n int64) { f.bytes.Add(float64(n)) }}, &budget.compressed, "compressed"}, sum), 64<<10)
+	content, err := decompress(raw)
+	if err != nil {
+		return nil, f.layerError(digest, sum, raw, fmt.Errorf("layer %s: %w", digest, err))
+	}
+	defer content.Close()
+	var staged *binstore.Staged
 	defer func() {
-		if land != nil {
-			land.abort()
+		if err != nil && staged != nil {
+			staged.Discard()
 		}
 	}()
+	var binaryDir string
+	sidecars := map[string][]byte{}
+	tr := tar.NewReader(capped{content, &budget.uncompressed, "uncompressed"})
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, classify(fmt.Errorf("read layer: %w", err))
+			return nil, f.layerError(digest, sum, raw, fmt.Errorf("read layer %s: %w", digest, err))
 		}
-		p := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
+		name := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
 		switch {
-		case hdr.Typeflag == tar.TypeReg && isBinaryPath(p) && (land == nil || preferred(p, binaryDir)):
-			if land != nil {
-				land.abort()
+		case hdr.Typeflag == tar.TypeReg && isBinaryPath(name) && (staged == nil || preferred(name, binaryDir)):
+			if staged != nil {
+				staged.Discard()
 			}
-			if land, err = newLanding(storeDir, platform, name, maxSize); err != nil {
-				return nil, err
+			if staged, err = f.cfg.Store.Stage(p.dir(), rel, tr, f.cfg.MaxSize); err != nil {
+				if binstore.ReasonOf(err) == binstore.ReasonTooLarge {
+					return nil, err
+				}
+				return nil, f.layerError(digest, sum, raw, fmt.Errorf("copy %s: %w", name, err))
 			}
-			binaryDir = path.Dir(p)
-			if _, err := io.Copy(land, tr); err != nil {
-				return nil, classify(fmt.Errorf("copy %s: %w", p, err))
-			}
-		case hdr.Typeflag == tar.TypeReg && (strings.HasSuffix(p, "/minio.sha256sum") || strings.HasSuffix(p, "/minio.minisig")):
+			binaryDir = path.Dir(name)
+		case hdr.Typeflag == tar.TypeReg && (strings.HasSuffix(name, "/minio.sha256sum") || strings.HasSuffix(name, "/minio.minisig")):
 			if hdr.Size > maxSidecarSize {
 				continue
 			}
 			data, err := io.ReadAll(io.LimitReader(tr, maxSidecarSize))
 			if err != nil {
-				return nil, classify(fmt.Errorf("read %s: %w", p, err))
+				return nil, f.layerError(digest, sum, raw, fmt.Errorf("read %s: %w", name, err))
 			}
-			sidecars[p] = data
+			sidecars[name] = data
 		}
 	}
-	if land == nil {
+	// The tar end marker is not the end of the blob: read to its end so
+	// the digest covers every byte the registry sent.
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		return nil, f.layerError(digest, sum, raw, fmt.Errorf("read layer %s to its end: %w", digest, err))
+	}
+	if got := "sha256:" + hex.EncodeToString(sum.Sum(nil)); got != digest.String() {
+		return nil, fmt.Errorf("%w: layer blob has digest %s, the manifest says %s", errChecksum, got, digest)
+	}
+	if staged == nil {
 		return nil, nil
 	}
-	want := ""
-	sumFile, hasSum := sidecars[binaryDir+"/minio.sha256sum"]
-	if hasSum {
+	found = &layerFind{staged: staged, layer: digest.String(), sig: sidecars[binaryDir+"/minio.minisig"]}
+	if sumFile, ok := sidecars[binaryDir+"/minio.sha256sum"]; ok {
 		fields := strings.Fields(string(sumFile))
 		if len(fields) == 0 || len(fields[0]) != 64 {
 			return nil, fmt.Errorf("%w: %s/minio.sha256sum is malformed", errChecksum, binaryDir)
 		}
-		want = strings.ToLower(fields[0])
+		found.wantSHA256 = strings.ToLower(fields[0])
 	}
-	sig := sidecars[binaryDir+"/minio.minisig"]
-	size := land.n
-	digest, err := land.commit(want, sig)
-	land = nil
-	if err != nil {
-		return nil, err
+	return found, nil
+}
+
+// layerError reports a failed layer read. A registry that swaps a blob
+// usually shows up as a read error at its end (go-containerregistry checks
+// the digest too) or a corrupt stream: when the bytes read so far cannot
+// be the blob the manifest names, the reason is the checksum.
+func (f *Fetcher) layerError(digest ggcrv1.Hash, sum hash.Hash, raw io.Reader, err error) error {
+	if errors.Is(err, errImageTooLarge) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return classify(err)
 	}
-	return &found{digest: digest, size: size, signed: len(sig) > 0, computed: !hasSum}, nil
+	// The rest of a small blob settles it; a large one is not read on.
+	_, _ = io.Copy(io.Discard, io.LimitReader(raw, 1<<20))
+	if got := "sha256:" + hex.EncodeToString(sum.Sum(nil)); got != digest.String() {
+		return fmt.Errorf("%w: layer blob does not match its digest %s: %v", errChecksum, digest, err)
+	}
+	return classify(err)
+}
+
+// decompress recognises gzip and zstd layers by their magic bytes; other
+// layers are plain tar.
+func decompress(r *bufio.Reader) (io.ReadCloser, error) {
+	magic, _ := r.Peek(4)
+	switch {
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, err
+		}
+		// One member: the blob's end is read and hashed by the caller.
+		zr.Multistream(false)
+		return zr, nil
+	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, err
+		}
+		return zr.IOReadCloser(), nil
+	}
+	return io.NopCloser(r), nil
 }
 
 func isBinaryPath(p string) bool {

@@ -1,9 +1,15 @@
-// Package binsource fills the upgrade server's store with the MinIO
-// binaries the ObjectStores want: it pulls each ObjectStore's image
-// (through the operator's trust pool, with the ObjectStore's pull Secrets),
-// extracts the binary with its checksum and signature for every platform
-// the store serves, and lands them atomically. A release mirror is the
-// fallback for releases no image provides.
+// Package binsource fills the binary store with the MinIO binaries the
+// ObjectStores want: it resolves each ObjectStore's image with that
+// ObjectStore's own pull Secrets (through the operator's trust pool, over
+// HTTPS), extracts the binary with its checksum and signature for every
+// platform the store serves, and hands it to binstore, which verifies and
+// lands it. A release mirror is the fallback for releases no image
+// provides.
+//
+// A release is bound to its source: a binary already served is reused
+// only for an image whose platform manifest has the digest it came from
+// (or whose bytes were compared with it); anything else is pulled and
+// compared, and other bytes are a conflict, never a replacement.
 package binsource
 
 import (
@@ -15,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
@@ -23,7 +30,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/object-store-operator/operator/upgradeserver"
+	"github.com/object-store-operator/operator/binstore"
 )
 
 // Platform is an os/arch pair the store serves.
@@ -31,7 +38,7 @@ type Platform struct{ OS, Arch string }
 
 // String is the os/arch form, e.g. linux/amd64.
 func (p Platform) String() string { return p.OS + "/" + p.Arch }
-func (p Platform) dir() string    { return upgradeserver.PlatformDir(p.OS, p.Arch) }
+func (p Platform) dir() string    { return binstore.PlatformDir(p.OS, p.Arch) }
 
 // ParsePlatforms reads "linux/amd64,linux/arm64".
 func ParsePlatforms(s string) ([]Platform, error) {
@@ -52,14 +59,25 @@ func validPart(s string) bool {
 
 // FetcherConfig configures a Fetcher.
 type FetcherConfig struct {
-	Store *upgradeserver.Store
+	Store *binstore.Store
 	// Transport verifies registries and mirrors against the trust pool.
 	Transport http.RoundTripper
 	Platforms []Platform
 	// MaxSize bounds one binary, protecting the disk.
 	MaxSize int64
+	// MaxPullBytes bounds what one pull reads from a registry, compressed
+	// and uncompressed alike (gzip bombs, endless layers). Default 4 GiB.
+	MaxPullBytes int64
+	// PullTimeout ends a pull (registry or mirror) that takes longer.
+	// Default 10 minutes.
+	PullTimeout time.Duration
+	// InsecureRegistries are registry hosts (host[:port]) reached over
+	// plain HTTP; every other registry is reached over HTTPS only.
+	InsecureRegistries []string
 	// MirrorURL, if set, serves <os>-<arch>/minio.<RELEASE>[.sha256sum|.minisig].
-	MirrorURL   string
+	MirrorURL string
+	// Concurrency is how many pulls run at once; one registry host gets
+	// at most half of them, so a registry that hangs cannot hold them all.
 	Concurrency int
 	Registerer  prometheus.Registerer
 	Log         zerolog.Logger
@@ -67,26 +85,30 @@ type FetcherConfig struct {
 
 // Fetcher makes releases available in the store.
 type Fetcher struct {
-	cfg   FetcherConfig
-	log   zerolog.Logger
-	sem   chan struct{}
-	group singleflight.Group
+	cfg      FetcherConfig
+	log      zerolog.Logger
+	sem      chan struct{}
+	group    singleflight.Group
+	registry http.RoundTripper
 
-	originsMu sync.Mutex
-	origins   map[string]string // release -> where it was fetched from
+	mu      sync.Mutex
+	perHost map[string]chan struct{}
+	// same records platform manifests whose binary was compared with the
+	// served one and found identical: manifest digest -> binary SHA-256.
+	same map[string]string
 
-	pulls     *prometheus.CounterVec
-	bytes     prometheus.Counter
-	storeSize prometheus.Gauge
+	pulls *prometheus.CounterVec
+	bytes prometheus.Counter
 }
 
 // Result says what Ensure made available.
 type Result struct {
 	Release   string
 	Platforms []string
-	// Source is "image", "mirror", or "store" when nothing had to be fetched.
-	Source   string
-	Unsigned bool
+	// Sources says where each platform's served binary came from.
+	Sources []string
+	// KeyIDs are the minisign keys that verified the served binaries.
+	KeyIDs []string
 }
 
 // NewFetcher returns a Fetcher.
@@ -94,26 +116,33 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 2
 	}
+	if cfg.MaxPullBytes <= 0 {
+		cfg.MaxPullBytes = 4 << 30
+	}
+	if cfg.PullTimeout <= 0 {
+		cfg.PullTimeout = 10 * time.Minute
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = http.DefaultTransport
+	}
 	f := &Fetcher{
-		cfg:     cfg,
-		log:     cfg.Log.With().Str("component", "binsource").Logger(),
-		sem:     make(chan struct{}, cfg.Concurrency),
-		origins: map[string]string{},
+		cfg:      cfg,
+		log:      cfg.Log.With().Str("component", "binsource").Logger(),
+		sem:      make(chan struct{}, cfg.Concurrency),
+		registry: httpsOnly(cfg.Transport, cfg.InsecureRegistries),
+		perHost:  map[string]chan struct{}{},
+		same:     map[string]string{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_pulls_total",
-			Help: "Release fetches by outcome (fetched, cached, or the failure reason).",
+			Help: "Release resolutions by outcome (fetched, cached, or the failure reason).",
 		}, []string{"outcome"}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "objectstore_operator_pull_bytes_total",
-			Help: "Bytes read from registries (uncompressed layer bytes) and mirrors.",
-		}),
-		storeSize: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "objectstore_operator_store_size_bytes",
-			Help: "Total size of the binaries in the update store.",
+			Help: "Bytes read from registries (compressed layer bytes) and mirrors.",
 		}),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{f.pulls, f.bytes, f.storeSize} {
+		for _, c := range []prometheus.Collector{f.pulls, f.bytes} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register binsource metrics: %w", err)
 			}
@@ -122,23 +151,42 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	return f, nil
 }
 
-// Ensure makes the release of image available for every platform. Callers
-// wanting the same image with the same credentials share one fetch.
+// httpsOnly refuses plain-HTTP requests to registries not listed as
+// insecure. go-containerregistry falls back to HTTP for registries on
+// private addresses whenever HTTPS fails, certificate errors included;
+// this makes that fallback fail instead of silently downgrading.
+func httpsOnly(next http.RoundTripper, insecure []string) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Scheme != "https" && !slices.Contains(insecure, req.URL.Host) {
+			return nil, fmt.Errorf("%w: refusing plain HTTP to registry %s (it is not listed as insecure)", errUntrusted, req.URL.Host)
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Ensure makes the release of image available for every platform, after
+// resolving the image with kc (the ObjectStore's own credentials). Callers
+// wanting the same image with the same credentials share one resolution.
 func (f *Fetcher) Ensure(ctx context.Context, image string, kc *keychain) (*Result, error) {
 	v, err, _ := f.group.Do(image+"|"+kc.id, func() (any, error) {
-		res, err := f.ensure(ctx, image, kc)
-		outcome := "fetched"
+		ctx, cancel := context.WithTimeout(ctx, f.cfg.PullTimeout)
+		defer cancel()
+		res, pulled, err := f.ensure(ctx, image, kc)
+		if err != nil && ctx.Err() == context.DeadlineExceeded {
+			err = joinReason(errTimeout, fmt.Errorf("pull of %s did not finish within %s: %w", image, f.cfg.PullTimeout, err))
+		}
+		outcome := "cached"
 		switch {
 		case err != nil:
 			outcome = reason(err)
-		case res.Source == "store":
-			outcome = "cached"
-		}
-		if err == nil {
-			f.describe(res)
+		case pulled:
+			outcome = "fetched"
 		}
 		f.pulls.WithLabelValues(outcome).Inc()
-		f.updateStoreSize()
 		return res, err
 	})
 	if err != nil {
@@ -147,48 +195,71 @@ func (f *Fetcher) Ensure(ctx context.Context, image string, kc *keychain) (*Resu
 	return v.(*Result), nil
 }
 
-func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Result, error) {
+// slot takes a pull slot and one of the registry host's share of them.
+func (f *Fetcher) slot(ctx context.Context, host string) (func(), error) {
+	f.mu.Lock()
+	hostSem, ok := f.perHost[host]
+	if !ok {
+		hostSem = make(chan struct{}, max(1, f.cfg.Concurrency/2))
+		f.perHost[host] = hostSem
+	}
+	f.mu.Unlock()
+	select {
+	case hostSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case f.sem <- struct{}{}:
+		return func() { <-f.sem; <-hostSem }, nil
+	case <-ctx.Done():
+		<-hostSem
+		return nil, ctx.Err()
+	}
+}
+
+func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Result, bool, error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errInvalidImage, err)
+		return nil, false, fmt.Errorf("%w: %v", errInvalidImage, err)
+	}
+	if slices.Contains(f.cfg.InsecureRegistries, ref.Context().RegistryStr()) {
+		if ref, err = name.ParseReference(image, name.Insecure); err != nil {
+			return nil, false, fmt.Errorf("%w: %v", errInvalidImage, err)
+		}
 	}
 	tag := ""
 	if t, ok := ref.(name.Tag); ok {
 		tag = t.TagStr()
 	}
-	// A release tag already served everywhere needs no registry round trip.
-	if strings.HasPrefix(tag, "RELEASE.") && f.haveAll(tag) {
-		return &Result{Release: tag, Platforms: f.platformNames(), Source: "store"}, nil
+	release, err := f.slot(ctx, ref.Context().RegistryStr())
+	if err != nil {
+		return nil, false, err
 	}
+	defer release()
 
-	select {
-	case f.sem <- struct{}{}:
-		defer func() { <-f.sem }()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	desc, err := remote.Get(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithTransport(f.cfg.Transport))
+	desc, err := remote.Get(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithTransport(f.registry))
 	if err != nil {
 		err = classify(fmt.Errorf("get %s: %w", image, err))
 		if f.cfg.MirrorURL != "" && strings.HasPrefix(tag, "RELEASE.") && (errors.Is(err, errNotFound) || errors.Is(err, errPull)) {
 			f.log.Warn().Str("image", image).Str("reason", err.Error()).Msg("image unavailable; trying the release mirror")
-			return f.fromMirror(ctx, tag)
+			return f.fromMirror(ctx, tag, f.cfg.Platforms)
 		}
-		return nil, err
+		return nil, false, err
 	}
 	images, err := f.platformImages(desc)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	release, err := releaseOf(images, tag)
+	rel, err := releaseOf(images, tag)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	binName, err := upgradeserver.BinaryName(release)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errInvalidImage, err)
+	if _, err := binstore.BinaryName(rel); err != nil {
+		return nil, false, fmt.Errorf("%w: %v", errInvalidImage, err)
 	}
-	source := "image"
+	res := &Result{Release: rel}
+	pulled := false
 	var missing []Platform
 	for _, p := range f.cfg.Platforms {
 		img, ok := images[p]
@@ -196,53 +267,96 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 			missing = append(missing, p)
 			continue
 		}
-		if f.cfg.Store.Has(p.dir(), binName) {
-			continue
-		}
-		found, err := extract(img, f.cfg.Store.Dir(), p.dir(), binName, f.cfg.MaxSize, func(n int64) { f.bytes.Add(float64(n)) })
+		b, fetched, err := f.fromImage(ctx, ref, image, img, p, rel)
 		if errors.Is(err, errNoBinary) && f.cfg.MirrorURL != "" {
 			missing = append(missing, p)
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s for %s: %w", image, p, err)
+			return nil, false, fmt.Errorf("%s for %s: %w", image, p, err)
 		}
-		ev := f.log.Info()
-		if found.computed {
-			ev = f.log.Warn().Str("reason", "the image has no minio.sha256sum/minio.minisig (hardened image)")
-		}
-		ev.Str("image", image).Str("platform", p.String()).Str("release", release).Str("sha256", found.digest).
-			Int64("size", found.size).Bool("signed", found.signed).Bool("checksumComputed", found.computed).
-			Msg("binary extracted from the image into the update store")
+		pulled = pulled || fetched
+		res.add(p, b)
 	}
 	switch {
 	case len(missing) > 0 && f.cfg.MirrorURL != "":
-		if err := f.mirrorAll(ctx, binName, missing); err != nil {
-			return nil, err
+		mirrored, fetched, err := f.fromMirror(ctx, rel, missing)
+		if err != nil {
+			return nil, false, err
 		}
-		source, missing = "image+mirror", nil
-	case len(missing) == len(f.cfg.Platforms):
-		return nil, fmt.Errorf("%w: %s has no image for %s", errNoBinary, image, f.platformNames())
+		pulled = pulled || fetched
+		res.Platforms = append(res.Platforms, mirrored.Platforms...)
+		res.Sources = append(res.Sources, mirrored.Sources...)
+		res.KeyIDs = append(res.KeyIDs, mirrored.KeyIDs...)
+	case len(res.Platforms) == 0:
+		return nil, false, fmt.Errorf("%w: %s has no image for %s", errNoBinary, image, strings.Join(f.platformNames(), ", "))
 	}
-	return f.served(release, binName, source, missing)
+	return res, pulled, nil
 }
 
-// served re-indexes the store and reports the platforms it now serves the
-// release for, all but skip; a platform that was landed but is not listed
-// is an error.
-func (f *Fetcher) served(release, binName, source string, skip []Platform) (*Result, error) {
-	f.cfg.Store.Scan()
-	res := &Result{Release: release, Source: source}
-	for _, p := range f.cfg.Platforms {
-		if slices.Contains(skip, p) {
-			continue
-		}
-		if !f.cfg.Store.Has(p.dir(), binName) {
-			return nil, fmt.Errorf("%w: %s/%s was landed but the store does not list it; see the store's log", errPull, p.dir(), binName)
-		}
-		res.Platforms = append(res.Platforms, p.String())
+func (r *Result) add(p Platform, b *binstore.Binary) {
+	r.Platforms = append(r.Platforms, p.String())
+	src := "the store directory"
+	if b.Source != nil {
+		src = b.Source.String()
 	}
-	return res, nil
+	r.Sources = append(r.Sources, src)
+	if !slices.Contains(r.KeyIDs, b.KeyID) {
+		r.KeyIDs = append(r.KeyIDs, b.KeyID)
+	}
+}
+
+// fromImage returns the served binary for the platform image, pulling it
+// unless the store already serves this very manifest's binary. It reports
+// whether blobs were read.
+func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image string, img ggcrv1.Image, p Platform, rel string) (*binstore.Binary, bool, error) {
+	digest, err := img.Digest()
+	if err != nil {
+		return nil, false, classify(fmt.Errorf("digest of the %s image: %w", p, err))
+	}
+	if b := f.servedFor(p, rel, digest.String()); b != nil {
+		return b, false, nil
+	}
+	unlock, err := f.cfg.Store.Lock(ctx, p.dir(), rel)
+	if err != nil {
+		return nil, false, joinReason(errPull, err)
+	}
+	defer unlock()
+	// Another replica on a shared volume may have landed it meanwhile.
+	f.cfg.Store.Scan()
+	if b := f.servedFor(p, rel, digest.String()); b != nil {
+		return b, false, nil
+	}
+	src := binstore.Source{Image: image, Registry: ref.Context().RegistryStr(), Repository: ref.Context().RepositoryStr(), ManifestDigest: digest.String()}
+	b, err := f.extract(img, p, rel, src)
+	if err != nil {
+		return nil, true, err
+	}
+	f.mu.Lock()
+	f.same[digest.String()] = b.SHA256
+	f.mu.Unlock()
+	f.log.Info().Str("image", image).Str("platform", p.String()).Str("release", rel).Str("sha256", b.SHA256).
+		Int64("size", b.Size).Str("keyId", b.KeyID).Str("manifest", digest.String()).
+		Msg("binary from the image verified; served")
+	return b, true, nil
+}
+
+// servedFor returns the served binary if it is known to be the platform
+// manifest's: it came from that manifest, or was compared with it.
+func (f *Fetcher) servedFor(p Platform, rel, manifest string) *binstore.Binary {
+	b := f.cfg.Store.Current().Binary(p.dir(), rel)
+	if b == nil {
+		return nil
+	}
+	if b.Source != nil && b.Source.ManifestDigest == manifest {
+		return b
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.same[manifest] == b.SHA256 {
+		return b
+	}
+	return nil
 }
 
 // platformImages picks the image for every served platform from an index,
@@ -311,74 +425,81 @@ func releaseOf(images map[Platform]ggcrv1.Image, tag string) (string, error) {
 	return tag, nil
 }
 
-// fromMirror makes the release available from the mirror alone.
-func (f *Fetcher) fromMirror(ctx context.Context, release string) (*Result, error) {
-	binName, err := upgradeserver.BinaryName(release)
+// fromMirror makes the release available from the mirror for platforms.
+func (f *Fetcher) fromMirror(ctx context.Context, rel string, platforms []Platform) (*Result, bool, error) {
+	binName, err := binstore.BinaryName(rel)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errInvalidImage, err)
+		return nil, false, fmt.Errorf("%w: %v", errInvalidImage, err)
 	}
-	if err := f.mirrorAll(ctx, binName, f.cfg.Platforms); err != nil {
-		return nil, err
-	}
-	return f.served(release, binName, "mirror", nil)
-}
-
-// mirrorAll fetches <mirror>/<os>-<arch>/<binName>{.sha256sum,,.minisig}
-// for every platform the store does not serve yet.
-func (f *Fetcher) mirrorAll(ctx context.Context, binName string, platforms []Platform) error {
 	client := &http.Client{Transport: f.cfg.Transport}
+	res := &Result{Release: rel}
+	pulled := false
 	for _, p := range platforms {
-		if f.cfg.Store.Has(p.dir(), binName) {
-			continue
+		b, fetched, err := f.mirrorOne(ctx, client, p, rel, binName)
+		if err != nil {
+			return nil, false, err
 		}
-		if err := f.mirrorOne(ctx, client, p, binName); err != nil {
-			return err
-		}
+		pulled = pulled || fetched
+		res.add(p, b)
 	}
-	return nil
+	return res, pulled, nil
 }
 
-func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform, binName string) error {
+func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform, rel, binName string) (*binstore.Binary, bool, error) {
 	base := strings.TrimSuffix(f.cfg.MirrorURL, "/") + "/" + p.dir() + "/" + binName
-	sumData, err := f.get(ctx, client, base+upgradeserver.SHA256SumSuffix, maxSidecarSize)
+	fromMirror := func() *binstore.Binary {
+		if b := f.cfg.Store.Current().Binary(p.dir(), rel); b != nil && b.Source != nil && b.Source.MirrorURL == base {
+			return b
+		}
+		return nil
+	}
+	if b := fromMirror(); b != nil {
+		return b, false, nil
+	}
+	unlock, err := f.cfg.Store.Lock(ctx, p.dir(), rel)
 	if err != nil {
-		return err
+		return nil, false, joinReason(errPull, err)
 	}
-	digest, sumName, err := upgradeserver.ParseSHA256Sum(sumData)
+	defer unlock()
+	f.cfg.Store.Scan()
+	if b := fromMirror(); b != nil {
+		return b, false, nil
+	}
+	sumData, err := f.get(ctx, client, base+binstore.SHA256SumSuffix, maxSidecarSize)
+	if err != nil {
+		return nil, true, err
+	}
+	digest, sumName, err := binstore.ParseSHA256Sum(sumData)
 	if err != nil || sumName != binName {
-		return fmt.Errorf("%w: %s%s is not a checksum of %s", errChecksum, base, upgradeserver.SHA256SumSuffix, binName)
+		return nil, true, fmt.Errorf("%w: %s%s is not a checksum of %s", errChecksum, base, binstore.SHA256SumSuffix, binName)
 	}
-	sig, err := f.get(ctx, client, base+upgradeserver.MinisigSuffix, maxSidecarSize)
+	sig, err := f.get(ctx, client, base+binstore.MinisigSuffix, maxSidecarSize)
 	if err != nil && !errors.Is(err, errNotFound) {
-		return err
+		return nil, true, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errPull, err)
+		return nil, true, fmt.Errorf("%w: %v", errPull, err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return classify(fmt.Errorf("get %s: %w", base, err))
+		return nil, true, classify(fmt.Errorf("get %s: %w", base, err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return httpStatusError(base, resp.StatusCode)
+		return nil, true, httpStatusError(base, resp.StatusCode)
 	}
-	land, err := newLanding(f.cfg.Store.Dir(), p.dir(), binName, f.cfg.MaxSize)
+	staged, err := f.cfg.Store.Stage(p.dir(), rel, countingReader{resp.Body, func(n int64) { f.bytes.Add(float64(n)) }}, f.cfg.MaxSize)
 	if err != nil {
-		return err
+		return nil, true, classify(fmt.Errorf("download %s: %w", base, err))
 	}
-	if _, err := io.Copy(land, countingReader{resp.Body, func(n int64) { f.bytes.Add(float64(n)) }}); err != nil {
-		land.abort()
-		return classify(fmt.Errorf("download %s: %w", base, err))
-	}
-	got, err := land.commit(digest, sig)
+	b, err := staged.Commit(binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
 	if err != nil {
-		return err
+		return nil, true, fmt.Errorf("%s: %w", base, err)
 	}
-	f.log.Info().Str("url", base).Str("platform", p.String()).Str("sha256", got).Bool("signed", len(sig) > 0).
-		Msg("binary downloaded from the release mirror into the update store")
-	return nil
+	f.log.Info().Str("url", base).Str("platform", p.String()).Str("sha256", b.SHA256).Str("keyId", b.KeyID).
+		Msg("binary from the release mirror verified; served")
+	return b, true, nil
 }
 
 func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limit int64) ([]byte, error) {
@@ -412,52 +533,10 @@ func httpStatusError(url string, code int) error {
 	return fmt.Errorf("%w: %s answered %d", errPull, url, code)
 }
 
-// describe completes a result from what is known rather than from what
-// this call did: where the release came from (a later call may find it
-// already in the store) and whether every platform's binary is signed.
-func (f *Fetcher) describe(res *Result) {
-	f.originsMu.Lock()
-	if res.Source == "store" {
-		if origin, ok := f.origins[res.Release]; ok {
-			res.Source = origin
-		}
-	} else {
-		f.origins[res.Release] = res.Source
-	}
-	f.originsMu.Unlock()
-	res.Unsigned = false
-	for _, b := range f.cfg.Store.Binaries() {
-		if b.Release == res.Release && b.Platform != "" && !b.Signed {
-			res.Unsigned = true
-		}
-	}
-}
-
-func (f *Fetcher) haveAll(release string) bool {
-	binName, err := upgradeserver.BinaryName(release)
-	if err != nil {
-		return false
-	}
-	for _, p := range f.cfg.Platforms {
-		if !f.cfg.Store.Has(p.dir(), binName) {
-			return false
-		}
-	}
-	return true
-}
-
 func (f *Fetcher) platformNames() []string {
 	var out []string
 	for _, p := range f.cfg.Platforms {
 		out = append(out, p.String())
 	}
 	return out
-}
-
-func (f *Fetcher) updateStoreSize() {
-	var total int64
-	for _, b := range f.cfg.Store.Binaries() {
-		total += b.Size
-	}
-	f.storeSize.Set(float64(total))
 }

@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
 	"github.com/rs/zerolog"
+
+	"github.com/object-store-operator/operator/binstore"
 )
 
 // UpdatePath is where the listing is served and below which the files are.
@@ -27,8 +30,10 @@ const (
 )
 
 type handler struct {
-	store   *Store
+	store   Catalog
 	metrics *Metrics
+	// listings caches rendered listings for the snapshot it was made for.
+	listings atomic.Pointer[listingCache]
 	log     zerolog.Logger
 	access  zerolog.Logger
 	// stall is how long a download may make no progress before the
@@ -67,18 +72,22 @@ func methods(next http.Handler) http.Handler {
 	})
 }
 
-func (h *handler) list(w http.ResponseWriter, r *http.Request) {
-	idx := h.store.current.Load()
-	if idx == nil {
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "update store not indexed yet", http.StatusServiceUnavailable)
-		return
+// listingsFor returns the listing cache of the current snapshot.
+func (h *handler) listingsFor(snap *binstore.Snapshot) *listingCache {
+	if c := h.listings.Load(); c != nil && c.snap == snap {
+		return c
 	}
+	c := &listingCache{snap: snap}
+	h.listings.Store(c)
+	return c
+}
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	l, err := idx.listing(scheme + "://" + r.Host + UpdatePath)
+	l, err := h.listingsFor(h.store.Current()).listing(scheme + "://" + r.Host + UpdatePath)
 	if err != nil {
 		h.log.Error().Err(err).Msg("cannot render listing")
 		http.Error(w, "cannot render listing", http.StatusInternalServerError)
@@ -104,44 +113,38 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 func (h *handler) file(w http.ResponseWriter, r *http.Request) {
 	vars := mux.Vars(r)
 	name, platform := vars["file"], vars["platform"]
-	if !validFileName(name) || (platform != "" && !validPlatform(platform)) {
+	if !binstore.ValidFileName(name) || (platform != "" && !binstore.ValidPlatform(platform)) {
 		http.Error(w, "invalid file name", http.StatusBadRequest)
-		return
-	}
-	idx := h.store.current.Load()
-	if idx == nil {
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "update store not indexed yet", http.StatusServiceUnavailable)
 		return
 	}
 	key := name
 	if platform != "" {
 		key = platform + "/" + name
 	}
-	ref, ok := idx.files[key]
+	ref, ok := h.store.Current().Lookup(key)
 	if !ok {
 		http.Error(w, "404 page not found", http.StatusNotFound)
 		return
 	}
-	b := ref.binary
-	switch ref.kind {
-	case kindSum:
-		serveSmall(w, r, name, "text/plain; charset=utf-8", b.sumETag, b.ModTime, b.sum)
-	case kindSig:
-		serveSmall(w, r, name, "application/octet-stream", b.sigETag, b.ModTime, b.sig)
+	b := ref.Binary
+	switch ref.Kind {
+	case binstore.KindSHA256Sum:
+		serveSmall(w, r, name, "text/plain; charset=utf-8", b.ModTime, b.SHA256Sum())
+	case binstore.KindMinisig:
+		serveSmall(w, r, name, "application/octet-stream", b.ModTime, b.Minisig())
 	default:
 		h.serveBinary(w, r, b)
 	}
 }
 
-func serveSmall(w http.ResponseWriter, r *http.Request, name, contentType, etag string, mod time.Time, data []byte) {
+func serveSmall(w http.ResponseWriter, r *http.Request, name, contentType string, mod time.Time, data []byte) {
 	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("ETag", etag)
+	w.Header().Set("ETag", `"`+contentETag(data)+`"`)
 	http.ServeContent(w, r, name, mod, bytes.NewReader(data))
 }
 
-func (h *handler) serveBinary(w http.ResponseWriter, r *http.Request, b *Binary) {
-	f, err := h.store.open(b)
+func (h *handler) serveBinary(w http.ResponseWriter, r *http.Request, b *binstore.Binary) {
+	f, err := h.store.Open(b)
 	if err != nil {
 		h.log.Warn().Str("file", b.Path()).Err(err).Msg("binary changed after indexing; asking the client to retry")
 		w.Header().Set("Retry-After", "1")

@@ -2,8 +2,6 @@ package upgradeserver
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,12 +12,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/object-store-operator/operator/binstore"
 )
 
 const release = "RELEASE.2025-04-08T15-41-24Z"
@@ -29,7 +28,6 @@ func TestListingDescribesEveryVerifiedBinaryWithAbsoluteURLs(t *testing.T) {
 	amd := writeRelease(t, dir, "linux-amd64", release, []byte("amd64 binary"))
 	arm := writeRelease(t, dir, "linux-arm64", release, []byte("arm64 binary"))
 	root := writeRelease(t, dir, "", release, []byte("root binary"))
-	require.NoError(t, os.Remove(filepath.Join(dir, "minio."+release+".minisig")))
 	h := newTestHandler(t, newTestStore(t, dir))
 
 	for _, target := range []string{UpdatePath, UpdatePath + "/"} {
@@ -50,15 +48,15 @@ func TestListingDescribesEveryVerifiedBinaryWithAbsoluteURLs(t *testing.T) {
 		assert.Equal(t, release, got.Release)
 		assert.Equal(t, int64(len("amd64 binary")), got.Size)
 		assert.True(t, got.Signed)
+		assert.Equal(t, binstore.FormatKeyID(testKey.Public.ID()), got.KeyID, "the key that verified it")
 		assert.Equal(t, base+"/linux-amd64/minio."+release, got.URL)
 		assert.Equal(t, base+"/linux-amd64/minio."+release+".sha256sum", got.SHA256SumURL)
 		assert.Equal(t, base+"/linux-amd64/minio."+release+".minisig", got.MinisigURL)
 		assert.Contains(t, byPath, "linux/arm64/"+arm)
 
-		unsigned := byPath["//"+root]
-		assert.False(t, unsigned.Signed, "a binary without .minisig is listed as unsigned")
-		assert.Empty(t, unsigned.MinisigURL)
-		assert.Equal(t, base+"/minio."+release, unsigned.URL)
+		atRoot := byPath["//"+root]
+		assert.Equal(t, base+"/minio."+release, atRoot.URL)
+		assert.Equal(t, base+"/minio."+release+".minisig", atRoot.MinisigURL)
 	}
 }
 
@@ -184,68 +182,6 @@ func TestMultiRangeDownloadReassembles(t *testing.T) {
 	assert.Equal(t, []string{"abc", "klm"}, parts)
 }
 
-func TestBinaryNotMatchingItsChecksumIsNeitherListedNorServed(t *testing.T) {
-	dir := t.TempDir()
-	writeRelease(t, dir, "linux-amd64", release, []byte("good"))
-	writeRelease(t, dir, "linux-arm64", release, []byte("good too"))
-	s := newTestStore(t, dir)
-	h := newTestHandler(t, s)
-	require.Len(t, s.Binaries(), 2)
-
-	// Corrupt one binary: same release, different bytes.
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "linux-arm64", "minio."+release), []byte("tampered"), 0o644))
-	arm := UpdatePath + "/linux-arm64/minio." + release
-	assert.Equal(t, http.StatusServiceUnavailable, do(t, h, http.MethodGet, arm, nil).Code,
-		"a file modified after indexing is refused before the rescan")
-	s.Scan()
-
-	bins := s.Binaries()
-	require.Len(t, bins, 1)
-	assert.Equal(t, "linux-amd64", bins[0].Platform)
-	assert.Equal(t, http.StatusNotFound, do(t, h, http.MethodGet, arm, nil).Code)
-	assert.Equal(t, http.StatusNotFound, do(t, h, http.MethodGet, arm+".sha256sum", nil).Code)
-	assert.NotContains(t, do(t, h, http.MethodGet, UpdatePath, nil).Body.String(), "linux-arm64")
-}
-
-func TestStoreRejectsWhatMinIOsClientWouldReject(t *testing.T) {
-	tests := []struct {
-		name  string
-		setup func(t *testing.T, dir string)
-	}{
-		{"no .sha256sum", func(t *testing.T, dir string) {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "minio."+release), []byte("x"), 0o644))
-		}},
-		{".sha256sum names another file", func(t *testing.T, dir string) {
-			writeRelease(t, dir, "", release, []byte("x"))
-			sum := sha256.Sum256([]byte("x"))
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "minio."+release+".sha256sum"),
-				[]byte(hex.EncodeToString(sum[:])+"  minio.RELEASE.other\n"), 0o644))
-		}},
-		{"malformed .sha256sum", func(t *testing.T, dir string) {
-			writeRelease(t, dir, "", release, []byte("x"))
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "minio."+release+".sha256sum"), []byte("garbage\n"), 0o644))
-		}},
-		{"symlink leading out of the store", func(t *testing.T, dir string) {
-			outside := t.TempDir()
-			writeRelease(t, outside, "", release, []byte("outside"))
-			require.NoError(t, os.Symlink(filepath.Join(outside, "minio."+release), filepath.Join(dir, "minio."+release)))
-			require.NoError(t, os.Symlink(filepath.Join(outside, "minio."+release+".sha256sum"), filepath.Join(dir, "minio."+release+".sha256sum")))
-		}},
-		{"hidden temporary file", func(t *testing.T, dir string) {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, ".minio."+release+".tmp"), []byte("partial"), 0o644))
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			tt.setup(t, dir)
-			s := newTestStore(t, dir)
-			assert.Empty(t, s.Binaries())
-			assert.Equal(t, http.StatusNotFound, do(t, newTestHandler(t, s), http.MethodGet, UpdatePath+"/minio."+release, nil).Code)
-		})
-	}
-}
-
 // traversalTargets are raw request paths that try to leave the store.
 var traversalTargets = []string{
 	UpdatePath + "/../../../etc/passwd",
@@ -294,10 +230,10 @@ func FuzzResolve(f *testing.F) {
 	s := newTestStore(f, dir)
 	h := newTestHandler(f, s)
 	served := map[string]bool{}
-	for _, b := range s.Binaries() {
+	for _, b := range s.Current().Binaries() {
 		served["inside"] = true
-		served[string(b.sum)] = true
-		served[string(b.sig)] = true
+		served[string(b.SHA256Sum())] = true
+		served[string(b.Minisig())] = true
 	}
 	for _, target := range traversalTargets {
 		f.Add(strings.TrimPrefix(target, UpdatePath))
@@ -319,21 +255,4 @@ func FuzzResolve(f *testing.F) {
 			t.Fatalf("%q served unexpected content %q", suffix, body)
 		}
 	})
-}
-
-func TestRootBinaryPlatformComesFromItsELFHeader(t *testing.T) {
-	dir := t.TempDir()
-	self, err := os.Executable() // this test binary: a Linux ELF for GOARCH
-	require.NoError(t, err)
-	content, err := os.ReadFile(self)
-	require.NoError(t, err)
-	writeRelease(t, dir, "", release, content)
-	s := newTestStore(t, dir)
-	bins := s.Binaries()
-	require.Len(t, bins, 1)
-	assert.Equal(t, "linux", bins[0].OS)
-	assert.Equal(t, runtime.GOARCH, bins[0].Arch)
-
-	s.Scan() // a rescan of the unchanged file keeps what was read once
-	assert.Equal(t, runtime.GOARCH, s.Binaries()[0].Arch)
 }

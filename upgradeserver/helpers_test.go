@@ -1,44 +1,45 @@
 package upgradeserver
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
+	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 
+	"aead.dev/minisign"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/binstore/binstoretest"
 )
 
-// writeRelease lays out minio.<release>, its .sha256sum and .minisig under
-// dir/platform, as MinIO's release directories do.
+// testKey signs every release these tests write; the test stores trust it.
+var testKey = func() binstoretest.Key {
+	pub, priv, err := minisign.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return binstoretest.Key{Public: pub, Private: priv}
+}()
+
+// writeRelease lays out a signed release under dir/platform, as MinIO's
+// release directories do, and returns its SHA-256.
 func writeRelease(t testing.TB, dir, platform, release string, content []byte) string {
 	t.Helper()
-	d := filepath.Join(dir, platform)
-	require.NoError(t, os.MkdirAll(d, 0o755))
-	name := "minio." + release
-	sum := sha256.Sum256(content)
-	require.NoError(t, os.WriteFile(filepath.Join(d, name), content, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(d, name+".sha256sum"),
-		fmt.Appendf(nil, "%s  %s\n", hex.EncodeToString(sum[:]), name), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(d, name+".minisig"), []byte("untrusted comment: signature\nRWQ...\n"), 0o644))
-	return hex.EncodeToString(sum[:])
+	return binstoretest.WriteRelease(t, dir, platform, release, content, testKey)
 }
 
-func newTestStore(t testing.TB, dir string) *Store {
+func newTestStore(t testing.TB, dir string) *binstore.Store {
 	t.Helper()
-	s, err := NewStore(dir, zerolog.Nop(), StoreOptions{})
+	s, err := binstore.New(dir, zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{testKey.Public}})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	s.Scan()
 	return s
 }
 
-func newTestHandler(t testing.TB, s *Store) http.Handler {
+func newTestHandler(t testing.TB, s Catalog) http.Handler {
 	t.Helper()
 	return New(Config{Store: s, Log: zerolog.Nop()}).Handler()
 }

@@ -1,11 +1,15 @@
 package upgradeserver
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/object-store-operator/operator/binstore"
 )
 
 // Listing is the JSON answer of GET /webhook/v1/update.
@@ -22,20 +26,28 @@ type ListedBinary struct {
 	Arch         string    `json:"arch,omitempty"`
 	Size         int64     `json:"size"`
 	SHA256       string    `json:"sha256"`
-	Signed       bool      `json:"signed"`
+	// Signed is always true: the store lists only binaries whose
+	// .minisig verified. Kept for clients of earlier versions.
+	Signed bool `json:"signed"`
+	// KeyID is the minisign key that verified the signature.
+	KeyID string `json:"keyId"`
+	// Source names the image (with digests) or mirror the binary came
+	// from; empty for binaries placed in the store directory by hand.
+	Source       string    `json:"source,omitempty"`
 	ModTime      time.Time `json:"modTime"`
 	URL          string    `json:"url"`
 	SHA256SumURL string    `json:"sha256sumUrl"`
-	MinisigURL   string    `json:"minisigUrl,omitempty"`
+	MinisigURL   string    `json:"minisigUrl"`
 }
 
 // maxCachedListings bounds the per-base-URL cache: the Host header is
 // chosen by clients, so an unbounded cache would be theirs to grow.
 const maxCachedListings = 32
 
-// listingCache holds rendered listings per base URL for one index, so the
-// hot path of GET /webhook/v1/update is a map lookup and one write.
+// listingCache holds rendered listings per base URL for one snapshot, so
+// the hot path of GET /webhook/v1/update is a map lookup and one write.
 type listingCache struct {
+	snap    *binstore.Snapshot
 	mu      sync.RWMutex
 	entries map[string]*renderedListing
 }
@@ -46,15 +58,14 @@ type renderedListing struct {
 	length []string
 }
 
-func (idx *index) listing(base string) (*renderedListing, error) {
-	c := &idx.listings
+func (c *listingCache) listing(base string) (*renderedListing, error) {
 	c.mu.RLock()
 	r, ok := c.entries[base]
 	c.mu.RUnlock()
 	if ok {
 		return r, nil
 	}
-	r, err := renderListing(idx.binaries, base)
+	r, err := renderListing(c.snap.Binaries(), base)
 	if err != nil {
 		return nil, err
 	}
@@ -69,17 +80,17 @@ func (idx *index) listing(base string) (*renderedListing, error) {
 	return r, nil
 }
 
-func renderListing(binaries []*Binary, base string) (*renderedListing, error) {
+func renderListing(binaries []*binstore.Binary, base string) (*renderedListing, error) {
 	l := Listing{Binaries: make([]ListedBinary, 0, len(binaries))}
 	for _, b := range binaries {
 		u := base + "/" + b.Path()
 		lb := ListedBinary{
 			Name: b.Name, Release: b.Release, OS: b.OS, Arch: b.Arch,
-			Size: b.Size, SHA256: b.SHA256, Signed: b.Signed, ModTime: b.ModTime.UTC(),
-			URL: u, SHA256SumURL: u + sumSuffix,
+			Size: b.Size, SHA256: b.SHA256, Signed: true, KeyID: b.KeyID, ModTime: b.ModTime.UTC(),
+			URL: u, SHA256SumURL: u + binstore.SHA256SumSuffix, MinisigURL: u + binstore.MinisigSuffix,
 		}
-		if b.Signed {
-			lb.MinisigURL = u + sigSuffix
+		if b.Source != nil {
+			lb.Source = b.Source.String()
 		}
 		l.Binaries = append(l.Binaries, lb)
 	}
@@ -93,4 +104,9 @@ func renderListing(binaries []*Binary, base string) (*renderedListing, error) {
 		etag:   []string{`"` + contentETag(body) + `"`},
 		length: []string{strconv.Itoa(len(body))},
 	}, nil
+}
+
+func contentETag(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
 }

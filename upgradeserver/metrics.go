@@ -13,7 +13,6 @@ type Metrics struct {
 	bytesSent prometheus.Counter
 	inFlight  prometheus.Gauge
 	downloads *prometheus.CounterVec
-	binaries  prometheus.Gauge
 
 	// byRouteCode caches the requests counter's children: resolving label
 	// values hashes them on every call.
@@ -54,13 +53,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "objectstore_operator_upgrade_downloads_total",
 			Help: "Binary downloads started (GET of a binary, including ranges), by binary path.",
 		}, []string{"binary"}),
-		binaries: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "objectstore_operator_upgrade_binaries",
-			Help: "Binaries currently listed by the upgrade server.",
-		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.bytesSent, m.inFlight, m.downloads, m.binaries)
+		reg.MustRegister(m.requests, m.bytesSent, m.inFlight, m.downloads)
 	}
 	return m
 }

@@ -3,8 +3,9 @@
 // laid out the way MinIO's update client expects (minio.<RELEASE>, its
 // .sha256sum and .minisig, optionally under <os>-<arch>/).
 //
-// The server knows nothing of Kubernetes: it asks a CertificateSource for
-// its certificate on every handshake.
+// The server is pure HTTP: it knows nothing of Kubernetes, asks a
+// CertificateSource for its certificate on every handshake, and reads
+// binaries through a Catalog (binstore's read side).
 package upgradeserver
 
 import (
@@ -14,9 +15,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/object-store-operator/operator/binstore"
 )
 
 // CertificateSource provides the serving certificate. It is asked on every
@@ -26,6 +30,18 @@ type CertificateSource interface {
 	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
+// Catalog is the read side of the binary store: immutable snapshots of
+// what may be served, and the verified file behind a binary.
+type Catalog interface {
+	// Current is the latest snapshot; never nil.
+	Current() *binstore.Snapshot
+	// Open returns the binary's file, or an error if it changed since it
+	// was indexed.
+	Open(*binstore.Binary) (*os.File, error)
+}
+
+var _ Catalog = (*binstore.Store)(nil)
+
 // Config configures a Server.
 type Config struct {
 	// Address to listen on, e.g. ":4221".
@@ -33,7 +49,7 @@ type Config struct {
 	// Certificates provides the TLS certificate. Nil serves plain HTTP,
 	// which only an explicit user choice should lead to.
 	Certificates CertificateSource
-	Store        *Store
+	Store        Catalog
 	Metrics      *Metrics
 	Log          zerolog.Logger
 	// AccessLog receives one line per request; nil means Log.
@@ -69,7 +85,6 @@ func New(cfg Config) *Server {
 		access = cfg.AccessLog.With().Str("component", "upgradeserver").Logger()
 	}
 	cfg.Log = log
-	cfg.Store.onIndex = func(n int) { cfg.Metrics.binaries.Set(float64(n)) }
 	return &Server{
 		cfg:     cfg,
 		handler: newHandler(&handler{store: cfg.Store, metrics: cfg.Metrics, log: log, access: access, stall: cfg.StallTimeout}),
@@ -126,7 +141,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		srv.TLSConfig = TLSConfig(s.cfg.Certificates)
 		scheme = "https"
 	} else {
-		s.cfg.Log.Warn().Msg("upgrade server is serving PLAIN HTTP: TLS is disabled (OPERATOR_AUTO_CERT_DISABLED=on without OPERATOR_CUSTOM_TLS_SECRET_NAME)")
+		s.cfg.Log.Warn().Msg("upgrade server is serving PLAIN HTTP: no certificate source was configured")
 	}
 
 	errc := make(chan error, 1)

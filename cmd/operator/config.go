@@ -11,12 +11,18 @@ import (
 	"strings"
 	"time"
 
+	"aead.dev/minisign"
 	"github.com/minio/pkg/v3/env"
 	"github.com/rs/zerolog"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/object-store-operator/operator/binsource"
+	"github.com/object-store-operator/operator/binstore"
 )
+
+// minioReleaseKey is the key MinIO signs its releases with, the one its
+// update client trusts when MINIO_UPDATE_MINISIGN_PUBKEY is unset.
+const minioReleaseKey = "RWTx5Zr1tiHQLwG9keckT0c45M3AGeHD6IvimQHpyRywVWGbP1aVSGav"
 
 // setting is one configuration value: a flag, the environment variable
 // behind its default, and the built-in default. Flags win over env vars,
@@ -61,6 +67,11 @@ type config struct {
 	pullConcurrency int
 	maxBinarySize   int64
 	platforms       []binsource.Platform
+	minisignKeys    []minisign.PublicKey
+	signingKey      string
+	insecureRegs    []string
+	pullTimeout     time.Duration
+	pullMaxBytes    int64
 }
 
 type rawConfig struct {
@@ -79,6 +90,8 @@ type rawConfig struct {
 	qps, burst                                        string
 	mirrorURL, storeKeep, pullConcurrency             string
 	maxBinarySize, platforms                          string
+	minisignKeys, signingKey, insecureRegs            string
+	pullTimeout, pullMaxBytes                         string
 }
 
 func (r *rawConfig) settings() []setting {
@@ -115,6 +128,11 @@ func (r *rawConfig) settings() []setting {
 		{"pull-concurrency", "OPERATOR_PULL_CONCURRENCY", "2", "image pulls and mirror downloads running at once", &r.pullConcurrency},
 		{"max-binary-size", "OPERATOR_MAX_BINARY_SIZE", "1Gi", "largest binary accepted from an image or mirror (Kubernetes quantity)", &r.maxBinarySize},
 		{"platforms", "OPERATOR_PLATFORMS", "linux/amd64,linux/arm64", "platforms fetched into <os>-<arch>/ directories", &r.platforms},
+		{"minisign-pubkeys", "OPERATOR_MINISIGN_PUBKEYS", minioReleaseKey, "comma-separated minisign public keys a binary's .minisig must verify against (default: MinIO's release key)", &r.minisignKeys},
+		{"signing-key-secret", "OPERATOR_SIGNING_KEY_SECRET", "", "Secret in the operator namespace with a platform minisign secret key (minisign.key, optional password) that signs binaries from verified images that ship none", &r.signingKey},
+		{"insecure-registries", "OPERATOR_INSECURE_REGISTRIES", "", "comma-separated registry hosts (host[:port]) reached over plain HTTP; every other registry over HTTPS only", &r.insecureRegs},
+		{"pull-timeout", "OPERATOR_PULL_TIMEOUT", "10m", "deadline of one image pull or mirror download", &r.pullTimeout},
+		{"pull-max-bytes", "OPERATOR_PULL_MAX_BYTES", "4Gi", "most bytes one pull reads from a registry, compressed and uncompressed alike (Kubernetes quantity)", &r.pullMaxBytes},
 	}
 }
 
@@ -181,6 +199,7 @@ func (r *rawConfig) resolve() (config, error) {
 		{"OPERATOR_LEASE_RENEW_DEADLINE", r.renewDeadline, &c.renewDeadline, time.Second},
 		{"OPERATOR_LEASE_RETRY_PERIOD", r.retryPeriod, &c.retryPeriod, 100 * time.Millisecond},
 		{"OPERATOR_RESYNC_PERIOD", r.resync, &c.resync, time.Second},
+		{"OPERATOR_PULL_TIMEOUT", r.pullTimeout, &c.pullTimeout, time.Second},
 	} {
 		v, err := time.ParseDuration(d.raw)
 		if err != nil || v < d.min {
@@ -212,6 +231,20 @@ func (r *rawConfig) resolve() (config, error) {
 		errs = append(errs, fmt.Errorf("OPERATOR_MAX_BINARY_SIZE: %q is not a size such as 1Gi", r.maxBinarySize))
 	} else {
 		c.maxBinarySize = q.Value()
+	}
+	if q, err := resource.ParseQuantity(r.pullMaxBytes); err != nil || q.Value() <= 0 {
+		errs = append(errs, fmt.Errorf("OPERATOR_PULL_MAX_BYTES: %q is not a size such as 4Gi", r.pullMaxBytes))
+	} else {
+		c.pullMaxBytes = q.Value()
+	}
+	if c.minisignKeys, err = binstore.ParsePublicKeys(r.minisignKeys); err != nil {
+		errs = append(errs, fmt.Errorf("OPERATOR_MINISIGN_PUBKEYS: %w", err))
+	}
+	c.signingKey = r.signingKey
+	for _, host := range strings.Split(r.insecureRegs, ",") {
+		if host = strings.TrimSpace(host); host != "" {
+			c.insecureRegs = append(c.insecureRegs, host)
+		}
 	}
 	if c.platforms, err = binsource.ParsePlatforms(r.platforms); err != nil {
 		errs = append(errs, fmt.Errorf("OPERATOR_PLATFORMS: %w", err))

@@ -23,9 +23,10 @@ import (
 	apiv1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/autocert"
 	"github.com/object-store-operator/operator/binsource"
+	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/health"
 	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/trust"
-	"github.com/object-store-operator/operator/upgradeserver"
 )
 
 // kube holds the clients and the operator-namespace informers shared by
@@ -72,23 +73,24 @@ func newKube(cfg config) (*kube, error) {
 }
 
 // leaderWork is what only the leader does: issue certificates (autocert
-// mode), keep mount Secrets, fill the binary store. Its parts that
+// mode), keep mount Secrets, report binary conditions. Its parts that
 // outlive a leadership term are built once.
 type leaderWork struct {
 	cfg        config
 	k          *kube
 	log        zerolog.Logger
 	issuer     *autocert.Issuer
-	fetcher    *binsource.Fetcher
+	binaries   *binsource.Controller
 	recorder   record.EventRecorder
 	operatorCA mountsecret.CABundleSource
 	metrics    *mountsecret.Metrics
 }
 
-// startKubernetesParts starts the trust pool on every replica and the
-// leader's work under leader election.
+// startKubernetesParts starts on every replica the trust pool and the
+// binary source (every replica fills its own store), and the leader's
+// work under leader election.
 func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k *kube, cert *autocert.Current,
-	store *upgradeserver.Store, log zerolog.Logger, reg prometheus.Registerer, certMetrics *autocert.Metrics) error {
+	store *binstore.Store, log zerolog.Logger, reg prometheus.Registerer, certMetrics *autocert.Metrics, checks *health.Checks) error {
 	pool, err := trust.New(trust.Config{
 		Namespace: cfg.namespace, Secrets: k.namespace.Core().V1().Secrets(),
 		ClusterCA: clusterCA(k.rest), Log: log, Registerer: reg,
@@ -105,19 +107,33 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 			return err
 		}
 	}
-	w.fetcher, err = binsource.NewFetcher(binsource.FetcherConfig{
+	fetcher, err := binsource.NewFetcher(binsource.FetcherConfig{
 		Store: store, Transport: pool.Transport(), Platforms: cfg.platforms, MaxSize: cfg.maxBinarySize,
+		MaxPullBytes: cfg.pullMaxBytes, PullTimeout: cfg.pullTimeout, InsecureRegistries: cfg.insecureRegs,
 		MirrorURL: cfg.mirrorURL, Concurrency: cfg.pullConcurrency, Registerer: reg, Log: log,
 	})
 	if err != nil {
 		return err
 	}
-	k.namespace.Start(ctx.Done())
-	g.Go(func() error { return pool.Run(ctx) })
-
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: k.client.CoreV1().Events("")})
 	w.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "object-store-operator"})
+
+	// ObjectStores are watched for the life of the process: the binary
+	// source works on every replica, whoever leads.
+	stores := dynamicinformer.NewDynamicSharedInformerFactory(k.dynamic, cfg.resync).ForResource(apiv1.Resource).Informer()
+	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
+		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep,
+		Recorder: w.recorder, Remedy: binaryRemedy, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	checks.Add("binaries", w.binaries.Ready)
+	k.namespace.Start(ctx.Done())
+	go stores.Run(ctx.Done())
+	g.Go(func() error { return pool.Run(ctx) })
+	g.Go(func() error { return w.binaries.Run(ctx) })
 	g.Go(func() error {
 		defer broadcaster.Shutdown()
 		return runAsLeader(ctx, cfg, k.client, log, w.term)
@@ -158,17 +174,10 @@ func (w *leaderWork) term(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	binaries, err := binsource.NewController(binsource.ControllerConfig{
-		Dynamic: w.k.dynamic, ObjectStores: stores, Secrets: all.Core().V1().Secrets(),
-		Fetcher: w.fetcher, Keep: w.cfg.storeKeep, Recorder: w.recorder, Log: w.log,
-	})
-	if err != nil {
-		return err
-	}
 	all.Start(ctx.Done())
 	go stores.Run(ctx.Done())
 	g.Go(func() error { return mount.Run(ctx) })
-	g.Go(func() error { return binaries.Run(ctx) })
+	g.Go(func() error { return w.binaries.Lead(ctx) })
 	return g.Wait()
 }
 

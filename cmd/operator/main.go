@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/object-store-operator/operator/autocert"
+	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/health"
 	"github.com/object-store-operator/operator/internal/logging"
 	"github.com/object-store-operator/operator/upgradeserver"
@@ -50,17 +51,29 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	checks := &health.Checks{}
 
-	store, err := upgradeserver.NewStore(cfg.updateDir, log, upgradeserver.StoreOptions{})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	checks.Add("update-store", store.Ready)
-
 	kube, err := newKube(cfg)
 	if err != nil {
 		return err
 	}
+	storeOpts := binstore.Options{TrustedKeys: cfg.minisignKeys, Registerer: reg}
+	if cfg.signingKey != "" {
+		if kube == nil {
+			return errors.New("OPERATOR_SIGNING_KEY_SECRET needs Kubernetes: set KUBECONFIG or run in a cluster")
+		}
+		if storeOpts.Signer, err = loadSigningKey(ctx, kube.client, cfg.namespace, cfg.signingKey); err != nil {
+			return err
+		}
+		log.Info().Str("secret", cfg.namespace+"/"+cfg.signingKey).Str("keyId", binstore.FormatKeyID(storeOpts.Signer.ID())).
+			Msg("platform signing key loaded: binaries from verified images without a .minisig are signed with it")
+	}
+	store, err := binstore.New(cfg.updateDir, log, storeOpts)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	checks.Add("binary-store", store.Ready)
+	log.Info().Strs("trustedKeys", store.TrustedKeyIDs()).Msg("binaries are listed only when their .minisig verifies with one of these minisign keys")
+
 	g, ctx := errgroup.WithContext(ctx)
 	certMetrics := autocert.NewMetrics(reg)
 	cert, err := certificateSource(ctx, g, cfg, kube, log, certMetrics, checks)
@@ -68,7 +81,7 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		return err
 	}
 	if kube != nil {
-		if err := startKubernetesParts(ctx, g, cfg, kube, cert, store, log, reg, certMetrics); err != nil {
+		if err := startKubernetesParts(ctx, g, cfg, kube, cert, store, log, reg, certMetrics, checks); err != nil {
 			return err
 		}
 	} else {

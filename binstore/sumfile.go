@@ -1,7 +1,6 @@
-package upgradeserver
+package binstore
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -32,7 +31,7 @@ func ParseSHA256Sum(data []byte) (digest, name string, err error) {
 	if !strings.HasPrefix(name, "minio.") {
 		return "", "", fmt.Errorf("second field %q does not start with \"minio.\"", truncate(name, 80))
 	}
-	if !validFileName(name) {
+	if !ValidFileName(name) {
 		return "", "", errors.New("second field is not a plain file name")
 	}
 	return digest, name, nil
@@ -45,10 +44,10 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// validFileName accepts the names the store serves: letters, digits, '.',
+// ValidFileName accepts the names the store serves: letters, digits, '.',
 // '_' and '-', not starting with a dot. Anything else (separators, "..",
 // NUL, percent signs, spaces) is never a store file.
-func validFileName(name string) bool {
+func ValidFileName(name string) bool {
 	if name == "" || len(name) > 255 || name[0] == '.' {
 		return false
 	}
@@ -63,8 +62,8 @@ func validFileName(name string) bool {
 	return !strings.Contains(name, "..")
 }
 
-// validPlatform accepts "<os>-<arch>" directory names such as linux-amd64.
-func validPlatform(p string) bool {
+// ValidPlatform accepts "<os>-<arch>" directory names such as linux-amd64.
+func ValidPlatform(p string) bool {
 	os, arch, ok := strings.Cut(p, "-")
 	return ok && lowerAlnum(os) && lowerAlnum(arch)
 }
@@ -79,9 +78,4 @@ func lowerAlnum(s string) bool {
 		}
 	}
 	return true
-}
-
-func contentETag(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16])
 }

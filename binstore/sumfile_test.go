@@ -1,4 +1,4 @@
-package upgradeserver
+package binstore
 
 import (
 	"strings"
@@ -49,7 +49,7 @@ func FuzzParseSHA256Sum(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(digest) != 64 || !strings.HasPrefix(name, "minio.") || !validFileName(name) {
+		if len(digest) != 64 || !strings.HasPrefix(name, "minio.") || !ValidFileName(name) {
 			t.Fatalf("accepted %q -> %q %q", data, digest, name)
 		}
 	})

@@ -1,0 +1,642 @@
+// Package binstore owns the binary store: a directory of MinIO binaries in
+// the layout MinIO's in-place update client expects (minio.<RELEASE>, its
+// .sha256sum and .minisig, under <os>-<arch>/), with where each came from.
+//
+// Nothing unverified is ever indexed: a binary is listed only when its
+// bytes match its .sha256sum and its .minisig verifies against one of the
+// trusted minisign keys, because MinIO's update client refuses anything
+// else. Writers land binaries through Stage and Commit, which verify
+// before anything becomes visible and refuse to replace a release with
+// other bytes; readers (the upgrade server) see immutable Snapshots.
+//
+// Data flows one way: sources (binsource) -> binstore -> upgradeserver.
+package binstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"aead.dev/minisign"
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+const (
+	// maxSigFileSize bounds a .minisig file; a real one is about 300 bytes.
+	maxSigFileSize = 4096
+	// maxSourceFileSize bounds a provenance file.
+	maxSourceFileSize = 8192
+)
+
+// Binary is a MinIO binary the store serves: its bytes matched its
+// .sha256sum and its .minisig verified when it was indexed.
+type Binary struct {
+	// Name is the file name, minio.<RELEASE>.
+	Name string
+	// Release is the name without the "minio." prefix.
+	Release string
+	// Platform is the <os>-<arch> subdirectory, or "" at the store's root.
+	Platform string
+	// OS and Arch come from the subdirectory or, at the root, from the
+	// binary's ELF header; empty when neither tells.
+	OS, Arch string
+	Size     int64
+	ModTime  time.Time
+	// SHA256 is the lower-case hex digest, verified against the .sha256sum.
+	SHA256 string
+	// KeyID is the id of the trusted minisign key that verified the
+	// .minisig, as minisign prints it.
+	KeyID string
+	// Source is where the operator took the binary from; nil for a binary
+	// put into the directory by other means.
+	Source *Source
+
+	info os.FileInfo
+	sum  []byte
+	sig  []byte
+}
+
+// Path is the binary's path below the store root, e.g. linux-amd64/minio.RELEASE.X.
+func (b *Binary) Path() string { return path.Join(b.Platform, b.Name) }
+
+// SHA256Sum is the content of the binary's .sha256sum file.
+func (b *Binary) SHA256Sum() []byte { return b.sum }
+
+// Minisig is the content of the binary's .minisig file.
+func (b *Binary) Minisig() []byte { return b.sig }
+
+// Kind says which of a binary's files a store path names.
+type Kind int
+
+// The files of one binary.
+const (
+	KindBinary Kind = iota
+	KindSHA256Sum
+	KindMinisig
+)
+
+// File is one servable file: a binary or one of its sidecars.
+type File struct {
+	Binary *Binary
+	Kind   Kind
+}
+
+// Snapshot is an immutable view of the store; a rescan builds a new one
+// and swaps it in whole, so readers never see a half-updated index.
+type Snapshot struct {
+	binaries []*Binary
+	files    map[string]File
+}
+
+// Binaries returns the indexed binaries, sorted by platform and name. The
+// slice and its elements must not be modified.
+func (s *Snapshot) Binaries() []*Binary { return s.binaries }
+
+// Lookup finds the file at a store path such as linux-amd64/minio.X.sha256sum.
+func (s *Snapshot) Lookup(rel string) (File, bool) {
+	f, ok := s.files[rel]
+	return f, ok
+}
+
+// Binary returns the release's binary for platform ("" for the root), or nil.
+func (s *Snapshot) Binary(platform, release string) *Binary {
+	f, ok := s.files[path.Join(platform, "minio."+release)]
+	if !ok || f.Kind != KindBinary {
+		return nil
+	}
+	return f.Binary
+}
+
+// Options configure a Store.
+type Options struct {
+	// TrustedKeys verify every binary's .minisig; a binary no key verifies
+	// is never indexed. Empty trusts nothing.
+	TrustedKeys []minisign.PublicKey
+	// Signer, if set, signs binaries committed without a signature from a
+	// source that allows it (see Candidate.Signable); its public key is
+	// trusted as well.
+	Signer *minisign.PrivateKey
+	// ScanInterval re-reads the directory even without file events, in
+	// case an event was missed (network file systems). Default 30s.
+	ScanInterval time.Duration
+	// Debounce waits for a burst of file events to settle. Default 200ms.
+	Debounce time.Duration
+	// Registerer receives the store's gauges; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+// Store indexes a directory of MinIO binaries. The index is rebuilt when
+// files appear, change or go.
+type Store struct {
+	dir     string
+	root    *os.Root
+	log     zerolog.Logger
+	opts    Options
+	trusted []minisign.PublicKey
+
+	current atomic.Pointer[Snapshot]
+	kick    chan struct{}
+
+	scanMu   sync.Mutex
+	hashes   map[string]hashed // guarded by scanMu
+	rejected map[string]string // guarded by scanMu: last reason logged per file
+}
+
+// hashed is what indexing learned from reading a file, kept while the file
+// and its signature stay the same.
+type hashed struct {
+	info     os.FileInfo
+	digest   string
+	os, arch string // from the ELF header
+	sig      []byte // the signature the verdict is for
+	keyID    string
+	sigErr   error
+}
+
+// sameFile reports whether b is a as it was: same inode, size and mtime.
+func sameFile(a, b os.FileInfo) bool {
+	return a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && os.SameFile(a, b)
+}
+
+// New opens (and creates if needed) the store directory. Call Run to index
+// it and keep the index current.
+func New(dir string, log zerolog.Logger, opts Options) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create store directory %s: %w", dir, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open store directory %s: %w", dir, err)
+	}
+	if opts.ScanInterval <= 0 {
+		opts.ScanInterval = 30 * time.Second
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = 200 * time.Millisecond
+	}
+	trusted := append([]minisign.PublicKey(nil), opts.TrustedKeys...)
+	if opts.Signer != nil {
+		trusted = append(trusted, opts.Signer.Public().(minisign.PublicKey))
+	}
+	s := &Store{
+		dir:      dir,
+		root:     root,
+		log:      log.With().Str("component", "binstore").Str("dir", dir).Logger(),
+		opts:     opts,
+		trusted:  trusted,
+		kick:     make(chan struct{}, 1),
+		hashes:   map[string]hashed{},
+		rejected: map[string]string{},
+	}
+	if opts.Registerer != nil {
+		if err := s.register(opts.Registerer); err != nil {
+			root.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Store) register(reg prometheus.Registerer) error {
+	count := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "objectstore_operator_upgrade_binaries",
+		Help: "Binaries currently listed by the upgrade server (verified and signed).",
+	}, func() float64 { return float64(len(s.Current().Binaries())) })
+	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "objectstore_operator_store_size_bytes",
+		Help: "Total size of the binaries the store lists.",
+	}, func() float64 {
+		var total int64
+		for _, b := range s.Current().Binaries() {
+			total += b.Size
+		}
+		return float64(total)
+	})
+	for _, c := range []prometheus.Collector{count, size} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register store metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// TrustedKeyIDs lists the ids of the keys signatures are verified with.
+func (s *Store) TrustedKeyIDs() []string {
+	ids := make([]string, len(s.trusted))
+	for i, k := range s.trusted {
+		ids[i] = FormatKeyID(k.ID())
+	}
+	return ids
+}
+
+var emptySnapshot = &Snapshot{files: map[string]File{}}
+
+// Current returns the latest snapshot; before the first scan it is empty
+// (Ready tells the difference).
+func (s *Store) Current() *Snapshot {
+	if snap := s.current.Load(); snap != nil {
+		return snap
+	}
+	return emptySnapshot
+}
+
+// Ready reports whether the store has been indexed at least once.
+func (s *Store) Ready() error {
+	if s.current.Load() == nil {
+		return errors.New("binary store not indexed yet")
+	}
+	return nil
+}
+
+// Rescan asks Run to re-index soon, without waiting.
+func (s *Store) Rescan() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run indexes the store, then re-indexes on file events, on Rescan and every
+// ScanInterval until ctx ends.
+func (s *Store) Run(ctx context.Context) error {
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		// Without inotify the periodic scan still finds every change.
+		s.log.Warn().Err(err).Msg("file events unavailable; relying on periodic rescans")
+	} else {
+		defer watcher.Close()
+	}
+	watched := map[string]bool{}
+	// watch adds the store and the platform directories a scan found.
+	watch := func(platforms []string) {
+		if watcher == nil {
+			return
+		}
+		dirs := []string{s.dir}
+		for _, p := range platforms {
+			dirs = append(dirs, path.Join(s.dir, p))
+		}
+		for _, d := range dirs {
+			if watched[d] {
+				continue
+			}
+			if err := watcher.Add(d); err != nil {
+				s.log.Warn().Err(err).Str("path", d).Msg("cannot watch directory; relying on periodic rescans")
+				continue
+			}
+			watched[d] = true
+		}
+	}
+
+	watch(s.Scan())
+	ticker := time.NewTicker(s.opts.ScanInterval)
+	defer ticker.Stop()
+	var debounce <-chan time.Time
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if watcher != nil {
+		events, errs = watcher.Events, watcher.Errors
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if ev.Op&fsnotify.Remove != 0 || ev.Op&fsnotify.Rename != 0 {
+				delete(watched, ev.Name)
+			}
+			if debounce == nil {
+				debounce = time.After(s.opts.Debounce)
+			}
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			s.log.Warn().Err(err).Msg("file event error; rescanning")
+			s.Rescan()
+		case <-debounce:
+			debounce = nil
+			watch(s.Scan())
+		case <-s.kick:
+			watch(s.Scan())
+		case <-ticker.C:
+			watch(s.Scan())
+		}
+	}
+}
+
+func (s *Store) platformDirs() []string {
+	entries, err := fs.ReadDir(s.root.FS(), ".")
+	if err != nil {
+		return nil
+	}
+	return platformsIn(entries)
+}
+
+func platformsIn(entries []fs.DirEntry) []string {
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() && ValidPlatform(e.Name()) {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	return dirs
+}
+
+// Scan re-indexes the store now, swaps the new snapshot in and returns the
+// <os>-<arch> directories it found. Binaries are read only when their
+// size, modification time, inode or signature changed.
+func (s *Store) Scan() []string {
+	s.scanMu.Lock()
+	defer s.scanMu.Unlock()
+
+	next := &Snapshot{files: map[string]File{}}
+	seen := map[string]bool{}
+	rootEntries := s.readDir(".")
+	platforms := platformsIn(rootEntries)
+	s.scanEntries("", rootEntries, next, seen)
+	for _, p := range platforms {
+		s.scanEntries(p, s.readDir(p), next, seen)
+	}
+	for p := range s.hashes {
+		if !seen[p] {
+			delete(s.hashes, p)
+		}
+	}
+	for p := range s.rejected {
+		if !seen[p] {
+			delete(s.rejected, p)
+		}
+	}
+	sort.Slice(next.binaries, func(i, j int) bool {
+		a, b := next.binaries[i], next.binaries[j]
+		if a.Platform != b.Platform {
+			return a.Platform < b.Platform
+		}
+		return a.Name < b.Name
+	})
+
+	prev := s.current.Swap(next)
+	s.logChanges(prev, next)
+	return platforms
+}
+
+func (s *Store) readDir(dir string) []fs.DirEntry {
+	entries, err := fs.ReadDir(s.root.FS(), dir)
+	if err != nil {
+		s.log.Error().Err(err).Str("path", dir).Msg("cannot read store directory")
+	}
+	return entries
+}
+
+func (s *Store) scanEntries(platform string, entries []fs.DirEntry, next *Snapshot, seen map[string]bool) {
+	for _, e := range entries {
+		name := e.Name()
+		if !isBinaryName(name) {
+			continue
+		}
+		rel := path.Join(platform, name)
+		seen[rel] = true
+		b, err := s.load(platform, name)
+		if err != nil {
+			if errors.Is(err, errInProgress) {
+				s.log.Debug().Str("file", rel).Msg("binary is still being written; will look again")
+				continue
+			}
+			if s.rejected[rel] != err.Error() {
+				s.rejected[rel] = err.Error()
+				s.log.Error().Str("file", rel).Str("reason", string(ReasonOf(err))).Err(err).
+					Msg("binary rejected: not listed and not served")
+			}
+			continue
+		}
+		delete(s.rejected, rel)
+		next.binaries = append(next.binaries, b)
+		next.files[rel] = File{Binary: b, Kind: KindBinary}
+		next.files[rel+SHA256SumSuffix] = File{Binary: b, Kind: KindSHA256Sum}
+		next.files[rel+MinisigSuffix] = File{Binary: b, Kind: KindMinisig}
+	}
+}
+
+var errInProgress = errors.New("file changed while it was read")
+
+func (s *Store) load(platform, name string) (*Binary, error) {
+	rel := path.Join(platform, name)
+	sumData, err := s.readSmall(rel+SHA256SumSuffix, maxSumFileSize)
+	if err != nil {
+		return nil, fmt.Errorf("no usable %s: %w", name+SHA256SumSuffix, err)
+	}
+	want, sumName, err := ParseSHA256Sum(sumData)
+	if err != nil {
+		return nil, fmt.Errorf("malformed %s: %w", name+SHA256SumSuffix, err)
+	}
+	if sumName != name {
+		return nil, fmt.Errorf("%s names %q, not %q", name+SHA256SumSuffix, sumName, name)
+	}
+	sig, err := s.readSmall(rel+MinisigSuffix, maxSigFileSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &Error{Reason: ReasonUnsigned, Err: fmt.Errorf("no %s beside the binary: MinIO's update client would refuse it", name+MinisigSuffix)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("unreadable %s: %w", name+MinisigSuffix, err)
+	}
+
+	// root.Stat follows symlinks only while they stay inside the store.
+	info, err := s.root.Stat(rel)
+	if err != nil {
+		return nil, fmt.Errorf("stat: %w", err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", info.Mode().Type())
+	}
+	h, err := s.hash(rel, info, sig, platform == "")
+	if err != nil {
+		return nil, err
+	}
+	if h.digest != want {
+		return nil, &Error{Reason: ReasonChecksumMismatch, Err: fmt.Errorf("file has sha256 %s, %s says %s", h.digest, name+SHA256SumSuffix, want)}
+	}
+	if h.sigErr != nil {
+		return nil, h.sigErr
+	}
+
+	b := &Binary{
+		Name:    name,
+		Release: strings.TrimPrefix(name, "minio."),
+		Size:    info.Size(),
+		ModTime: info.ModTime(),
+		SHA256:  h.digest,
+		KeyID:   h.keyID,
+		info:    info,
+		sum:     sumData,
+		sig:     sig,
+	}
+	if platform != "" {
+		b.Platform = platform
+		b.OS, b.Arch, _ = strings.Cut(platform, "-")
+	} else {
+		b.OS, b.Arch = h.os, h.arch
+	}
+	if src, err := s.readSmall(rel+sourceSuffix, maxSourceFileSize); err == nil {
+		var source Source
+		if err := json.Unmarshal(src, &source); err != nil {
+			s.log.Warn().Str("file", rel+sourceSuffix).Err(err).Msg("unreadable provenance; the binary is served without it")
+		} else {
+			b.Source = &source
+		}
+	}
+	return b, nil
+}
+
+// hash reads the file once for its SHA-256, the verdict on sig and, when
+// wantPlatform (binaries at the root, with no <os>-<arch> directory to
+// tell), the platform its ELF header names. The result is kept while the
+// file and the signature stay the same.
+func (s *Store) hash(rel string, info os.FileInfo, sig []byte, wantPlatform bool) (hashed, error) {
+	if h, ok := s.hashes[rel]; ok && sameFile(h.info, info) && bytes.Equal(h.sig, sig) {
+		return h, nil
+	}
+	f, err := s.root.Open(rel)
+	if err != nil {
+		return hashed{}, fmt.Errorf("open: %w", err)
+	}
+	defer f.Close()
+	sum := sha256.New()
+	prehash := minisign.NewReader(f)
+	if _, err := io.Copy(sum, prehash); err != nil {
+		return hashed{}, fmt.Errorf("read: %w", err)
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return hashed{}, fmt.Errorf("stat: %w", err)
+	}
+	if !sameFile(info, after) {
+		return hashed{}, errInProgress
+	}
+	h := hashed{info: info, digest: hex.EncodeToString(sum.Sum(nil)), sig: sig}
+	h.keyID, h.sigErr = s.verify(prehash, sig)
+	if wantPlatform {
+		h.os, h.arch = elfPlatform(f)
+	}
+	s.hashes[rel] = h
+	return h, nil
+}
+
+func (s *Store) readSmall(rel string, limit int64) ([]byte, error) {
+	f, err := s.root.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	return data, nil
+}
+
+// elfPlatform reads the platform of a Linux binary from its ELF header.
+func elfPlatform(f io.ReaderAt) (osName, arch string) {
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return "", ""
+	}
+	defer ef.Close()
+	switch ef.Machine {
+	case elf.EM_X86_64:
+		arch = "amd64"
+	case elf.EM_AARCH64:
+		arch = "arm64"
+	case elf.EM_PPC64:
+		arch = "ppc64le"
+	case elf.EM_S390:
+		arch = "s390x"
+	default:
+		return "", ""
+	}
+	return "linux", arch
+}
+
+func (s *Store) logChanges(prev, next *Snapshot) {
+	old := map[string]*Binary{}
+	if prev != nil {
+		for _, b := range prev.binaries {
+			old[b.Path()] = b
+		}
+	}
+	for _, b := range next.binaries {
+		if o, ok := old[b.Path()]; ok && o.SHA256 == b.SHA256 && bytes.Equal(o.sig, b.sig) {
+			delete(old, b.Path())
+			continue
+		}
+		delete(old, b.Path())
+		ev := s.log.Info().Str("file", b.Path()).Str("release", b.Release).Str("platform", b.OS+"/"+b.Arch).
+			Int64("size", b.Size).Str("sha256", b.SHA256).Str("keyId", b.KeyID)
+		if b.Source != nil {
+			ev = ev.Str("source", b.Source.String())
+		}
+		ev.Msg("binary indexed")
+	}
+	for p := range old {
+		s.log.Info().Str("file", p).Msg("binary no longer served")
+	}
+}
+
+// ErrChanged means a binary's file changed after it was indexed; the store
+// rescans and the client should retry.
+var ErrChanged = errors.New("binary changed since it was indexed")
+
+// Open returns the indexed binary's file, refusing a file that was replaced
+// or modified after indexing so a half-written or unverified binary is
+// never served.
+func (s *Store) Open(b *Binary) (*os.File, error) {
+	f, err := s.root.Open(b.Path())
+	if err != nil {
+		s.Rescan()
+		return nil, fmt.Errorf("%w: %v", ErrChanged, err)
+	}
+	info, err := f.Stat()
+	if err != nil || !sameFile(b.info, info) {
+		f.Close()
+		s.Rescan()
+		return nil, ErrChanged
+	}
+	return f, nil
+}
+
+// Close releases the store directory.
+func (s *Store) Close() error { return s.root.Close() }

@@ -1,0 +1,133 @@
+package binstore
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"aead.dev/minisign"
+)
+
+// Reason is why a binary is not served. It is a type, not text: callers
+// turn it into a condition reason and attach the remedy in their own words.
+type Reason string
+
+// The reasons the store refuses a binary.
+const (
+	// ReasonChecksumMismatch: the bytes do not match the .sha256sum (or the
+	// source's own checksum).
+	ReasonChecksumMismatch Reason = "ChecksumMismatch"
+	// ReasonUnsigned: there is no .minisig and nothing may sign it.
+	ReasonUnsigned Reason = "Unsigned"
+	// ReasonSignatureInvalid: the .minisig is malformed, names a key that
+	// is not trusted, or does not verify.
+	ReasonSignatureInvalid Reason = "SignatureInvalid"
+	// ReasonConflict: the release is already served with other bytes from
+	// another source.
+	ReasonConflict Reason = "ReleaseConflict"
+	// ReasonTooLarge: the binary exceeds the size bound.
+	ReasonTooLarge Reason = "BinaryTooLarge"
+	// ReasonOther is any other failure (file system errors and the like).
+	ReasonOther Reason = "StoreError"
+)
+
+// Error carries a Reason with the detail.
+type Error struct {
+	Reason Reason
+	// KeyID is the key a signature names, for ReasonSignatureInvalid.
+	KeyID string
+	Err   error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// ReasonOf returns the Reason an error carries, ReasonOther if none.
+func ReasonOf(err error) Reason {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ReasonOther
+}
+
+// Source is where a binary came from. A release is bound to its first
+// verified source: another source claiming the release with other bytes is
+// a conflict, never a replacement.
+type Source struct {
+	// Image is the reference as the ObjectStore named it.
+	Image string `json:"image,omitempty"`
+	// Registry and Repository locate the image.
+	Registry   string `json:"registry,omitempty"`
+	Repository string `json:"repository,omitempty"`
+	// ManifestDigest is the digest of the platform image's manifest.
+	ManifestDigest string `json:"manifestDigest,omitempty"`
+	// LayerDigest is the digest of the layer the binary was read from,
+	// verified over the whole blob.
+	LayerDigest string `json:"layerDigest,omitempty"`
+	// MirrorURL is the release mirror's URL of the binary.
+	MirrorURL string `json:"mirrorUrl,omitempty"`
+	// SignedBy is the key id of the platform key that signed a binary the
+	// source did not sign; empty when the source's own signature is served.
+	SignedBy string `json:"signedBy,omitempty"`
+}
+
+// String names the source for messages: the image with its digests, or
+// the mirror URL.
+func (s Source) String() string {
+	if s.MirrorURL != "" {
+		return "mirror " + s.MirrorURL
+	}
+	return fmt.Sprintf("image %s (manifest %s, layer %s)", s.Image, s.ManifestDigest, s.LayerDigest)
+}
+
+// FormatKeyID prints a minisign key id the way minisign does.
+func FormatKeyID(id uint64) string { return strings.ToUpper(strconv.FormatUint(id, 16)) }
+
+// ParsePublicKeys reads minisign public keys in their one-line base64 form
+// (as MINIO_UPDATE_MINISIGN_PUBKEY takes them), comma-separated.
+func ParsePublicKeys(list string) ([]minisign.PublicKey, error) {
+	var keys []minisign.PublicKey
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		var k minisign.PublicKey
+		if err := k.UnmarshalText([]byte(item)); err != nil {
+			return nil, fmt.Errorf("minisign public key %q: %w", item, err)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no minisign public key given")
+	}
+	return keys, nil
+}
+
+// verify checks sig against the data whose BLAKE2b prehash r has read, with
+// the trusted key the signature names. It returns that key's id.
+func (s *Store) verify(r *minisign.Reader, sig []byte) (string, error) {
+	var parsed minisign.Signature
+	if err := parsed.UnmarshalText(sig); err != nil {
+		return "", &Error{Reason: ReasonSignatureInvalid, Err: fmt.Errorf("malformed .minisig: %w", err)}
+	}
+	keyID := FormatKeyID(parsed.KeyID)
+	if parsed.Algorithm != minisign.HashEdDSA {
+		// Verifying a legacy signature needs the whole binary in memory.
+		return "", &Error{Reason: ReasonSignatureInvalid, KeyID: keyID,
+			Err: fmt.Errorf("legacy (not prehashed) minisign signature by key %s; sign with minisign -H or a current minisign", keyID)}
+	}
+	for _, k := range s.trusted {
+		if k.ID() != parsed.KeyID {
+			continue
+		}
+		if r.Verify(k, sig) {
+			return keyID, nil
+		}
+		return "", &Error{Reason: ReasonSignatureInvalid, KeyID: keyID, Err: fmt.Errorf("signature by key %s does not verify", keyID)}
+	}
+	return "", &Error{Reason: ReasonSignatureInvalid, KeyID: keyID,
+		Err: fmt.Errorf("signed by key %s, which is not trusted (trusted: %s)", keyID, strings.Join(s.TrustedKeyIDs(), ", "))}
+}

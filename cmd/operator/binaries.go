@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"aead.dev/minisign"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Keys of the platform signing-key Secret.
+const (
+	signingKeyKey      = "minisign.key"
+	signingPasswordKey = "password"
+)
+
+// loadSigningKey reads the platform's minisign secret key from the Secret
+// (minisign.key, encrypted with the optional password, or unencrypted).
+func loadSigningKey(ctx context.Context, client kubernetes.Interface, namespace, name string) (*minisign.PrivateKey, error) {
+	secret, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("OPERATOR_SIGNING_KEY_SECRET: read Secret %s/%s: %w", namespace, name, err)
+	}
+	data := secret.Data[signingKeyKey]
+	if len(data) == 0 {
+		return nil, fmt.Errorf("OPERATOR_SIGNING_KEY_SECRET: Secret %s/%s has no %s (a minisign secret key, as `minisign -G` writes it)", namespace, name, signingKeyKey)
+	}
+	var key minisign.PrivateKey
+	if minisign.IsEncrypted(data) {
+		if key, err = minisign.DecryptKey(string(secret.Data[signingPasswordKey]), data); err != nil {
+			return nil, fmt.Errorf("OPERATOR_SIGNING_KEY_SECRET: Secret %s/%s: %s does not decrypt with its %s: %w", namespace, name, signingKeyKey, signingPasswordKey, err)
+		}
+	} else if err := key.UnmarshalText(data); err != nil {
+		return nil, fmt.Errorf("OPERATOR_SIGNING_KEY_SECRET: Secret %s/%s: %s is not a minisign secret key: %w", namespace, name, signingKeyKey, err)
+	}
+	return &key, nil
+}
+
+// binaryRemedy says, in the user's words, what to do about a
+// BinaryAvailable reason; binsource reports the reason and the detail.
+func binaryRemedy(reason string) string {
+	switch reason {
+	case "Unsigned":
+		return "MinIO's update client installs only binaries with a valid .minisig: use an image that ships minio.minisig, or set OPERATOR_SIGNING_KEY_SECRET so the operator signs binaries of verified images with your platform key, and set MINIO_UPDATE_MINISIGN_PUBKEY on the tenant to its public key"
+	case "SignatureInvalid":
+		return "the .minisig was not made by a trusted key: check the image, or add its signer's public key to OPERATOR_MINISIGN_PUBKEYS"
+	case "ReleaseConflict":
+		return "another source already provides this release with other bytes; nothing was replaced. Use the same image as the first source, or an image whose release label differs"
+	case "ChecksumMismatch":
+		return "the bytes do not match their checksum or digest: the image or registry is corrupt or tampered with"
+	case "RegistryNotTrusted":
+		return "add the registry's CA to an aistor-ca-tls* Secret in the operator namespace; plain HTTP is used only for hosts in OPERATOR_INSECURE_REGISTRIES"
+	case "PullTimeout":
+		return "the registry did not deliver within OPERATOR_PULL_TIMEOUT; check it, or raise the timeout"
+	case "ImageTooLarge":
+		return "the image's layers exceed OPERATOR_PULL_MAX_BYTES"
+	case "BinaryTooLarge":
+		return "the binary exceeds OPERATOR_MAX_BINARY_SIZE"
+	}
+	return ""
+}
