@@ -248,7 +248,15 @@ func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, ima
 	}
 	c.log.Error().Str("objectstore", key).Str("image", image).Str("reason", r).Err(cause).
 		Msg("release not available; nothing added to the store")
-	c.record(key, outcome{image: image, condition: metav1.Condition{
+	// A failure (a registry outage, say) keeps the release the same image
+	// resolved to before, so housekeeping does not remove it meanwhile.
+	c.mu.Lock()
+	kept := ""
+	if before, ok := c.outcomes[key]; ok && before.image == image {
+		kept = before.release
+	}
+	c.mu.Unlock()
+	c.record(key, outcome{image: image, release: kept, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionFalse, Reason: r, Message: msg,
 	}})
 	if err := c.report(ctx, u); err != nil {

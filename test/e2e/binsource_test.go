@@ -14,11 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"aead.dev/minisign"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/binstore/binstoretest"
 	"github.com/object-store-operator/operator/upgradeserver"
 )
 
@@ -34,8 +38,14 @@ type binEnv struct {
 
 func newBinEnv(t testing.TB, extraEnv ...string) *binEnv {
 	t.Helper()
+	return newBinEnvIn(t, operatorNamespace(t), extraEnv...)
+}
+
+// newBinEnvIn is newBinEnv with the operator in namespace opNS.
+func newBinEnvIn(t testing.TB, opNS string, extraEnv ...string) *binEnv {
+	t.Helper()
 	ensureCRD(t)
-	e := &binEnv{reg: startRegistry(t), opNS: operatorNamespace(t), tenantNS: operatorNamespace(t)}
+	e := &binEnv{reg: startRegistry(t), opNS: opNS, tenantNS: operatorNamespace(t)}
 	trustCA(t, e.opNS, "aistor-ca-tls-registry", e.reg.caPEM)
 	dockerConfigSecret(t, e.tenantNS, "regcred", e.reg.host, e.reg.user, e.reg.pass)
 	e.env = k8sEnv(e.opNS, extraEnv...)
@@ -130,16 +140,20 @@ func TestImageBinaryIsServedForEveryPlatformAndFetchedOnce(t *testing.T) {
 	want := map[string][]byte{"amd64": amd, "arm64": arm}
 	for _, b := range l.Binaries {
 		assert.Equal(t, "minio."+release, b.Name)
-		assert.True(t, b.Signed, "the image's .minisig is served")
-		assert.Equal(t, want[b.Arch], e.walk(t, b), "the %s binary is the image's", b.Arch)
+		assert.Equal(t, binstore.FormatKeyID(testKey.Public.ID()), b.KeyID, "the listing names the key that verified it")
+		assert.Contains(t, b.Source, image, "the listing names the image it came from")
+		assert.Equal(t, want[b.Arch], e.walk(t, b), "the %s binary is the image's, and its signature verifies", b.Arch)
 	}
-	blobs := 0
-	e.reg.blobGets.Range(func(digest, n any) bool {
-		blobs++
-		assert.LessOrEqual(t, n.(*atomic.Int64).Load(), int64(1), "blob %s fetched more than once for two ObjectStores", digest)
-		return true
-	})
-	assert.GreaterOrEqual(t, blobs, 2, "the registry counted at least the two platforms' binary layers")
+	// Each ObjectStore resolves the image itself (manifests and the small
+	// config blob); the layers are read once for both.
+	layers := e.reg.layerDigests(t, image)
+	require.NotEmpty(t, layers)
+	for _, digest := range layers {
+		n, ok := e.reg.blobGets.Load(digest)
+		if ok {
+			assert.LessOrEqual(t, n.(*atomic.Int64).Load(), int64(1), "layer %s fetched more than once for two ObjectStores", digest)
+		}
+	}
 	out := kubectl(t, "get", "objectstore", "store-a", "-n", e.tenantNS)
 	assert.Contains(t, out, "BINARY")
 }
@@ -150,9 +164,12 @@ func TestImageProblemsAreReportedAndNothingIsListed(t *testing.T) {
 	dockerConfigSecret(t, e.tenantNS, "badcred", e.reg.host, e.reg.user, "wrong")
 	dockerConfigSecret(t, e.tenantNS, "othercred", other.host, other.user, other.pass)
 	good := imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release}
+	stranger := binstoretest.NewKey(t)
 	tests := []struct {
 		store, image, secret, reason string
 	}{
+		{"signed-by-another-key", e.reg.pushImage(t, "minio/e:"+release, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release, signer: &stranger}), "regcred", "SignatureInvalid"},
+		{"unsigned", e.reg.pushImage(t, "minio/f:"+release, imageSpec{binary: randomBytes(t, 1<<20), noSidecars: true, releaseLbl: release}), "regcred", "Unsigned"},
 		{"wrong-pull-secret", e.reg.pushImage(t, "minio/a:"+release, good), "badcred", "AuthFailed"},
 		{"no-binary", e.reg.pushImage(t, "minio/b:"+release, imageSpec{noBinary: true, releaseLbl: release}), "regcred", "NoMinIOBinary"},
 		{"corrupted-checksum", e.reg.pushImage(t, "minio/c:"+release, imageSpec{binary: randomBytes(t, 1<<20), corruptSum: true, releaseLbl: release}), "regcred", "ChecksumMismatch"},
@@ -168,24 +185,44 @@ func TestImageProblemsAreReportedAndNothingIsListed(t *testing.T) {
 			c := e.waitBinaryCondition(t, tt.store, metav1.ConditionFalse, tt.reason)
 			assert.NotEmpty(t, c.Message)
 			assert.Contains(t, kubectl(t, "describe", "objectstore", tt.store, "-n", e.tenantNS), tt.reason, "an Event says it too")
+			switch tt.reason {
+			case "SignatureInvalid":
+				assert.Contains(t, c.Message, binstore.FormatKeyID(stranger.Public.ID()), "the condition names the key id")
+			case "Unsigned":
+				assert.Contains(t, c.Message, "OPERATOR_SIGNING_KEY_SECRET", "the condition gives the remedy")
+			}
 		})
 	}
 	assert.Empty(t, e.listing(t).Binaries)
 	assert.Empty(t, visibleFiles(t, e.updateDir), "nothing landed in the store")
 }
 
-func TestHardenedImageWithoutChecksumIsServedUnsigned(t *testing.T) {
-	e := newBinEnv(t)
+func TestHardenedImageIsSignedWithThePlatformKey(t *testing.T) {
+	platform := binstoretest.NewKey(t)
+	opNS := operatorNamespace(t)
+	_, err := adminClient(t).CoreV1().Secrets(opNS).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "platform-minisign"},
+		Data:       map[string][]byte{"minisign.key": platform.PrivateText(t)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e := newBinEnvIn(t, opNS, "OPERATOR_SIGNING_KEY_SECRET=platform-minisign")
 	bin := randomBytes(t, 1<<20)
-	e.objectStore(t, "hardened", e.reg.pushImage(t, "minio/hardened:"+release, imageSpec{binary: bin, noSidecars: true, releaseLbl: release}), "regcred")
+	image := e.reg.pushImage(t, "minio/hardened:"+release, imageSpec{binary: bin, noSidecars: true, releaseLbl: release})
+	e.objectStore(t, "hardened", image, "regcred")
 	c := e.waitBinaryCondition(t, "hardened", metav1.ConditionTrue, "Available")
-	assert.Contains(t, c.Message, "unsigned")
+	assert.Contains(t, c.Message, binstore.FormatKeyID(platform.Public.ID()))
 	l := e.listing(t)
 	require.Len(t, l.Binaries, 1)
-	assert.False(t, l.Binaries[0].Signed)
-	assert.Empty(t, l.Binaries[0].MinisigURL)
-	assert.Equal(t, bin, e.walk(t, l.Binaries[0]))
-	assert.Contains(t, e.op.logs.String(), "hardened image")
+	assert.Equal(t, binstore.FormatKeyID(platform.Public.ID()), l.Binaries[0].KeyID)
+	// A tenant with MINIO_UPDATE_MINISIGN_PUBKEY set to the platform key
+	// verifies it, as MinIO's update client does.
+	assert.Equal(t, bin, updateClientWalk(t, e.op.client(t, testCluster.KubeletServingCA, 4), l.Binaries[0].SHA256SumURL, platform))
+	sig := get(t, e.op.client(t, testCluster.KubeletServingCA, 1), l.Binaries[0].MinisigURL)
+	var parsed minisign.Signature
+	require.NoError(t, parsed.UnmarshalText(sig))
+	assert.Contains(t, parsed.TrustedComment, image, "the signed comment records the image")
+	assert.Contains(t, parsed.TrustedComment, "layer:sha256:", "and the layer digest")
+	assert.Contains(t, e.op.logs.String(), "platform signing key loaded")
 }
 
 func TestReleaseMirrorFillsWhatNoImageProvides(t *testing.T) {
@@ -199,7 +236,7 @@ func TestReleaseMirrorFillsWhatNoImageProvides(t *testing.T) {
 		sum := sha256.Sum256(bins[p])
 		require.NoError(t, os.WriteFile(filepath.Join(mirrorDir, "releases", p, name), bins[p], 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(mirrorDir, "releases", p, name+".sha256sum"), []byte(hex.EncodeToString(sum[:])+"  "+name+"\n"), 0o644))
-		require.NoError(t, os.WriteFile(filepath.Join(mirrorDir, "releases", p, name+".minisig"), []byte("untrusted comment: sig\n"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(mirrorDir, "releases", p, name+".minisig"), testKey.Sign(t, bins[p]), 0o644))
 	}
 	now := time.Now()
 	certPEM, keyPEM, _ := selfSigned(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
@@ -227,7 +264,7 @@ func TestReleaseMirrorFillsWhatNoImageProvides(t *testing.T) {
 	require.Len(t, l.Binaries, 2)
 	for _, b := range l.Binaries {
 		assert.Equal(t, bins[b.OS+"-"+b.Arch], e.walk(t, b))
-		assert.True(t, b.Signed)
+		assert.Contains(t, b.Source, "mirror "+mirror.URL)
 	}
 }
 
@@ -249,7 +286,9 @@ func TestPullKilledHalfwayLeavesNothingListed(t *testing.T) {
 
 	e.reg.throttle.Store(0)
 	e.op = startOperator(t, e.env)
-	assert.Empty(t, e.listing(t).Binaries, "nothing half-pulled is listed after the restart")
+	for _, b := range e.listing(t).Binaries {
+		assert.Equal(t, binstoretest.SHA256(bin), b.SHA256, "nothing half-pulled is listed after the restart")
+	}
 	e.waitBinaryCondition(t, "big", metav1.ConditionTrue, "Available")
 	l := e.listing(t)
 	require.Len(t, l.Binaries, 1)

@@ -70,6 +70,7 @@ func launchOperator(t testing.TB, env []string, args ...string) *operator {
 		"OPERATOR_UPGRADE_ADDRESS="+op.upgradeAddr,
 		"OPERATOR_METRICS_ADDRESS="+op.metricsAddr,
 		"OPERATOR_LOG_LEVEL=debug",
+		"OPERATOR_MINISIGN_PUBKEYS="+testKey.PublicString(),
 	)
 	op.cmd.Env = append(op.cmd.Env, env...)
 	op.cmd.Stdout, op.cmd.Stderr = op.logs, op.logs

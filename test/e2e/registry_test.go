@@ -35,6 +35,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/object-store-operator/operator/binstore/binstoretest"
 )
 
 // testRegistry is go-containerregistry's registry served over TLS behind
@@ -48,6 +50,9 @@ type testRegistry struct {
 	blobGets sync.Map
 	// throttle, when set, slows blob downloads to about this many bytes/s.
 	throttle atomic.Int64
+	// swap maps a blob digest to other bytes the registry serves under it,
+	// as a compromised or broken registry would.
+	swap sync.Map
 }
 
 func startRegistry(t testing.TB) *testRegistry {
@@ -71,6 +76,11 @@ func startRegistry(t testing.TB) *testRegistry {
 			n.(*atomic.Int64).Add(1)
 			if rate := r.throttle.Load(); rate > 0 {
 				w = &slowWriter{ResponseWriter: w, rate: rate}
+			}
+			if other, ok := r.swap.Load(digest); ok {
+				w.Header().Set("Content-Type", "application/octet-stream")
+				_, _ = w.Write(other.([]byte))
+				return
 			}
 		}
 		inner.ServeHTTP(w, req)
@@ -116,6 +126,7 @@ type imageSpec struct {
 	noBinary    bool // the layer has no minio binary at all
 	noSidecars  bool // hardened image: no .sha256sum/.minisig
 	corruptSum  bool // the .sha256sum does not match the binary
+	signer      *binstoretest.Key // signs the .minisig; nil: testKey
 	binaryPath  string
 	releaseLbl  string
 	extraLayers int
@@ -157,7 +168,11 @@ func buildImage(t testing.TB, spec imageSpec, os, arch string) ggcrv1.Image {
 			}
 			dir := p[:strings.LastIndex(p, "/")]
 			files[dir+"/minio.sha256sum"] = []byte(hex.EncodeToString(sum[:]) + "  minio\n")
-			files[dir+"/minio.minisig"] = []byte("untrusted comment: signature from minisign secret key\nRUQ...\n")
+			key := testKey
+			if spec.signer != nil {
+				key = *spec.signer
+			}
+			files[dir+"/minio.minisig"] = key.Sign(t, spec.binary)
 		}
 	}
 	layers = append(layers, tarLayer(t, files))
@@ -190,6 +205,30 @@ func (r *testRegistry) pushIndex(t testing.TB, repoTag string, specs map[string]
 	require.NoError(t, err)
 	require.NoError(t, remote.WriteIndex(ref, idx, r.pushOpts...))
 	return ref.String()
+}
+
+// layerDigests lists the layer digests of every image behind ref.
+func (r *testRegistry) layerDigests(t testing.TB, ref string) []string {
+	t.Helper()
+	parsed, err := name.ParseReference(ref)
+	require.NoError(t, err)
+	idx, err := remote.Index(parsed, r.pushOpts...)
+	require.NoError(t, err)
+	manifest, err := idx.IndexManifest()
+	require.NoError(t, err)
+	var out []string
+	for _, m := range manifest.Manifests {
+		img, err := idx.Image(m.Digest)
+		require.NoError(t, err)
+		layers, err := img.Layers()
+		require.NoError(t, err)
+		for _, l := range layers {
+			d, err := l.Digest()
+			require.NoError(t, err)
+			out = append(out, d.String())
+		}
+	}
+	return out
 }
 
 // pushImage pushes a single-platform image.

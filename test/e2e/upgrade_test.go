@@ -19,9 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"aead.dev/minisign"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/object-store-operator/operator/binstore/binstoretest"
 	"github.com/object-store-operator/operator/upgradeserver"
 )
 
@@ -32,18 +34,21 @@ const (
 
 var podHost = serviceName + "." + opNamespace + ".svc.cluster.local"
 
-// writeRelease lays out a release the way MinIO publishes it.
+// testKey signs the releases the tests publish; every operator the tests
+// start trusts it (OPERATOR_MINISIGN_PUBKEYS), as a MinIO pod would with
+// MINIO_UPDATE_MINISIGN_PUBKEY.
+var testKey = func() binstoretest.Key {
+	pub, priv, err := minisign.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return binstoretest.Key{Public: pub, Private: priv}
+}()
+
+// writeRelease lays out a signed release the way MinIO publishes it.
 func writeRelease(t testing.TB, dir, platform string, content []byte) string {
 	t.Helper()
-	d := filepath.Join(dir, platform)
-	require.NoError(t, os.MkdirAll(d, 0o755))
-	name := "minio." + release
-	sum := sha256.Sum256(content)
-	digest := hex.EncodeToString(sum[:])
-	require.NoError(t, os.WriteFile(filepath.Join(d, name), content, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(d, name+".sha256sum"), []byte(digest+"  "+name+"\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(d, name+".minisig"), []byte("untrusted comment: test signature\n"), 0o644))
-	return digest
+	return binstoretest.WriteRelease(t, dir, platform, release, content, testKey)
 }
 
 func randomBytes(t testing.TB, n int) []byte {
@@ -78,16 +83,25 @@ func servingRelease(t *testing.T, content []byte, conns int) (op *operator, dige
 }
 
 // updateClientWalk does what MinIO's in-place update client does with the
-// URL of a .sha256sum file: read its two fields, download the binary from
-// the same directory and check it. It returns the verified binary.
-func updateClientWalk(t testing.TB, c *http.Client, sumURL string) []byte {
+// URL of a .sha256sum file: read its two fields, download the binary and
+// its .minisig from the same directory, check the SHA-256 and verify the
+// signature with the key the pod trusts (testKey unless given).
+// It returns the verified binary.
+func updateClientWalk(t testing.TB, c *http.Client, sumURL string, trusted ...binstoretest.Key) []byte {
 	t.Helper()
+	key := testKey
+	if len(trusted) > 0 {
+		key = trusted[0]
+	}
 	fields := strings.Fields(string(get(t, c, sumURL)))
 	require.Len(t, fields, 2, "MinIO's client wants exactly two fields")
 	require.True(t, strings.HasPrefix(fields[1], "minio."))
-	binary := get(t, c, sumURL[:strings.LastIndex(sumURL, "/")]+"/"+fields[1])
+	dir := sumURL[:strings.LastIndex(sumURL, "/")]
+	binary := get(t, c, dir+"/"+fields[1])
 	sum := sha256.Sum256(binary)
 	require.Equal(t, fields[0], hex.EncodeToString(sum[:]), "downloaded binary matches its .sha256sum")
+	sig := get(t, c, dir+"/"+fields[1]+".minisig")
+	require.True(t, minisign.Verify(key.Public, binary, sig), "the .minisig verifies with the trusted key, as MinIO's client checks")
 	return binary
 }
 
@@ -227,7 +241,7 @@ func TestCorruptedBinaryDisappearsFromTheList(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
-	assert.Contains(t, op.logs.String(), "checksum mismatch")
+	assert.Contains(t, op.logs.String(), `"reason":"ChecksumMismatch"`)
 	assert.Contains(t, op.logs.String(), `"file":"linux-arm64/minio.`+release+`"`)
 }
 
@@ -359,5 +373,6 @@ func TestUpgradeServerMetrics(t *testing.T) {
 	assert.Contains(t, metrics, `objectstore_operator_upgrade_downloads_total{binary="linux-amd64/minio.`+release+`"} 1`)
 	assert.Contains(t, metrics, "objectstore_operator_upgrade_downloads_in_flight 0")
 	assert.Contains(t, metrics, "objectstore_operator_upgrade_binaries 1")
+	assert.Contains(t, metrics, "objectstore_operator_store_size_bytes 1.048576e+06")
 	assert.Regexp(t, `objectstore_operator_upgrade_sent_bytes_total \d+`, metrics)
 }

@@ -1,0 +1,331 @@
+package e2e
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/object-store-operator/operator/upgradeserver"
+)
+
+// TestOneTenantCannotPlantABinaryForAnother: two tenants' images claim the
+// same release with different bytes. The first verified one is served; the
+// second tenant gets ReleaseConflict naming both images and digests, and
+// is never served the first one's bytes as its own.
+func TestOneTenantCannotPlantABinaryForAnother(t *testing.T) {
+	e := newBinEnv(t)
+	planted, official := randomBytes(t, 1<<20), randomBytes(t, 1<<20)
+	evil := e.reg.pushImage(t, "tenant-a/minio:any-tag", imageSpec{binary: planted, releaseLbl: release})
+	e.objectStore(t, "first", evil, "regcred")
+	e.waitBinaryCondition(t, "first", metav1.ConditionTrue, "Available")
+
+	other := operatorNamespace(t)
+	dockerConfigSecret(t, other, "regcred", e.reg.host, e.reg.user, e.reg.pass)
+	victim := &binEnv{tenantNS: other}
+	good := e.reg.pushImage(t, "minio/aistor:"+release, imageSpec{binary: official, releaseLbl: release})
+	victim.objectStore(t, "second", good, "regcred")
+	c := victim.waitBinaryCondition(t, "second", metav1.ConditionFalse, "ReleaseConflict")
+	for _, want := range []string{evil, good, "sha256:"} {
+		assert.Contains(t, c.Message, want, "the condition names both images and their digests")
+	}
+	assert.Contains(t, kubectl(t, "describe", "objectstore", "second", "-n", other), "ReleaseConflict", "an Event says it too")
+
+	l := e.listing(t)
+	require.Len(t, l.Binaries, 1)
+	assert.Equal(t, planted, e.walk(t, l.Binaries[0]), "the first source stays; nothing was replaced")
+	assert.Contains(t, l.Binaries[0].Source, evil)
+
+	// A tenant that cannot pull the first image itself does not get it
+	// through the store: same release, same bytes, but no credentials.
+	third := operatorNamespace(t)
+	stranger := &binEnv{tenantNS: third}
+	stranger.objectStore(t, "no-credentials", evil)
+	stranger.waitBinaryCondition(t, "no-credentials", metav1.ConditionFalse, "AuthFailed")
+}
+
+// TestSwappedBlobLandsNothing: a registry serves other bytes under the
+// digest of the layer that holds the binary (validly signed bytes even);
+// the pinned reference's digest check stops it.
+func TestSwappedBlobLandsNothing(t *testing.T) {
+	e := newBinEnv(t)
+	image := e.reg.pushImage(t, "minio/swapped:"+release, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release})
+	ref, err := name.ParseReference(image)
+	require.NoError(t, err)
+	img, err := remote.Image(ref, e.reg.pushOpts...)
+	require.NoError(t, err)
+	layers, err := img.Layers()
+	require.NoError(t, err)
+	binaryLayer, err := layers[len(layers)-1].Digest()
+	require.NoError(t, err)
+	digest, err := img.Digest()
+	require.NoError(t, err)
+	// The swapped blob is a well-formed layer with another signed binary.
+	impostor := buildImage(t, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release}, "linux", "amd64")
+	impLayers, err := impostor.Layers()
+	require.NoError(t, err)
+	rc, err := impLayers[len(impLayers)-1].Compressed()
+	require.NoError(t, err)
+	swapped, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	e.reg.swap.Store(binaryLayer.String(), swapped)
+
+	pinned := ref.Context().Digest(digest.String()).String()
+	e.objectStore(t, "swapped", pinned, "regcred")
+	c := e.waitBinaryCondition(t, "swapped", metav1.ConditionFalse, "ChecksumMismatch")
+	assert.Contains(t, c.Message, binaryLayer.String())
+	assert.Empty(t, e.listing(t).Binaries)
+	assert.Empty(t, visibleFiles(t, e.updateDir), "nothing landed in the store")
+}
+
+// TestHangingRegistryDoesNotHoldOtherTenants: a registry that accepts
+// connections and never answers ends at the pull deadline with a reason,
+// and another tenant's pull completes meanwhile.
+func TestHangingRegistryDoesNotHoldOtherTenants(t *testing.T) {
+	e := newBinEnv(t, "OPERATOR_PULL_TIMEOUT=4s")
+	hang := make(chan struct{})
+	now := time.Now()
+	certPEM, keyPEM, _ := selfSigned(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
+	hanging := httpsServer(t, certPEM, keyPEM, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(hang) })
+	trustCA(t, e.opNS, "aistor-ca-tls-hanging", certPEM)
+
+	e.objectStore(t, "stuck", hanging+"/minio/aistor:"+release)
+	start := time.Now()
+	e.objectStore(t, "healthy", e.reg.pushImage(t, "minio/aistor:"+release, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release}), "regcred")
+	e.waitBinaryCondition(t, "healthy", metav1.ConditionTrue, "Available")
+	assert.Less(t, time.Since(start), 4*time.Second, "the healthy tenant did not wait for the hanging registry's deadline")
+	c := e.waitBinaryCondition(t, "stuck", metav1.ConditionFalse, "PullTimeout")
+	assert.Contains(t, c.Message, "4s")
+}
+
+// TestNoPlainHTTPFallbackForPrivateRegistries: a registry on a loopback
+// (private) address whose HTTPS certificate is not trusted also answers
+// plain HTTP on the same port. go-containerregistry would fall back to it;
+// the operator must not.
+func TestNoPlainHTTPFallbackForPrivateRegistries(t *testing.T) {
+	e := newBinEnv(t)
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	var plain atomic.Int64
+	now := time.Now()
+	certPEM, keyPEM, _ := selfSigned(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour)) // trusted by no one
+	host := dualServer(t, certPEM, keyPEM, inner, &plain)
+	ref, err := name.ParseReference(host+"/minio/aistor:"+release, name.Insecure)
+	require.NoError(t, err)
+	require.NoError(t, remote.Write(ref, buildImage(t, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release}, "linux", "amd64")))
+	plain.Store(0)
+
+	e.objectStore(t, "downgrade", host+"/minio/aistor:"+release)
+	c := e.waitBinaryCondition(t, "downgrade", metav1.ConditionFalse, "RegistryNotTrusted")
+	assert.Contains(t, c.Message, "aistor-ca-tls")
+	assert.Zero(t, plain.Load(), "no request reached the registry over plain HTTP")
+	assert.Empty(t, e.listing(t).Binaries)
+
+	// Listed as insecure, the same registry is used over HTTP.
+	listed := newBinEnv(t, "OPERATOR_INSECURE_REGISTRIES="+host)
+	listed.objectStore(t, "insecure-ok", host+"/minio/aistor:"+release)
+	listed.waitBinaryCondition(t, "insecure-ok", metav1.ConditionTrue, "Available")
+	assert.Positive(t, plain.Load())
+}
+
+// TestThreeReplicasServeTheSameVerifiedSet: three operator processes with
+// their own store directories. Each fills its own store; a replica that is
+// not complete is not ready; after the leader is killed the others keep
+// serving and one of them takes over the status writes.
+func TestThreeReplicasServeTheSameVerifiedSet(t *testing.T) {
+	ensureCRD(t)
+	reg := startRegistry(t)
+	opNS, tenantNS := operatorNamespace(t), operatorNamespace(t)
+	trustCA(t, opNS, "aistor-ca-tls-registry", reg.caPEM)
+	dockerConfigSecret(t, tenantNS, "regcred", reg.host, reg.user, reg.pass)
+	var ops []*operator
+	for i := range 3 {
+		dir := filepath.Join(t.TempDir(), fmt.Sprint("store-", i))
+		ops = append(ops, startOperator(t, k8sEnv(opNS, "OPERATOR_UPDATE_DIR="+dir,
+			"OPERATOR_LEASE_DURATION=3s", "OPERATOR_LEASE_RENEW_DEADLINE=2s", "OPERATOR_LEASE_RETRY_PERIOD=200ms")))
+	}
+
+	// About two seconds of pulling, so readiness can be seen to wait.
+	reg.throttle.Store(8 << 20)
+	image := reg.pushImage(t, "minio/aistor:"+release, imageSpec{binary: randomBytes(t, 16<<20), releaseLbl: release})
+	e := &binEnv{tenantNS: tenantNS, reg: reg, opNS: opNS}
+	start := time.Now()
+	e.objectStore(t, "tenant", image, "regcred")
+
+	sawNotReady := make([]bool, len(ops))
+	listed := make([]upgradeserver.Listing, len(ops))
+	require.Eventually(t, func() bool {
+		done := 0
+		for i, op := range ops {
+			l := listing(t, op.client(t, testCluster.KubeletServingCA, 1), "https://"+serviceName+"."+opNS+".svc.cluster.local")
+			if len(l.Binaries) == 0 {
+				sawNotReady[i] = sawNotReady[i] || !op.ready()
+				continue
+			}
+			listed[i] = l
+			done++
+		}
+		return done == len(ops)
+	}, 30*time.Second, 20*time.Millisecond, "every replica lists the release")
+	t.Logf("image change to listed on all three replicas: %s", time.Since(start).Round(time.Millisecond))
+	for i := range ops {
+		assert.True(t, sawNotReady[i], "replica %d was ready while its store lacked the release", i)
+		require.Len(t, listed[i].Binaries, 1)
+		assert.Equal(t, listed[0].Binaries[0].SHA256, listed[i].Binaries[0].SHA256, "replica %d serves the same bytes", i)
+		assert.Eventually(t, ops[i].ready, 5*time.Second, 20*time.Millisecond, "replica %d is ready once complete", i)
+	}
+	e.waitBinaryCondition(t, "tenant", metav1.ConditionTrue, "Available")
+	reg.throttle.Store(0)
+
+	leader := -1
+	for i, op := range ops {
+		if strings.Contains(op.logs.String(), "became leader") {
+			leader = i
+		}
+	}
+	require.GreaterOrEqual(t, leader, 0)
+	require.NoError(t, ops[leader].cmd.Process.Signal(syscall.SIGKILL))
+	<-ops[leader].done
+	var survivors []*operator
+	for i, op := range ops {
+		if i != leader {
+			survivors = append(survivors, op)
+			l := listing(t, op.client(t, testCluster.KubeletServingCA, 1), "https://"+serviceName+"."+opNS+".svc.cluster.local")
+			require.Len(t, l.Binaries, 1, "replica %d still serves after the leader died", i)
+			assert.Equal(t, listed[0].Binaries[0].SHA256, l.Binaries[0].SHA256)
+			assert.Equal(t, listed[0].Binaries[0].Size, int64(len(updateClientWalk(t, op.client(t, testCluster.KubeletServingCA, 1), l.Binaries[0].SHA256SumURL))))
+		}
+	}
+	// The new leader writes conditions: a new problem gets reported.
+	e.objectStore(t, "missing", reg.host+"/minio/missing:"+release, "regcred")
+	e.waitBinaryCondition(t, "missing", metav1.ConditionFalse, "ImageNotFound")
+	assert.True(t, strings.Contains(survivors[0].logs.String(), "became leader") || strings.Contains(survivors[1].logs.String(), "became leader"))
+	for _, op := range survivors {
+		assert.Eventually(t, op.ready, 10*time.Second, 20*time.Millisecond, "a replica with every release (or a reported reason) is ready")
+	}
+}
+
+// httpsServer serves h over TLS on loopback and returns its host:port.
+func httpsServer(t testing.TB, certPEM, keyPEM []byte, h http.Handler) string {
+	t.Helper()
+	cfg, err := tlsKeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: h, TLSConfig: cfg}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// dualServer answers TLS and plain HTTP on one loopback port, telling them
+// apart by the first byte (0x16 opens a TLS handshake); plain counts the
+// plain-HTTP requests.
+func dualServer(t testing.TB, certPEM, keyPEM []byte, h http.Handler, plain *atomic.Int64) string {
+	t.Helper()
+	cfg, err := tlsKeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	tlsConns, plainConns := newChanListener(ln.Addr()), newChanListener(ln.Addr())
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				tlsConns.Close()
+				plainConns.Close()
+				return
+			}
+			go func() {
+				br := bufio.NewReader(conn)
+				first, err := br.Peek(1)
+				if err != nil {
+					conn.Close()
+					return
+				}
+				c := &peekedConn{Conn: conn, r: br}
+				target := plainConns
+				if first[0] == 0x16 {
+					target = tlsConns
+				}
+				select {
+				case target.conns <- c:
+				case <-target.closed:
+					conn.Close()
+				}
+			}()
+		}
+	}()
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		plain.Add(1)
+		h.ServeHTTP(w, r)
+	})
+	secure, insecure := &http.Server{Handler: h}, &http.Server{Handler: counted}
+	go func() { _ = secure.Serve(tls.NewListener(tlsConns, cfg)) }()
+	go func() { _ = insecure.Serve(plainConns) }()
+	t.Cleanup(func() {
+		ln.Close()
+		secure.Close()
+		insecure.Close()
+	})
+	return ln.Addr().String()
+}
+
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// chanListener hands out connections accepted elsewhere.
+type chanListener struct {
+	addr   net.Addr
+	conns  chan net.Conn
+	closed chan struct{}
+	once   atomic.Bool
+}
+
+func newChanListener(addr net.Addr) *chanListener {
+	return &chanListener{addr: addr, conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	if l.once.CompareAndSwap(false, true) {
+		close(l.closed)
+	}
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return l.addr }
+
