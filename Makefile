@@ -39,7 +39,7 @@ bench: build
 
 ## fuzz: a short run of each fuzz target
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseSHA256Sum -fuzztime 30s ./upgradeserver
+	$(GO) test -run '^$$' -fuzz FuzzParseSHA256Sum -fuzztime 30s ./binstore
 	$(GO) test -run '^$$' -fuzz FuzzResolve -fuzztime 30s ./upgradeserver
 
 ## image: the container image (needs a Docker engine)

@@ -34,8 +34,8 @@ type handler struct {
 	metrics *Metrics
 	// listings caches rendered listings for the snapshot it was made for.
 	listings atomic.Pointer[listingCache]
-	log     zerolog.Logger
-	access  zerolog.Logger
+	log      zerolog.Logger
+	access   zerolog.Logger
 	// stall is how long a download may make no progress before the
 	// connection is dropped; a client that stops reading cannot hold a
 	// connection forever.

@@ -20,12 +20,12 @@ type Listing struct {
 // ListedBinary describes one downloadable binary with absolute URLs built
 // from the request's scheme and Host, so a curl from a pod can follow them.
 type ListedBinary struct {
-	Name         string    `json:"name"`
-	Release      string    `json:"release"`
-	OS           string    `json:"os,omitempty"`
-	Arch         string    `json:"arch,omitempty"`
-	Size         int64     `json:"size"`
-	SHA256       string    `json:"sha256"`
+	Name    string `json:"name"`
+	Release string `json:"release"`
+	OS      string `json:"os,omitempty"`
+	Arch    string `json:"arch,omitempty"`
+	Size    int64  `json:"size"`
+	SHA256  string `json:"sha256"`
 	// Signed is always true: the store lists only binaries whose
 	// .minisig verified. Kept for clients of earlier versions.
 	Signed bool `json:"signed"`

@@ -123,9 +123,9 @@ func (s *slowWriter) Write(p []byte) (int, error) {
 // imageSpec describes what a test image holds for one platform.
 type imageSpec struct {
 	binary      []byte
-	noBinary    bool // the layer has no minio binary at all
-	noSidecars  bool // hardened image: no .sha256sum/.minisig
-	corruptSum  bool // the .sha256sum does not match the binary
+	noBinary    bool              // the layer has no minio binary at all
+	noSidecars  bool              // hardened image: no .sha256sum/.minisig
+	corruptSum  bool              // the .sha256sum does not match the binary
 	signer      *binstoretest.Key // signs the .minisig; nil: testKey
 	binaryPath  string
 	releaseLbl  string
