@@ -314,22 +314,13 @@ func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image strin
 	if err != nil {
 		return nil, false, classify(fmt.Errorf("digest of the %s image: %w", p, err))
 	}
-	if b := f.servedFor(p, rel, digest.String()); b != nil {
-		return b, false, nil
-	}
-	unlock, err := f.cfg.Store.Lock(ctx, p.dir(), rel)
-	if err != nil {
-		return nil, false, joinReason(errPull, err)
+	b, unlock, err := f.lockUnlessServed(ctx, p, rel, func() *binstore.Binary { return f.servedFor(p, rel, digest.String()) })
+	if b != nil || err != nil {
+		return b, false, err
 	}
 	defer unlock()
-	// Another replica on a shared volume may have landed it meanwhile.
-	f.cfg.Store.Scan()
-	if b := f.servedFor(p, rel, digest.String()); b != nil {
-		return b, false, nil
-	}
 	src := binstore.Source{Image: image, Registry: ref.Context().RegistryStr(), Repository: ref.Context().RepositoryStr(), ManifestDigest: digest.String()}
-	b, err := f.extract(img, p, rel, src)
-	if err != nil {
+	if b, err = f.extract(img, p, rel, src); err != nil {
 		return nil, true, err
 	}
 	f.mu.Lock()
@@ -339,6 +330,26 @@ func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image strin
 		Int64("size", b.Size).Str("keyId", b.KeyID).Str("manifest", digest.String()).
 		Msg("binary from the image verified; served")
 	return b, true, nil
+}
+
+// lockUnlessServed returns served()'s binary if there is one; otherwise it
+// takes the release's lock and looks again, since another replica on a
+// shared volume may have landed it meanwhile. With no binary and no error,
+// the caller holds the lock and must call unlock.
+func (f *Fetcher) lockUnlessServed(ctx context.Context, p Platform, rel string, served func() *binstore.Binary) (b *binstore.Binary, unlock func(), err error) {
+	if b := served(); b != nil {
+		return b, nil, nil
+	}
+	unlock, err = f.cfg.Store.Lock(ctx, p.dir(), rel)
+	if err != nil {
+		return nil, nil, joinReason(errPull, err)
+	}
+	f.cfg.Store.Scan()
+	if b := served(); b != nil {
+		unlock()
+		return b, nil, nil
+	}
+	return nil, unlock, nil
 }
 
 // servedFor returns the served binary if it is known to be the platform
@@ -453,18 +464,11 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 		}
 		return nil
 	}
-	if b := fromMirror(); b != nil {
-		return b, false, nil
-	}
-	unlock, err := f.cfg.Store.Lock(ctx, p.dir(), rel)
-	if err != nil {
-		return nil, false, joinReason(errPull, err)
+	b, unlock, err := f.lockUnlessServed(ctx, p, rel, fromMirror)
+	if b != nil || err != nil {
+		return b, false, err
 	}
 	defer unlock()
-	f.cfg.Store.Scan()
-	if b := fromMirror(); b != nil {
-		return b, false, nil
-	}
 	sumData, err := f.get(ctx, client, base+binstore.SHA256SumSuffix, maxSidecarSize)
 	if err != nil {
 		return nil, true, err
@@ -493,7 +497,7 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 	if err != nil {
 		return nil, true, classify(fmt.Errorf("download %s: %w", base, err))
 	}
-	b, err := staged.Commit(binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
+	b, err = staged.Commit(binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
 	if err != nil {
 		return nil, true, fmt.Errorf("%s: %w", base, err)
 	}

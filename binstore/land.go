@@ -34,16 +34,9 @@ type Staged struct {
 // Stage streams r (at most maxSize bytes) into a temporary file for the
 // release's binary under platform. Memory does not grow with the binary.
 func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*Staged, error) {
-	name, err := BinaryName(release)
+	dir, name, err := s.prepare(platform, release)
 	if err != nil {
 		return nil, err
-	}
-	if !ValidPlatform(platform) {
-		return nil, fmt.Errorf("not a platform directory: %q", platform)
-	}
-	dir := filepath.Join(s.dir, platform)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
 	if err != nil {

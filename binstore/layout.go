@@ -122,16 +122,9 @@ var errLocked = errors.New("locked by another holder")
 // flock(2) locks belong to the open file, so two holders in one process
 // exclude each other as two processes do.
 func (s *Store) tryLock(platform, release string) (func(), error) {
-	name, err := BinaryName(release)
+	dir, name, err := s.prepare(platform, release)
 	if err != nil {
 		return nil, err
-	}
-	if !ValidPlatform(platform) {
-		return nil, fmt.Errorf("not a platform directory: %q", platform)
-	}
-	dir := filepath.Join(s.dir, platform)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "."+name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
@@ -148,4 +141,20 @@ func (s *Store) tryLock(platform, release string) (func(), error) {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	}, nil
+}
+
+// prepare checks a platform and release and creates the platform's
+// directory; it returns the directory and the binary's file name.
+func (s *Store) prepare(platform, release string) (dir, name string, err error) {
+	if name, err = BinaryName(release); err != nil {
+		return "", "", err
+	}
+	if !ValidPlatform(platform) {
+		return "", "", fmt.Errorf("not a platform directory: %q", platform)
+	}
+	dir = filepath.Join(s.dir, platform)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	return dir, name, nil
 }
