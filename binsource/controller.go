@@ -41,9 +41,13 @@ type ControllerConfig struct {
 	Recorder record.EventRecorder
 	// Remedy returns what the user should do about a condition reason, in
 	// the words of whoever wires this controller; "" for none.
-	Remedy  func(reason string) string
-	Log     zerolog.Logger
-	Workers int
+	Remedy func(reason string) string
+	// Resolved, when set, is called with an ObjectStore's key whenever what
+	// its image resolved to changes (see Resolution): the in-place updater
+	// waits on it.
+	Resolved func(key string)
+	Log      zerolog.Logger
+	Workers  int
 }
 
 // Controller makes every ObjectStore's release available in this
@@ -280,13 +284,45 @@ func (c *Controller) report(ctx context.Context, u *unstructured.Unstructured) e
 	return err
 }
 
+// Resolution is what the binary source found for an ObjectStore's image.
+type Resolution struct {
+	Image string
+	// Available is true when the release of Image is in this replica's
+	// store, verified and bound to Image's source.
+	Available bool
+	// Release is the release Image holds (set when Available).
+	Release string
+	// Reason and Message are the BinaryAvailable condition's.
+	Reason, Message string
+}
+
+// Resolution returns what the last sync found for the ObjectStore key;
+// ok is false until its current image has been resolved.
+func (c *Controller) Resolution(key, image string) (r Resolution, ok bool) {
+	c.mu.Lock()
+	o, had := c.outcomes[key]
+	c.mu.Unlock()
+	if !had || o.image != image {
+		return Resolution{}, false
+	}
+	available := o.condition.Status == metav1.ConditionTrue
+	r = Resolution{Image: o.image, Available: available, Reason: o.condition.Reason, Message: o.condition.Message}
+	if available {
+		r.Release = o.release
+	}
+	return r, true
+}
+
 // record keeps an ObjectStore's outcome and reports whether the release it
 // wants changed.
 func (c *Controller) record(key string, o outcome) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	before, had := c.outcomes[key]
 	c.outcomes[key] = o
+	c.mu.Unlock()
+	if c.cfg.Resolved != nil && (!had || before.image != o.image || before.release != o.release || before.condition.Reason != o.condition.Reason) {
+		c.cfg.Resolved(key)
+	}
 	return !had || before.release != o.release
 }
 

@@ -30,6 +30,18 @@ const ObjectStoreLabel = "aistor.min.io/objectstore"
 // holds every referenced certificate.
 const ConditionCertificatesReady = "CertificatesReady"
 
+// ConditionVersionCurrent tells whether every MinIO node runs the release
+// of spec.image.
+const ConditionVersionCurrent = "VersionCurrent"
+
+// UpdatesPausedAnnotation set to "true" on an ObjectStore keeps the
+// operator from starting an update of it; one in flight finishes.
+const UpdatesPausedAnnotation = "aistor.min.io/updates-paused"
+
+// ConfigEnvKey is the key of the configuration Secret that holds MinIO's
+// environment as `export NAME=value` lines.
+const ConfigEnvKey = "config.env"
+
 // ObjectStore is a MinIO object store (tenant).
 type ObjectStore struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -45,6 +57,17 @@ type ObjectStoreSpec struct {
 	// ImagePullSecrets authenticate pulls of Image, as in a PodSpec.
 	ImagePullSecrets []SecretRef  `json:"imagePullSecrets,omitempty"`
 	Certificates     Certificates `json:"certificates,omitempty"`
+	// Configuration names the Secret (key config.env) with MinIO's root
+	// credentials; the operator needs it to ask MinIO to update.
+	Configuration *SecretRef `json:"configuration,omitempty"`
+	Updates       Updates    `json:"updates,omitempty"`
+}
+
+// Updates says how the operator reaches the tenant for in-place updates.
+type Updates struct {
+	// Endpoint is the MinIO admin API's URL; empty means
+	// https://<name>-hl.<namespace>.svc.<cluster-domain>:9000.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // Certificates lists Secrets in the ObjectStore's namespace.
@@ -65,6 +88,22 @@ type SecretRef struct {
 // ObjectStoreStatus is what the operator reports.
 type ObjectStoreStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Release is the MinIO release the nodes run, as they last reported it
+	// (the oldest one while they differ).
+	Release string `json:"release,omitempty"`
+	// Update is the in-place update in flight, recorded before MinIO is
+	// called so that a restarted or new leader never calls twice.
+	Update *UpdateStatus `json:"update,omitempty"`
+}
+
+// UpdateStatus is an in-place update the operator started.
+type UpdateStatus struct {
+	Release string      `json:"release"`
+	Started metav1.Time `json:"started"`
+	// Calls counts ServerUpdateV2 calls made for Release.
+	Calls int `json:"calls"`
+	// LastCall is when the last call was made.
+	LastCall metav1.Time `json:"lastCall"`
 }
 
 // FromUnstructured converts what the dynamic client returns.

@@ -7,6 +7,8 @@ import (
 	"aead.dev/minisign"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/object-store-operator/operator/updates"
 )
 
 // Keys of the platform signing-key Secret.
@@ -57,6 +59,26 @@ func binaryRemedy(reason string) string {
 		return "the image's layers exceed OPERATOR_PULL_MAX_BYTES"
 	case "BinaryTooLarge":
 		return "the binary exceeds OPERATOR_MAX_BINARY_SIZE"
+	}
+	return ""
+}
+
+// updateRemedy attaches what to do to the causes the in-place updater
+// reports, in the user's words.
+func updateRemedy(cause string) string {
+	switch cause {
+	case updates.CauseConfigurationMissing:
+		return "set spec.configuration.name to the Secret whose config.env exports MINIO_ROOT_USER and MINIO_ROOT_PASSWORD (and spec.updates.endpoint if MinIO is not at https://<name>-hl.<namespace>.svc:9000)"
+	case updates.CauseTenantUnreachable:
+		return "check that MinIO's admin API answers at the endpoint and that its certificate is signed by a CA in the ObjectStore's <name>-generated Secret"
+	case updates.CauseOperatorNotTrusted:
+		return "the tenant must trust the upgrade server: mount the <name>-generated Secret's CAs.operator.crt into MinIO's certs/CAs and restart the pods, or give the operator a certificate (OPERATOR_CUSTOM_TLS_SECRET_NAME with ca.crt) for the host in OPERATOR_UPDATE_URL"
+	case updates.CauseInPlaceRefused:
+		return "MinIO's own error is above: MethodNotAllowed means MINIO_UPDATE=off on the tenant; a signature error means MINIO_UPDATE_MINISIGN_PUBKEY on the tenant does not match the key the binary is signed with; \"permission denied\" means the binary's directory is read-only in the image"
+	case updates.CauseNodesNotUpdated:
+		return "check the nodes' logs; OPERATOR_UPDATE_TIMEOUT bounds how long the operator waits"
+	case updates.CauseNodeOffline:
+		return "bring the node back; the update starts when every node is online"
 	}
 	return ""
 }

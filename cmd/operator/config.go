@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/upgradeserver"
 )
 
 // minioReleaseKey is the key MinIO signs its releases with, the one its
@@ -72,6 +74,8 @@ type config struct {
 	insecureRegs    []string
 	pullTimeout     time.Duration
 	pullMaxBytes    int64
+	updateURL       string
+	updateTimeout   time.Duration
 }
 
 type rawConfig struct {
@@ -92,6 +96,7 @@ type rawConfig struct {
 	maxBinarySize, platforms                          string
 	minisignKeys, signingKey, insecureRegs            string
 	pullTimeout, pullMaxBytes                         string
+	updateURL, updateTimeout                          string
 }
 
 func (r *rawConfig) settings() []setting {
@@ -133,6 +138,8 @@ func (r *rawConfig) settings() []setting {
 		{"insecure-registries", "OPERATOR_INSECURE_REGISTRIES", "", "comma-separated registry hosts (host[:port]) reached over plain HTTP; every other registry over HTTPS only", &r.insecureRegs},
 		{"pull-timeout", "OPERATOR_PULL_TIMEOUT", "10m", "deadline of one image pull or mirror download", &r.pullTimeout},
 		{"pull-max-bytes", "OPERATOR_PULL_MAX_BYTES", "4Gi", "most bytes one pull reads from a registry, compressed and uncompressed alike (Kubernetes quantity)", &r.pullMaxBytes},
+		{"update-url", "OPERATOR_UPDATE_URL", "", "base URL (up to /webhook/v1/update) MinIO pods fetch in-place updates from; empty: https://<service>.<namespace>.svc.<cluster-domain>:<upgrade port>/webhook/v1/update", &r.updateURL},
+		{"update-timeout", "OPERATOR_UPDATE_TIMEOUT", "10m", "how long an in-place update may take, from the call until every node runs the release, before the operator rolls the StatefulSets instead", &r.updateTimeout},
 	}
 }
 
@@ -200,6 +207,7 @@ func (r *rawConfig) resolve() (config, error) {
 		{"OPERATOR_LEASE_RETRY_PERIOD", r.retryPeriod, &c.retryPeriod, 100 * time.Millisecond},
 		{"OPERATOR_RESYNC_PERIOD", r.resync, &c.resync, time.Second},
 		{"OPERATOR_PULL_TIMEOUT", r.pullTimeout, &c.pullTimeout, time.Second},
+		{"OPERATOR_UPDATE_TIMEOUT", r.updateTimeout, &c.updateTimeout, time.Second},
 	} {
 		v, err := time.ParseDuration(d.raw)
 		if err != nil || v < d.min {
@@ -241,6 +249,13 @@ func (r *rawConfig) resolve() (config, error) {
 		errs = append(errs, fmt.Errorf("OPERATOR_MINISIGN_PUBKEYS: %w", err))
 	}
 	c.signingKey = r.signingKey
+	c.updateURL = strings.TrimSuffix(r.updateURL, "/")
+	if r.updateURL != "" {
+		if u, err := url.Parse(r.updateURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
+			!strings.HasSuffix(c.updateURL, "/webhook/v1/update") {
+			errs = append(errs, fmt.Errorf("OPERATOR_UPDATE_URL: %q is not an http(s) URL ending in /webhook/v1/update", r.updateURL))
+		}
+	}
 	for _, host := range strings.Split(r.insecureRegs, ",") {
 		if host = strings.TrimSpace(host); host != "" {
 			c.insecureRegs = append(c.insecureRegs, host)
@@ -314,4 +329,22 @@ func (c config) mode() mode {
 func (c config) dnsNames() []string {
 	svc := c.serviceName + "." + c.namespace + ".svc"
 	return []string{svc, c.serviceName, c.serviceName + "." + c.namespace, svc + "." + c.clusterDomain}
+}
+
+// podUpdateURL is the upgrade server's base URL as MinIO pods reach it:
+// OPERATOR_UPDATE_URL, else the Service's cluster name on the upgrade port.
+func (c config) podUpdateURL() string {
+	if c.updateURL != "" {
+		return c.updateURL
+	}
+	scheme := "https"
+	if c.mode() == modePlainHTTP {
+		scheme = "http"
+	}
+	_, port, err := net.SplitHostPort(c.upgradeAddress)
+	if err != nil || port == "" {
+		port = "4221"
+	}
+	host := c.serviceName + "." + c.namespace + ".svc." + c.clusterDomain
+	return scheme + "://" + net.JoinHostPort(host, port) + upgradeserver.UpdatePath
 }

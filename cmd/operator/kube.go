@@ -27,6 +27,7 @@ import (
 	"github.com/object-store-operator/operator/health"
 	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/trust"
+	"github.com/object-store-operator/operator/updates"
 )
 
 // kube holds the clients and the operator-namespace informers shared by
@@ -84,6 +85,7 @@ type leaderWork struct {
 	recorder   record.EventRecorder
 	operatorCA mountsecret.CABundleSource
 	metrics    *mountsecret.Metrics
+	updates    *updates.Controller
 }
 
 // startKubernetesParts starts on every replica the trust pool and the
@@ -125,6 +127,21 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep,
 		Recorder: w.recorder, Remedy: binaryRemedy, Log: log,
+		// The updater waits for the store; it is built next, before
+		// anything runs.
+		Resolved: func(key string) { w.updates.Resolved(key) },
+	})
+	if err != nil {
+		return err
+	}
+	var serving updates.ServingCertificate
+	if cert != nil {
+		serving = cert
+	}
+	w.updates, err = updates.New(updates.Config{
+		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Binaries: w.binaries, Store: store, Serving: serving,
+		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, Timeout: cfg.updateTimeout,
+		Recorder: w.recorder, Remedy: updateRemedy, Registerer: reg, Log: log,
 	})
 	if err != nil {
 		return err
@@ -134,6 +151,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	go stores.Run(ctx.Done())
 	g.Go(func() error { return pool.Run(ctx) })
 	g.Go(func() error { return w.binaries.Run(ctx) })
+	g.Go(func() error { return w.updates.Run(ctx) })
 	g.Go(func() error {
 		defer broadcaster.Shutdown()
 		return runAsLeader(ctx, cfg, k.client, log, w.term)
@@ -178,6 +196,7 @@ func (w *leaderWork) term(ctx context.Context) error {
 	go stores.Run(ctx.Done())
 	g.Go(func() error { return mount.Run(ctx) })
 	g.Go(func() error { return w.binaries.Lead(ctx) })
+	g.Go(func() error { return w.updates.Lead(ctx) })
 	return g.Wait()
 }
 

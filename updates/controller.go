@@ -1,0 +1,609 @@
+// Package updates drives MinIO's in-place update. When an ObjectStore's
+// image holds a newer release than its nodes run, and the binary source
+// has that release in the store (verified and signed), the controller asks
+// MinIO's admin API (ServerUpdateV2, what `mc admin update` calls) to fetch
+// it from the upgrade server, checks that every node reports it, and sets
+// the StatefulSets' image so pods that restart later keep it. Whatever
+// fails, it falls back to a rolling update through the StatefulSets and
+// says why in the VersionCurrent condition.
+//
+// The update in flight is recorded in the ObjectStore's status before
+// MinIO is called, so an operator restart or a new leader sees it through
+// without calling again.
+package updates
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minio/madmin-go/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/binsource"
+	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/internal/controller"
+)
+
+// Binaries tells what an ObjectStore's image resolved to in the store.
+type Binaries interface {
+	Resolution(key, image string) (binsource.Resolution, bool)
+}
+
+// Catalog is the store's current verified index.
+type Catalog interface {
+	Current() *binstore.Snapshot
+}
+
+// ServingCertificate is the upgrade server's current certificate.
+type ServingCertificate interface {
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
+// Config configures the controller.
+type Config struct {
+	// Kube reads the tenants' configuration and generated Secrets when
+	// needed (nothing caches Secrets for this controller) and patches
+	// StatefulSets.
+	Kube         kubernetes.Interface
+	Dynamic      dynamic.Interface
+	ObjectStores cache.SharedIndexInformer
+	Binaries     Binaries
+	Store        Catalog
+	// Serving is nil when the upgrade server speaks plain HTTP.
+	Serving ServingCertificate
+	// UpdateURL is the upgrade server's base URL as pods reach it, up to
+	// and including /webhook/v1/update.
+	UpdateURL     string
+	ClusterDomain string
+	// Timeout bounds an update: from the first call until every node
+	// reports the new release. Past it the controller rolls instead.
+	Timeout time.Duration
+	// Poll is how often an update in flight is looked at.
+	Poll     time.Duration
+	Recorder record.EventRecorder
+	// Remedy returns what the user should do about a cause (Cause*), in
+	// the words of whoever wires this controller; "" for none.
+	Remedy     func(cause string) string
+	Registerer prometheus.Registerer
+	Clock      clock.PassiveClock
+	Log        zerolog.Logger
+	Workers    int
+}
+
+// Controller keeps every ObjectStore's nodes on the release of its image.
+// It runs on every replica; only the leader (see Lead) calls MinIO and
+// writes.
+type Controller struct {
+	cfg     Config
+	log     zerolog.Logger
+	stores  cache.Indexer
+	synced  cache.InformerSynced
+	queue   workqueue.TypedRateLimitingInterface[string]
+	metrics *metrics
+	status  *statusWriter
+
+	mu   sync.Mutex
+	term context.Context // the leadership term; nil while following
+}
+
+// New wires event handlers; call Run to work and Lead while leading.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 2 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Remedy == nil {
+		cfg.Remedy = func(string) string { return "" }
+	}
+	if _, err := url.Parse(cfg.UpdateURL); err != nil || cfg.UpdateURL == "" {
+		return nil, fmt.Errorf("updates: update URL %q: %v", cfg.UpdateURL, err)
+	}
+	c := &Controller{
+		cfg:    cfg,
+		log:    cfg.Log.With().Str("component", "updates").Logger(),
+		stores: cfg.ObjectStores.GetIndexer(),
+		synced: cfg.ObjectStores.HasSynced,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "updates"}),
+		metrics: newMetrics(cfg.Registerer),
+		status:  &statusWriter{client: cfg.Dynamic, recorder: cfg.Recorder, clock: cfg.Clock},
+	}
+	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueue,
+		UpdateFunc: func(old, obj any) {
+			o, n := old.(*unstructured.Unstructured), obj.(*unstructured.Unstructured)
+			// Spec changes, the pause annotation and resyncs; not our own
+			// status writes.
+			if o.GetGeneration() != n.GetGeneration() || o.GetResourceVersion() == n.GetResourceVersion() ||
+				o.GetAnnotations()[v1.UpdatesPausedAnnotation] != n.GetAnnotations()[v1.UpdatesPausedAnnotation] {
+				c.enqueue(obj)
+			}
+		},
+		DeleteFunc: c.enqueue,
+	}); err != nil {
+		return nil, fmt.Errorf("updates ObjectStore handler: %w", err)
+	}
+	return c, nil
+}
+
+func (c *Controller) enqueue(obj any) { controller.EnqueueObject(c.queue, obj) }
+
+// Resolved queues the ObjectStore key: its image's release changed in the
+// store (binsource's Resolved hook).
+func (c *Controller) Resolved(key string) { c.queue.Add(key) }
+
+// Run works until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
+		return errors.New("updates: informers did not sync")
+	}
+	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, func(key string, err error) {
+		c.log.Error().Str("objectstore", key).Str("reason", causeOf(err)).Err(err).Msg("update sync failed; retrying")
+	})
+	return nil
+}
+
+// Lead makes this controller act until ctx (the leadership term) ends.
+// A sync in flight when the term ends is cancelled with it.
+func (c *Controller) Lead(ctx context.Context) error {
+	c.mu.Lock()
+	c.term = ctx
+	c.mu.Unlock()
+	for _, key := range c.stores.ListKeys() {
+		c.queue.Add(key)
+	}
+	<-ctx.Done()
+	c.mu.Lock()
+	c.term = nil
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Controller) leading() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.term
+}
+
+// node is one MinIO server as its admin API reports it.
+type node struct {
+	endpoint string // host:port
+	online   bool
+	release  string
+}
+
+// sync brings the ObjectStore's nodes to the release of its image, in
+// place when it can, through its StatefulSets when it cannot.
+func (c *Controller) sync(_ context.Context, key string) error {
+	ctx := c.leading()
+	if ctx == nil {
+		return nil
+	}
+	obj, exists, err := c.stores.GetByKey(key)
+	if err != nil {
+		return fmt.Errorf("get ObjectStore %s: %w", key, err)
+	}
+	if !exists {
+		return nil
+	}
+	u := obj.(*unstructured.Unstructured)
+	store, err := v1.FromUnstructured(u)
+	if err != nil || store.Spec.Image == "" {
+		return nil // binsource reports what does not convert
+	}
+	s := &syncState{c: c, u: u, store: store, key: key, now: c.cfg.Clock.Now(), log: c.log.With().Str("objectstore", key).Logger()}
+	s.have, s.want = statusOf(store), statusOf(store)
+	return s.run(ctx)
+}
+
+// syncState is one sync of one ObjectStore.
+type syncState struct {
+	c     *Controller
+	u     *unstructured.Unstructured
+	store *v1.ObjectStore
+	key   string
+	now   time.Time
+	log   zerolog.Logger
+	have  status // what the ObjectStore's status holds
+	want  status // what it should become
+
+	tenant *tenant
+	nodes  []node
+}
+
+func (s *syncState) run(ctx context.Context) error {
+	c, store := s.c, s.store
+	res, resolved := c.cfg.Binaries.Resolution(s.key, store.Spec.Image)
+	var reach error
+	if s.tenant, reach = c.loadTenant(ctx, store); reach == nil {
+		s.nodes, reach = c.serverInfo(ctx, s.tenant)
+	}
+	if reach == nil {
+		s.want.release = oldest(s.nodes)
+	}
+	inflight := store.Status.Update
+	paused := store.Annotations[v1.UpdatesPausedAnnotation] == "true"
+
+	switch {
+	case inflight != nil:
+		return s.follow(ctx, inflight, reach)
+	case reach != nil && causeOf(reach) == "":
+		// A transient API error (not a typed cause): retry with backoff.
+		return reach
+	case resolved && res.Available && reach == nil && allOn(s.nodes, res.Release):
+		return s.current(ctx, res.Release, paused)
+	case paused:
+		msg := "updates are paused by the annotation " + v1.UpdatesPausedAnnotation + `: "true"`
+		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdatesPaused, msg, 0)
+	case !resolved:
+		// The binary source is still resolving the image; it calls
+		// Resolved when done.
+		return s.finish(ctx, metav1.ConditionFalse, ReasonWaitingForBinary,
+			fmt.Sprintf("waiting for the release of %s to be resolved into the upgrade store", store.Spec.Image), 0)
+	case !res.Available:
+		return s.rollBack(ctx, newError(CauseBinaryUnavailable,
+			fmt.Errorf("the release of %s is not in the upgrade store (BinaryAvailable: %s: %s)", store.Spec.Image, res.Reason, res.Message)))
+	case reach != nil:
+		return s.rollBack(ctx, reach)
+	}
+	return s.start(ctx, res.Release)
+}
+
+// current: every node runs the wanted release. The StatefulSets follow,
+// so pods that restart later keep it.
+func (s *syncState) current(ctx context.Context, release string, paused bool) error {
+	if _, err := s.c.setImage(ctx, s.store); err != nil {
+		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdateFailed, err.Error(), 0)
+	}
+	reason, msg := ReasonCurrent, fmt.Sprintf("every node runs %s, the release of %s", release, s.store.Spec.Image)
+	switch prev := s.want.condition(); {
+	case paused:
+		reason = ReasonUpdatesPaused
+		msg += "; updates are paused by the annotation " + v1.UpdatesPausedAnnotation
+	case prev != nil && (prev.Reason == ReasonUpdatedInPlace || prev.Reason == ReasonRollingUpdate):
+		reason = prev.Reason
+	}
+	return s.finish(ctx, metav1.ConditionTrue, reason, msg, 0)
+}
+
+// start begins an update to release: in place when MinIO can take it, else
+// by rolling.
+func (s *syncState) start(ctx context.Context, release string) error {
+	want, err := releaseTime(release)
+	if err != nil {
+		return s.rollBack(ctx, newError(CauseBinaryUnavailable, err))
+	}
+	var old, newer, offline []string
+	for _, n := range s.nodes {
+		t, err := releaseTime(n.release)
+		switch {
+		case !n.online:
+			offline = append(offline, n.endpoint)
+		case err != nil || t.Before(want):
+			old = append(old, n.endpoint)
+		case t.After(want):
+			newer = append(newer, n.endpoint+" ("+n.release+")")
+		}
+	}
+	if len(newer) > 0 {
+		return s.rollBack(ctx, errorf(CauseDowngrade, "nodes %s run a newer release than %s; MinIO updates in place only forward",
+			strings.Join(newer, ", "), release))
+	}
+	if len(offline) > 0 {
+		// An update now would leave these nodes behind; wait for them.
+		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdateFailed,
+			s.withRemedy(errorf(CauseNodeOffline, "nodes %s are offline; the update to %s starts when every node is online",
+				strings.Join(offline, ", "), release)), s.c.cfg.Poll*5)
+	}
+	updateURL, err := s.c.updateURL(release)
+	if err != nil {
+		return s.rollBack(ctx, newError(CauseBinaryUnavailable, err))
+	}
+	if err := s.c.preflight(s.tenant.roots, updateURL, s.now); err != nil {
+		return s.rollBack(ctx, err)
+	}
+	s.want.update = &v1.UpdateStatus{Release: release, Started: metav1.NewTime(s.now)}
+	return s.call(ctx, updateURL, "")
+}
+
+// call records the call in the status (before making it), asks MinIO to
+// update through host ("" for the tenant's endpoint) and reads the answer.
+func (s *syncState) call(ctx context.Context, updateURL, host string) error {
+	up := *s.want.update
+	up.Calls++
+	up.LastCall = metav1.NewTime(s.now)
+	s.want.update = &up
+	msg := fmt.Sprintf("asked MinIO to update to %s from %s", up.Release, updateURL)
+	if err := s.write(ctx, metav1.ConditionFalse, ReasonUpdatingInPlace, msg); err != nil {
+		return err // nothing was called
+	}
+	s.log.Info().Str("release", up.Release).Str("url", updateURL).Str("node", host).Int("call", up.Calls).
+		Msg("updating MinIO in place")
+	adm, tr, err := s.tenant.admin(host)
+	if err != nil {
+		return s.rollBack(ctx, newError(CauseTenantUnreachable, err))
+	}
+	defer tr.CloseIdleConnections()
+	callCtx, cancel := context.WithTimeout(ctx, s.c.cfg.Timeout)
+	defer cancel()
+	result, err := adm.ServerUpdateV2(callCtx, madmin.ServerUpdateOpts{UpdateURL: updateURL})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // leadership ended; the next leader follows the recorded update
+		}
+		return s.rollBack(ctx, errorf(CauseInPlaceRefused, "MinIO refused the in-place update to %s: %s", up.Release, describeAdminError(err)))
+	}
+	var failed []string
+	updated := 0
+	for _, r := range result.Results {
+		switch {
+		case r.Err == "":
+			updated++
+		case strings.Contains(r.Err, "running the latest version"):
+			// A node that already runs the release (a retry).
+		default:
+			failed = append(failed, fmt.Sprintf("node %s: %s", r.Host, r.Err))
+		}
+	}
+	sort.Strings(failed)
+	if len(failed) > 0 && updated == 0 {
+		return s.rollBack(ctx, errorf(CauseInPlaceRefused, "MinIO could not update in place to %s: %s", up.Release, strings.Join(failed, "; ")))
+	}
+	if len(failed) > 0 {
+		s.log.Warn().Str("release", up.Release).Strs("failed", failed).Msg("some nodes did not update; the rest restart on the new release")
+	}
+	s.c.queue.AddAfter(s.key, s.c.cfg.Poll)
+	return nil
+}
+
+// maxCalls is how many update calls one release gets: the first, and one
+// aimed at a node left behind while others updated (MinIO can fail some
+// nodes of a distributed update with "Updated file has wrong checksum").
+const maxCalls = 2
+
+// settle is how long nodes get after a call to restart on the new release
+// before the ones left behind are called again.
+const settle = 10 * time.Second
+
+// follow sees an update in flight through: done when every node reports
+// it, called once more for nodes left behind, rolled back past the
+// timeout. It never calls while a call may still be running.
+func (s *syncState) follow(ctx context.Context, up *v1.UpdateStatus, reach error) error {
+	elapsed := s.now.Sub(up.Started.Time)
+	if reach == nil && allOn(s.nodes, up.Release) && up.Release == s.wantedRelease() {
+		s.want.update = nil
+		s.c.metrics.observe(outcomeInPlace, elapsed)
+		s.log.Info().Str("release", up.Release).Dur("took", elapsed).Msg("every node runs the new release; updated in place")
+		if _, err := s.c.setImage(ctx, s.store); err != nil {
+			return s.finish(ctx, metav1.ConditionFalse, ReasonUpdateFailed, err.Error(), 0)
+		}
+		return s.finish(ctx, metav1.ConditionTrue, ReasonUpdatedInPlace,
+			fmt.Sprintf("every node runs %s, the release of %s, updated in place in %s", up.Release, s.store.Spec.Image, elapsed.Round(time.Second)), 0)
+	}
+	if up.Release != s.wantedRelease() {
+		// spec.image changed under the update: let the next sync start over.
+		s.want.update = nil
+		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdatingInPlace,
+			fmt.Sprintf("the image changed while updating to %s; starting over", up.Release), s.c.cfg.Poll)
+	}
+	if elapsed > s.c.cfg.Timeout {
+		behind := "the admin API did not answer: " + errString(reach)
+		if reach == nil {
+			behind = "nodes still on another release: " + strings.Join(s.behind(up.Release), ", ")
+		}
+		return s.rollBack(ctx, errorf(CauseNodesNotUpdated, "the in-place update to %s did not complete in %s (%s)",
+			up.Release, s.c.cfg.Timeout, behind))
+	}
+	if reach == nil && s.now.Sub(up.LastCall.Time) > settle && up.Calls < maxCalls {
+		if behind := s.behind(up.Release); len(behind) > 0 && len(behind) < len(s.nodes) && allOnline(s.nodes) {
+			// Mixed releases: ask a node left behind, which pushes the
+			// binary to the other nodes left behind.
+			updateURL, err := s.c.updateURL(up.Release)
+			if err != nil {
+				return s.rollBack(ctx, newError(CauseBinaryUnavailable, err))
+			}
+			s.log.Warn().Str("release", up.Release).Strs("behind", behind).Msg("nodes run different releases; updating the ones left behind")
+			return s.call(ctx, updateURL, behind[0])
+		}
+	}
+	return s.finish(ctx, metav1.ConditionFalse, ReasonUpdatingInPlace,
+		fmt.Sprintf("updating to %s in place (%d call(s) made; nodes not on it yet: %s)", up.Release, up.Calls, strings.Join(s.behind(up.Release), ", ")), s.c.cfg.Poll)
+}
+
+// rollBack falls back to a rolling update: the StatefulSets get spec.image
+// and the statefulset controller replaces the pods. why is said in the
+// condition and an Event.
+func (s *syncState) rollBack(ctx context.Context, why error) error {
+	var took time.Duration
+	if up := s.store.Status.Update; up != nil {
+		took = s.now.Sub(up.Started.Time)
+	}
+	s.want.update = nil
+	msg := s.withRemedy(why)
+	if paused := s.store.Annotations[v1.UpdatesPausedAnnotation] == "true"; paused && s.store.Status.Update == nil {
+		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdatesPaused, msg+"; updates are paused by the annotation "+v1.UpdatesPausedAnnotation, 0)
+	}
+	rolled, err := s.c.rollImage(ctx, s.store)
+	if err != nil {
+		s.c.metrics.observe(outcomeFailed, took)
+		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdateFailed, msg+"; the rolling update failed too: "+err.Error(), 0)
+	}
+	if len(rolled) > 0 || took > 0 {
+		s.c.metrics.observe(outcomeRolling, took)
+	}
+	if len(rolled) > 0 {
+		s.log.Warn().Str("reason", causeOf(why)).Strs("statefulsets", rolled).Str("image", s.store.Spec.Image).Err(why).
+			Msg("falling back to a rolling update")
+		msg = fmt.Sprintf("rolling update to %s (StatefulSets %s): %s", s.store.Spec.Image, strings.Join(rolled, ", "), msg)
+	} else {
+		msg = fmt.Sprintf("rolling update to %s: %s", s.store.Spec.Image, msg)
+	}
+	return s.finish(ctx, metav1.ConditionFalse, ReasonRollingUpdate, msg, s.c.cfg.Poll*5)
+}
+
+func (s *syncState) withRemedy(err error) string {
+	msg := err.Error()
+	if r := s.c.cfg.Remedy(causeOf(err)); r != "" {
+		msg += ". " + r
+	}
+	return msg
+}
+
+// finish writes the status when it changed and requeues after again (0:
+// no requeue).
+func (s *syncState) finish(ctx context.Context, st metav1.ConditionStatus, reason, msg string, again time.Duration) error {
+	if err := s.write(ctx, st, reason, msg); err != nil {
+		return err
+	}
+	if again > 0 {
+		s.c.queue.AddAfter(s.key, again)
+	}
+	return nil
+}
+
+func (s *syncState) write(ctx context.Context, st metav1.ConditionStatus, reason, msg string) error {
+	s.want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: msg})
+	return s.c.status.write(ctx, s.u, &s.have, s.want)
+}
+
+// wantedRelease is the release of spec.image when the store has it.
+func (s *syncState) wantedRelease() string {
+	res, ok := s.c.cfg.Binaries.Resolution(s.key, s.store.Spec.Image)
+	if !ok || !res.Available {
+		return ""
+	}
+	return res.Release
+}
+
+// behind lists the nodes not on release.
+func (s *syncState) behind(release string) []string {
+	var out []string
+	for _, n := range s.nodes {
+		if n.release != release {
+			out = append(out, n.endpoint)
+		}
+	}
+	return out
+}
+
+// updateURL is the .sha256sum URL MinIO is given: the top-level release
+// when the store has one, else linux-amd64's.
+func (c *Controller) updateURL(release string) (string, error) {
+	name, err := binstore.BinaryName(release)
+	if err != nil {
+		return "", err
+	}
+	snap := c.cfg.Store.Current()
+	base := strings.TrimSuffix(c.cfg.UpdateURL, "/")
+	switch {
+	case snap.Binary("", release) != nil:
+		return base + "/" + name + binstore.SHA256SumSuffix, nil
+	case snap.Binary(binstore.PlatformDir("linux", "amd64"), release) != nil:
+		return base + "/" + binstore.PlatformDir("linux", "amd64") + "/" + name + binstore.SHA256SumSuffix, nil
+	}
+	return "", fmt.Errorf("%s is not in this replica's store for linux/amd64", name)
+}
+
+// serverInfo asks the tenant which release each node runs.
+func (c *Controller) serverInfo(ctx context.Context, t *tenant) ([]node, error) {
+	adm, tr, err := t.admin("")
+	if err != nil {
+		return nil, newError(CauseTenantUnreachable, err)
+	}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	info, err := adm.ServerInfo(ctx)
+	if err != nil {
+		return nil, errorf(CauseTenantUnreachable, "MinIO admin API at %s: %s", t.endpoint.Redacted(), describeAdminError(err))
+	}
+	if len(info.Servers) == 0 {
+		return nil, errorf(CauseTenantUnreachable, "MinIO admin API at %s reported no servers", t.endpoint.Redacted())
+	}
+	nodes := make([]node, 0, len(info.Servers))
+	for _, srv := range info.Servers {
+		n := node{endpoint: srv.Endpoint, online: srv.State == string(madmin.ItemOnline)}
+		if n.online {
+			if n.release, err = releaseOfVersion(srv.Version); err != nil {
+				n.release = srv.Version
+			}
+		}
+		nodes = append(nodes, n)
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].endpoint < nodes[j].endpoint })
+	return nodes, nil
+}
+
+// describeAdminError gives MinIO's own error text where there is one.
+func describeAdminError(err error) string {
+	if e := madmin.ToErrorResponse(err); e.Code != "" {
+		return fmt.Sprintf("%s: %s", e.Code, e.Message)
+	}
+	return err.Error()
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func allOn(nodes []node, release string) bool {
+	if len(nodes) == 0 || release == "" {
+		return false
+	}
+	for _, n := range nodes {
+		if !n.online || n.release != release {
+			return false
+		}
+	}
+	return true
+}
+
+func allOnline(nodes []node) bool {
+	return !slices.ContainsFunc(nodes, func(n node) bool { return !n.online })
+}
+
+// oldest is the oldest release the online nodes run ("" when none is known).
+func oldest(nodes []node) string {
+	var out string
+	var at time.Time
+	for _, n := range nodes {
+		t, err := releaseTime(n.release)
+		if err != nil {
+			continue
+		}
+		if out == "" || t.Before(at) {
+			out, at = n.release, t
+		}
+	}
+	return out
+}

@@ -1,0 +1,79 @@
+package updates
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Reasons of the VersionCurrent condition.
+const (
+	// ReasonCurrent: every node runs the release of spec.image.
+	ReasonCurrent = "Current"
+	// ReasonUpdatingInPlace: MinIO was asked to update itself.
+	ReasonUpdatingInPlace = "UpdatingInPlace"
+	// ReasonUpdatedInPlace: every node runs the new release after an
+	// in-place update.
+	ReasonUpdatedInPlace = "UpdatedInPlace"
+	// ReasonRollingUpdate: the StatefulSets got the new image; their pods
+	// are replaced by the statefulset controller.
+	ReasonRollingUpdate = "RollingUpdate"
+	// ReasonUpdateFailed: neither path could be taken.
+	ReasonUpdateFailed = "UpdateFailed"
+	// ReasonUpdatesPaused: the ObjectStore carries the pause annotation.
+	ReasonUpdatesPaused = "UpdatesPaused"
+	// ReasonConfigurationMissing: the operator cannot reach the tenant's
+	// admin API for lack of credentials or an endpoint.
+	ReasonConfigurationMissing = "ConfigurationMissing"
+	// ReasonTenantUnreachable: the admin API did not answer.
+	ReasonTenantUnreachable = "TenantUnreachable"
+	// ReasonWaitingForBinary: the release of spec.image is still being
+	// pulled into the store.
+	ReasonWaitingForBinary = "WaitingForBinary"
+)
+
+// Causes of a fallback to a rolling update, or of a condition that is not
+// True, for whoever wires the controller to attach a remedy to (see
+// Config.Remedy).
+const (
+	CauseConfigurationMissing = "ConfigurationMissing"
+	CauseTenantUnreachable    = "TenantUnreachable"
+	// CauseOperatorNotTrusted: the tenant's CAs do not verify the upgrade
+	// server's certificate for the update URL's host.
+	CauseOperatorNotTrusted = "OperatorNotTrusted"
+	// CauseInPlaceRefused: MinIO answered the update call with an error
+	// (MethodNotAllowed when MINIO_UPDATE=off, a signature it refuses, a
+	// binary it cannot write).
+	CauseInPlaceRefused = "InPlaceRefused"
+	// CauseNodesNotUpdated: nodes still ran the old release when the
+	// update's time ran out.
+	CauseNodesNotUpdated = "NodesNotUpdated"
+	// CauseBinaryUnavailable: the release of spec.image is not in the store.
+	CauseBinaryUnavailable = "BinaryUnavailable"
+	// CauseDowngrade: MinIO updates in place only to a newer release.
+	CauseDowngrade   = "Downgrade"
+	CauseNodeOffline = "NodeOffline"
+)
+
+// Error is a failure with the cause it is reported under.
+type Error struct {
+	Cause string
+	Err   error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func newError(cause string, err error) *Error { return &Error{Cause: cause, Err: err} }
+
+func errorf(cause, format string, args ...any) *Error {
+	return &Error{Cause: cause, Err: fmt.Errorf(format, args...)}
+}
+
+// causeOf returns err's cause, "" for an untyped error.
+func causeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Cause
+	}
+	return ""
+}

@@ -1,0 +1,80 @@
+package updates
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+// containerName is the container of a tenant's pods that runs MinIO.
+const containerName = "minio"
+
+// setImage gives the minio container of every StatefulSet of the store
+// spec.image, where it differs, and returns the ones it changed. What
+// happens to running pods is the StatefulSet's update strategy's call.
+func (c *Controller) setImage(ctx context.Context, store *v1.ObjectStore) ([]string, error) {
+	sets, err := c.cfg.Kube.AppsV1().StatefulSets(store.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: store.Name}).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list StatefulSets of ObjectStore %s/%s: %w", store.Namespace, store.Name, err)
+	}
+	var changed []string
+	for i := range sets.Items {
+		s := &sets.Items[i]
+		current, ok := minioImage(s)
+		if !ok {
+			return changed, fmt.Errorf("StatefulSet %s/%s has no container named %q", s.Namespace, s.Name, containerName)
+		}
+		if current == store.Spec.Image {
+			continue
+		}
+		// A strategic merge patch merges containers by name: only the
+		// image of the minio container changes.
+		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"containers": []map[string]any{{"name": containerName, "image": store.Spec.Image}},
+		}}}})
+		if err != nil {
+			return changed, err
+		}
+		if _, err := c.cfg.Kube.AppsV1().StatefulSets(s.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return changed, fmt.Errorf("set the image of StatefulSet %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		changed = append(changed, s.Name)
+	}
+	return changed, nil
+}
+
+// rollImage is setImage for a rolling update: a store without StatefulSets
+// cannot be rolled.
+func (c *Controller) rollImage(ctx context.Context, store *v1.ObjectStore) ([]string, error) {
+	sets, err := c.setImage(ctx, store)
+	if err != nil {
+		return sets, err
+	}
+	if len(sets) == 0 {
+		list, err := c.cfg.Kube.AppsV1().StatefulSets(store.Namespace).List(ctx, metav1.ListOptions{
+			LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: store.Name}).String(), Limit: 1,
+		})
+		if err == nil && len(list.Items) == 0 {
+			return nil, fmt.Errorf("no StatefulSet in namespace %s is labelled %s=%s", store.Namespace, v1.ObjectStoreLabel, store.Name)
+		}
+	}
+	return sets, nil
+}
+
+func minioImage(s *appsv1.StatefulSet) (string, bool) {
+	for _, c := range s.Spec.Template.Spec.Containers {
+		if c.Name == containerName {
+			return c.Image, true
+		}
+	}
+	return "", false
+}

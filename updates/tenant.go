@@ -1,0 +1,174 @@
+package updates
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/minio/madmin-go/v3"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+// maxAdminResponse bounds what the operator reads from a tenant's admin
+// API: server info for hundreds of nodes fits many times over, and a
+// hostile endpoint cannot make the operator buffer more.
+const maxAdminResponse = 8 << 20
+
+// tenant is how the operator reaches one ObjectStore's MinIO.
+type tenant struct {
+	endpoint *url.URL
+	user     string
+	password string
+	// roots are the CAs of the tenant's generated Secret: what MinIO
+	// trusts, and what the operator trusts MinIO's certificate with.
+	roots *x509.CertPool
+}
+
+// loadTenant reads the ObjectStore's credentials and CAs. Its errors carry
+// a typed reason (ReasonOf).
+func (c *Controller) loadTenant(ctx context.Context, store *v1.ObjectStore) (*tenant, error) {
+	if store.Spec.Configuration == nil || store.Spec.Configuration.Name == "" {
+		return nil, newError(CauseConfigurationMissing, errors.New("spec.configuration is not set: the operator needs MinIO's root credentials (Secret key config.env) to ask it to update"))
+	}
+	endpoint := store.Spec.Updates.Endpoint
+	if endpoint == "" {
+		endpoint = fmt.Sprintf("https://%s-hl.%s.svc.%s:9000", store.Name, store.Namespace, c.cfg.ClusterDomain)
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, newError(CauseConfigurationMissing, fmt.Errorf("spec.updates.endpoint %q is not an http(s) URL", endpoint))
+	}
+	name := store.Spec.Configuration.Name
+	secret, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, newError(CauseConfigurationMissing, fmt.Errorf("configuration Secret %s not found in namespace %s", name, store.Namespace))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get configuration Secret %s/%s: %w", store.Namespace, name, err)
+	}
+	user, password, err := parseConfigEnv(secret.Data[v1.ConfigEnvKey])
+	if err != nil {
+		return nil, newError(CauseConfigurationMissing, fmt.Errorf("configuration Secret %s/%s key %s: %w", store.Namespace, name, v1.ConfigEnvKey, err))
+	}
+	roots, err := c.tenantCAs(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	return &tenant{endpoint: u, user: user, password: password, roots: roots}, nil
+}
+
+// tenantCAs returns the CAs of the ObjectStore's generated Secret, which is
+// what its MinIO trusts (its certs/CAs directory).
+func (c *Controller) tenantCAs(ctx context.Context, store *v1.ObjectStore) (*x509.CertPool, error) {
+	name := v1.GeneratedSecretName(store.Name)
+	secret, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return x509.NewCertPool(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get generated Secret %s/%s: %w", store.Namespace, name, err)
+	}
+	return caPool(secret), nil
+}
+
+// caPool collects every certificate under the generated Secret's CAs.*
+// keys.
+func caPool(secret *corev1.Secret) *x509.CertPool {
+	pool := x509.NewCertPool()
+	for k, v := range secret.Data {
+		if strings.HasPrefix(k, "CAs.") {
+			pool.AppendCertsFromPEM(v)
+		}
+	}
+	return pool
+}
+
+// parseConfigEnv reads MINIO_ROOT_USER and MINIO_ROOT_PASSWORD from the
+// `export NAME=value` lines MinIO's operator writes, values quoted or not.
+func parseConfigEnv(data []byte) (user, password string, err error) {
+	if len(data) == 0 {
+		return "", "", errors.New("missing or empty")
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		line = strings.TrimSpace(strings.TrimPrefix(line, "export "))
+		name, value, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		value = strings.TrimSpace(value)
+		if len(value) >= 2 && (value[0] == '"' || value[0] == '\'') && value[len(value)-1] == value[0] {
+			value = value[1 : len(value)-1]
+		}
+		switch strings.TrimSpace(name) {
+		case "MINIO_ROOT_USER":
+			user = value
+		case "MINIO_ROOT_PASSWORD":
+			password = value
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", "", err
+	}
+	if user == "" || password == "" {
+		return "", "", errors.New("no `export MINIO_ROOT_USER=...` and `export MINIO_ROOT_PASSWORD=...` lines")
+	}
+	return user, password, nil
+}
+
+// admin returns an admin client for host (host:port; the tenant's
+// endpoint when empty) that verifies MinIO's certificate for that host
+// with the tenant's CAs. Close its transport's idle connections when done.
+func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error) {
+	if host == "" {
+		host = t.endpoint.Host
+	}
+	tr := &http.Transport{
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:        &tls.Config{RootCAs: t.roots, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:    10 * time.Second,
+		ResponseHeaderTimeout:  0, // an update answers only when every node has the binary; ctx bounds it
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	client, err := madmin.NewWithOptions(host, &madmin.Options{
+		Creds:     credentials.NewStaticV4(t.user, t.password, ""),
+		Secure:    t.endpoint.Scheme == "https",
+		Transport: limitedBodies{tr},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin client for %s: %w", host, err)
+	}
+	return client, tr, nil
+}
+
+// limitedBodies caps every response body at maxAdminResponse bytes.
+type limitedBodies struct{ rt http.RoundTripper }
+
+func (l limitedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.rt.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(resp.Body, maxAdminResponse), resp.Body}
+	return resp, nil
+}
