@@ -267,6 +267,29 @@ func (s *syncState) run(ctx context.Context) error {
 		// Resolved when done.
 		return s.finish(ctx, metav1.ConditionFalse, ReasonWaitingForBinary,
 			fmt.Sprintf("waiting for the release of %s to be resolved into the upgrade store", store.Spec.Image), 0)
+	}
+	onImage, err := c.statefulSetsOn(ctx, store)
+	if err != nil {
+		return err
+	}
+	switch {
+	case onImage && reach != nil:
+		// Nothing to roll, nothing to ask: say what is missing, and look
+		// again with backoff (a Secret or MinIO may appear at any time).
+		if err := s.finish(ctx, metav1.ConditionUnknown, causeOf(reach), s.withRemedy(reach), 0); err != nil {
+			return err
+		}
+		return reach
+	case onImage:
+		// The StatefulSets already run spec.image: a rolling update to it
+		// is under way (or pods pick it up as they restart). An in-place
+		// call now would race the restarts, or repeat one that failed.
+		if prev := s.want.condition(); prev != nil && prev.Reason == ReasonRollingUpdate && prev.Status != metav1.ConditionTrue {
+			s.c.queue.AddAfter(s.key, s.c.cfg.Poll*5)
+			return s.write(ctx, prev.Status, prev.Reason, prev.Message)
+		}
+		return s.finish(ctx, metav1.ConditionFalse, ReasonWaitingForNodes,
+			fmt.Sprintf("the StatefulSets run %s; waiting for every node to report %s (%s)", store.Spec.Image, res.Release, describeNodes(s.nodes)), s.c.cfg.Poll*5)
 	case !res.Available:
 		return s.rollBack(ctx, newError(CauseBinaryUnavailable,
 			fmt.Errorf("the release of %s is not in the upgrade store (BinaryAvailable: %s: %s)", store.Spec.Image, res.Reason, res.Message)))
@@ -330,7 +353,13 @@ func (s *syncState) start(ctx context.Context, release string) error {
 		return s.rollBack(ctx, err)
 	}
 	s.want.update = &v1.UpdateStatus{Release: release, Started: metav1.NewTime(s.now)}
-	return s.call(ctx, updateURL, "")
+	// A node that already runs the release answers "latest version" for
+	// every node; ask one left behind, which pushes to the others.
+	host := ""
+	if len(old) < len(s.nodes) {
+		host = old[0]
+	}
+	return s.call(ctx, updateURL, host)
 }
 
 // call records the call in the status (before making it), asks MinIO to
@@ -471,7 +500,7 @@ func (s *syncState) rollBack(ctx context.Context, why error) error {
 func (s *syncState) withRemedy(err error) string {
 	msg := err.Error()
 	if r := s.c.cfg.Remedy(causeOf(err)); r != "" {
-		msg += ". " + r
+		msg += ". " + strings.ToUpper(r[:1]) + r[1:]
 	}
 	return msg
 }
@@ -489,8 +518,19 @@ func (s *syncState) finish(ctx context.Context, st metav1.ConditionStatus, reaso
 }
 
 func (s *syncState) write(ctx context.Context, st metav1.ConditionStatus, reason, msg string) error {
+	before := s.have.cond
 	s.want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: msg})
-	return s.c.status.write(ctx, s.u, &s.have, s.want)
+	if err := s.c.status.write(ctx, s.u, &s.have, s.want); err != nil {
+		return err
+	}
+	if before == nil || before.Reason != reason || before.Status != st {
+		ev := s.log.Info()
+		if st != metav1.ConditionTrue && reason != ReasonUpdatingInPlace && reason != ReasonWaitingForBinary {
+			ev = s.log.Warn()
+		}
+		ev.Str("reason", reason).Str("status", string(st)).Str("release", s.want.release).Msg(msg)
+	}
+	return nil
 }
 
 // wantedRelease is the release of spec.image when the store has it.
@@ -567,6 +607,19 @@ func describeAdminError(err error) string {
 		return fmt.Sprintf("%s: %s", e.Code, e.Message)
 	}
 	return err.Error()
+}
+
+// describeNodes says which node runs what, for messages.
+func describeNodes(nodes []node) string {
+	parts := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		if !n.online {
+			parts = append(parts, n.endpoint+" offline")
+			continue
+		}
+		parts = append(parts, n.endpoint+" runs "+n.release)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func errString(err error) string {

@@ -26,6 +26,9 @@ const (
 	ReasonConfigurationMissing = "ConfigurationMissing"
 	// ReasonTenantUnreachable: the admin API did not answer.
 	ReasonTenantUnreachable = "TenantUnreachable"
+	// ReasonWaitingForNodes: the StatefulSets run spec.image but not every
+	// node reports its release yet (pods starting or restarting).
+	ReasonWaitingForNodes = "WaitingForNodes"
 	// ReasonWaitingForBinary: the release of spec.image is still being
 	// pulled into the store.
 	ReasonWaitingForBinary = "WaitingForBinary"

@@ -78,3 +78,20 @@ func minioImage(s *appsv1.StatefulSet) (string, bool) {
 	}
 	return "", false
 }
+
+// statefulSetsOn reports whether the store has StatefulSets and all of
+// them run spec.image in their minio container.
+func (c *Controller) statefulSetsOn(ctx context.Context, store *v1.ObjectStore) (bool, error) {
+	sets, err := c.cfg.Kube.AppsV1().StatefulSets(store.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: store.Name}).String(),
+	})
+	if err != nil {
+		return false, fmt.Errorf("list StatefulSets of ObjectStore %s/%s: %w", store.Namespace, store.Name, err)
+	}
+	for i := range sets.Items {
+		if image, _ := minioImage(&sets.Items[i]); image != store.Spec.Image {
+			return false, nil
+		}
+	}
+	return len(sets.Items) > 0, nil
+}

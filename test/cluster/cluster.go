@@ -66,6 +66,7 @@ type Cluster struct {
 	watchdog  *exec.Cmd
 	processes []*process
 	log       io.Writer
+	stopPods  context.CancelFunc
 }
 
 // Start brings up etcd, kube-apiserver and kube-controller-manager on free
@@ -200,7 +201,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--kubeconfig="+kcmKubeconfig,
 		"--authentication-kubeconfig="+kcmKubeconfig,
 		"--authorization-kubeconfig="+kcmKubeconfig,
-		"--controllers=csrsigning,garbagecollector,namespace,root-ca-cert-publisher",
+		"--controllers=csrsigning,garbagecollector,namespace,root-ca-cert-publisher,serviceaccount,statefulset",
 		"--root-ca-file="+files.clusterCA,
 		"--cluster-signing-kubelet-serving-cert-file="+files.kubeletCA,
 		"--cluster-signing-kubelet-serving-key-file="+files.kubeletCAKey,
@@ -217,6 +218,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.waitReady(ctx, "kube-controller-manager", insecure.Host+"/healthz", insecure); err != nil {
 		return nil, err
 	}
+	cs, err := c.Clientset()
+	if err != nil {
+		return nil, err
+	}
+	driverCtx, stopDriver := context.WithCancel(context.Background())
+	c.stopPods = stopDriver
+	if err := (&podDriver{client: cs, log: c.log}).run(driverCtx); err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(c.log, "control plane ready after %s (files and logs in %s)\n", time.Since(start).Round(time.Millisecond), c.Dir)
 	return c, nil
 }
@@ -224,6 +234,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 // Stop terminates the components in reverse order and, for a temporary
 // directory, removes their files. It is safe to call more than once.
 func (c *Cluster) Stop() {
+	if c.stopPods != nil {
+		c.stopPods()
+	}
 	for i := len(c.processes) - 1; i >= 0; i-- {
 		c.processes[i].stop(10 * time.Second)
 	}

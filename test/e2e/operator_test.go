@@ -65,6 +65,13 @@ func launchOperator(t testing.TB, env []string, args ...string) *operator {
 		logs:        &syncBuffer{},
 		done:        make(chan struct{}),
 	}
+	// A test that must know the upgrade port before the start (to put it
+	// in OPERATOR_UPDATE_URL, say) sets the address itself.
+	for _, e := range env {
+		if addr, ok := strings.CutPrefix(e, "OPERATOR_UPGRADE_ADDRESS="); ok {
+			op.upgradeAddr = addr
+		}
+	}
 	op.cmd = exec.Command(operatorBin, args...)
 	op.cmd.Env = append(os.Environ(),
 		"OPERATOR_UPGRADE_ADDRESS="+op.upgradeAddr,

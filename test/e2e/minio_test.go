@@ -1,0 +1,252 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/madmin-go/v3"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/object-store-operator/operator/test/cluster"
+)
+
+// minioReleases are the two releases `make tools` stamps from the pinned
+// MinIO module (hack/minio/releases), older first.
+func minioReleases(t testing.TB) (older, newer string) {
+	t.Helper()
+	root, err := cluster.RepoRoot()
+	require.NoError(t, err)
+	f, err := os.Open(filepath.Join(root, "hack", "minio", "releases"))
+	require.NoError(t, err)
+	defer f.Close()
+	var rs []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "RELEASE.") {
+			rs = append(rs, l)
+		}
+	}
+	require.Len(t, rs, 2, "hack/minio/releases names two releases")
+	return rs[0], rs[1]
+}
+
+// minioBinary is bin/minio.<release>, built by `make tools`.
+func minioBinary(t testing.TB, release string) string {
+	t.Helper()
+	bin, err := cluster.BinDir()
+	require.NoError(t, err)
+	p := filepath.Join(bin, "minio."+release)
+	_, err = os.Stat(p)
+	require.NoError(t, err, "run `make tools` to build MinIO")
+	return p
+}
+
+// minioCluster is a distributed MinIO of processes on 127.0.0.1, one drive
+// each, with TLS, as a tenant's pods would run it.
+type minioCluster struct {
+	ports      []int
+	nodes      []*minioNode
+	user, pass string
+	roots      *x509.CertPool
+}
+
+type minioNode struct {
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan struct{}
+}
+
+// startMinIO starts one process per entry of releases (the binary of that
+// release, copied into the node's own directory: MinIO replaces its binary
+// in place there). certs is the node's certs directory content (path ->
+// PEM), written from the tenant's generated Secret.
+func startMinIO(t testing.TB, ports []int, releases []string, certs map[string][]byte, roots *x509.CertPool, env ...string) *minioCluster {
+	t.Helper()
+	m := &minioCluster{ports: ports, user: "tenant-admin", pass: "tenant-secret-123", roots: roots}
+	base := t.TempDir()
+	var endpoints []string
+	for i, p := range ports {
+		endpoints = append(endpoints, fmt.Sprintf("https://127.0.0.1:%d%s", p, filepath.Join(base, fmt.Sprint("drive-", i))))
+	}
+	for i, release := range releases {
+		dir := filepath.Join(base, fmt.Sprint("node-", i))
+		for rel, content := range certs {
+			path := filepath.Join(dir, "certs", rel)
+			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+			require.NoError(t, os.WriteFile(path, content, 0o600))
+		}
+		bin := filepath.Join(dir, "bin", "minio")
+		copyFile(t, minioBinary(t, release), bin)
+		n := &minioNode{logs: &syncBuffer{}, done: make(chan struct{})}
+		args := append([]string{"server", "--address", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--certs-dir", filepath.Join(dir, "certs")}, endpoints...)
+		n.cmd = exec.Command(bin, args...)
+		n.cmd.Env = append(os.Environ(),
+			"MINIO_ROOT_USER="+m.user, "MINIO_ROOT_PASSWORD="+m.pass,
+			"MINIO_UPDATE_MINISIGN_PUBKEY="+testKey.PublicString(),
+			"MINIO_CI_CD=on", "MINIO_BROWSER=off", "HOME="+dir,
+			// In a container (as CI is) MinIO waits for 127.0.0.1 to
+			// resolve to something else; this names the node's own
+			// endpoint, as a pod's host name would.
+			fmt.Sprintf("_MINIO_SERVER_LOCAL=127.0.0.1:%d", ports[i]))
+		n.cmd.Env = append(n.cmd.Env, env...)
+		n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
+		n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		require.NoError(t, n.cmd.Start())
+		go func() { _ = n.cmd.Wait(); close(n.done) }()
+		m.nodes = append(m.nodes, n)
+	}
+	t.Cleanup(func() {
+		for _, n := range m.nodes {
+			_ = n.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		for i, n := range m.nodes {
+			select {
+			case <-n.done:
+			case <-time.After(10 * time.Second):
+				_ = n.cmd.Process.Kill()
+				<-n.done
+			}
+			if t.Failed() {
+				t.Logf("MinIO node %d log:\n%s", i, tailLines(n.logs.String(), 40))
+			}
+		}
+	})
+	require.Eventually(t, func() bool {
+		info, err := m.info(t)
+		if err != nil || len(info.Servers) != len(ports) {
+			return false
+		}
+		for _, s := range info.Servers {
+			if s.State != string(madmin.ItemOnline) {
+				return false
+			}
+		}
+		return true
+	}, 90*time.Second, 250*time.Millisecond, "MinIO nodes online")
+	return m
+}
+
+// warm sends a few thousand S3 requests through every node. Right after a
+// start, MinIO can fail a distributed update on some nodes ("Updated file
+// has wrong checksum", "magic number mismatch": a download buffer goes back
+// to its pool too early); tests of the plain path warm up first, tests of
+// convergence do not.
+func (m *minioCluster) warm(t testing.TB) {
+	t.Helper()
+	const bucket, perNode = "warm-up", 500
+	body := make([]byte, 64<<10)
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i, port := range m.ports {
+		client, err := minio.New(fmt.Sprintf("127.0.0.1:%d", port), &minio.Options{
+			Creds: credentials.NewStaticV4(m.user, m.pass, ""), Secure: true,
+			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: m.roots}, MaxIdleConnsPerHost: 8},
+		})
+		require.NoError(t, err)
+		if i == 0 {
+			require.NoError(t, client.MakeBucket(t.Context(), bucket, minio.MakeBucketOptions{}))
+		}
+		for j := range perNode {
+			g.Go(func() error {
+				name := fmt.Sprintf("node-%d/object-%d", i, j)
+				if _, err := client.PutObject(t.Context(), bucket, name, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+					return err
+				}
+				o, err := client.GetObject(t.Context(), bucket, name, minio.GetObjectOptions{})
+				if err != nil {
+					return err
+				}
+				defer o.Close()
+				_, err = io.Copy(io.Discard, o)
+				return err
+			})
+		}
+	}
+	require.NoError(t, g.Wait())
+}
+
+func (m *minioCluster) admin(t testing.TB) *madmin.AdminClient {
+	t.Helper()
+	adm, err := madmin.NewWithOptions(fmt.Sprintf("127.0.0.1:%d", m.ports[0]), &madmin.Options{
+		Creds: credentials.NewStaticV4(m.user, m.pass, ""), Secure: true,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: m.roots}},
+	})
+	require.NoError(t, err)
+	return adm
+}
+
+func (m *minioCluster) info(t testing.TB) (madmin.InfoMessage, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return m.admin(t).ServerInfo(ctx)
+}
+
+// versions maps each node's endpoint to the version it reports.
+func (m *minioCluster) versions(t testing.TB) map[string]string {
+	info, err := m.info(t)
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, s := range info.Servers {
+		out[s.Endpoint] = s.Version
+	}
+	return out
+}
+
+// allRun reports whether every node reports release (RELEASE.<t>).
+func (m *minioCluster) allRun(t testing.TB, release string) bool {
+	v := m.versions(t)
+	if len(v) != len(m.ports) {
+		return false
+	}
+	for _, version := range v {
+		if releaseTag(version) != release {
+			return false
+		}
+	}
+	return true
+}
+
+// releaseTag turns MinIO's reported version (RFC 3339) into its release.
+func releaseTag(version string) string {
+	ts, err := time.Parse(time.RFC3339, version)
+	if err != nil {
+		return version
+	}
+	return "RELEASE." + ts.UTC().Format("2006-01-02T15-04-05Z")
+}
+
+func copyFile(t testing.TB, from, to string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(to), 0o755))
+	in, err := os.Open(from)
+	require.NoError(t, err)
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	require.NoError(t, err)
+	_, err = io.Copy(out, in)
+	require.NoError(t, err)
+	require.NoError(t, out.Close())
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -1,0 +1,376 @@
+package e2e
+
+import (
+	"crypto/x509"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	apiv1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/binstore/binstoretest"
+)
+
+// updateEnv is one tenant whose MinIO runs on loopback, an operator that
+// serves the upgrade port on loopback under a certificate for 127.0.0.1,
+// and a registry with the tenant's images: the older release's (any signed
+// bytes) and the newer release's (the real MinIO binary).
+type updateEnv struct {
+	*binEnv
+	older, newer       string
+	oldImage, newImage string
+	store              string
+	minioPorts         []int
+	minio              *minioCluster
+}
+
+type updateOpts struct {
+	releases    []string // per MinIO node; default: four on the older release
+	minioEnv    []string
+	operatorEnv []string
+	newSigner   *binstoretest.Key // signs the newer release; nil: testKey
+	// servingCA, when set, is what the operator tells pods to trust (the
+	// tenant then lacks the real CA).
+	servingCA []byte
+	noConfig  bool
+}
+
+func newUpdateEnv(t *testing.T, o updateOpts) *updateEnv {
+	t.Helper()
+	ensureCRD(t)
+	older, newer := minioReleases(t)
+	if o.releases == nil {
+		o.releases = []string{older, older, older, older}
+	}
+	e := &updateEnv{binEnv: &binEnv{reg: startRegistry(t), opNS: operatorNamespace(t), tenantNS: operatorNamespace(t)},
+		older: older, newer: newer, store: "tenant"}
+	trustCA(t, e.opNS, "aistor-ca-tls-registry", e.reg.caPEM)
+	dockerConfigSecret(t, e.tenantNS, "regcred", e.reg.host, e.reg.user, e.reg.pass)
+
+	// Pods reach the upgrade server at 127.0.0.1 here, so its certificate
+	// carries that address.
+	now := time.Now()
+	opCert, opKey, _ := selfSigned(t, nil, append(serviceDNSNames(e.opNS), "127.0.0.1"), now.Add(-time.Hour), now.Add(24*time.Hour))
+	putNamedSecret(t, e.opNS, customSecret, map[string][]byte{"tls.crt": opCert, "tls.key": opKey, "ca.crt": opCert})
+	upgradePort := freePorts(t, 1)[0]
+	env := []string{
+		"OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME=" + customSecret,
+		fmt.Sprintf("OPERATOR_UPGRADE_ADDRESS=127.0.0.1:%d", upgradePort),
+		fmt.Sprintf("OPERATOR_UPDATE_URL=https://127.0.0.1:%d/webhook/v1/update", upgradePort),
+	}
+	if o.servingCA != nil {
+		putNamedSecret(t, e.opNS, "serving-ca", map[string][]byte{"ca.crt": o.servingCA})
+		env = append(env, "OPERATOR_SERVING_CA_SECRET=serving-ca")
+	}
+	e.env = k8sEnv(e.opNS, append(env, o.operatorEnv...)...)
+	e.updateDir = filepath.Join(t.TempDir(), "updates")
+	e.env = append(e.env, "OPERATOR_UPDATE_DIR="+e.updateDir)
+	e.op = startOperator(t, e.env)
+
+	e.oldImage = e.reg.pushImage(t, "minio/aistor:"+older, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: older})
+	bin, err := os.ReadFile(minioBinary(t, newer))
+	require.NoError(t, err)
+	e.newImage = e.reg.pushImage(t, "minio/aistor:"+newer, imageSpec{binary: bin, releaseLbl: newer, signer: o.newSigner})
+
+	// The tenant: a server certificate for 127.0.0.1, credentials in the
+	// format MinIO's operator writes, a StatefulSet.
+	srvCert, srvKey, _ := selfSigned(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(24*time.Hour))
+	putNamedSecret(t, e.tenantNS, "tenant-tls", map[string][]byte{"tls.crt": srvCert, "tls.key": srvKey, "ca.crt": srvCert})
+	m := &minioCluster{user: "tenant-admin", pass: "tenant-secret-123"}
+	putNamedSecret(t, e.tenantNS, "tenant-env", map[string][]byte{apiv1.ConfigEnvKey: []byte(
+		fmt.Sprintf("export MINIO_ROOT_USER=%q\nexport MINIO_ROOT_PASSWORD='%s'\nexport MINIO_STORAGE_CLASS_STANDARD=\"EC:2\"\n", m.user, m.pass))})
+	e.minioPorts = freePorts(t, len(o.releases))
+	config := "\n  configuration:\n    name: tenant-env"
+	if o.noConfig {
+		config = ""
+	}
+	applyYAML(t, fmt.Sprintf(`apiVersion: aistor.min.io/v1
+kind: ObjectStore
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  image: %s
+  imagePullSecrets:
+    - name: regcred
+  certificates:
+    server:
+      - name: tenant-tls%s
+  updates:
+    endpoint: https://127.0.0.1:%d
+`, e.store, e.tenantNS, e.oldImage, config, e.minioPorts[0]))
+	tenantStatefulSet(t, e.tenantNS, e.store, 2, e.oldImage)
+
+	// Each node's certs directory is the generated Secret in the layout
+	// docs/mount-secret.md maps it to.
+	var gen *corev1.Secret
+	require.Eventually(t, func() bool {
+		gen, err = generated(t, e.tenantNS, e.store)
+		return err == nil && len(gen.Data["CAs.operator.crt"]) > 0
+	}, 30*time.Second, 50*time.Millisecond, "the generated Secret with the operator's CA")
+	certs := map[string][]byte{}
+	roots := x509.NewCertPool()
+	for k, v := range gen.Data {
+		switch {
+		case k == "public.crt" || k == "private.key":
+			certs[k] = v
+		case strings.HasPrefix(k, "CAs."):
+			certs["CAs/"+strings.TrimPrefix(k, "CAs.")] = v
+			roots.AppendCertsFromPEM(v)
+		}
+	}
+	e.minio = startMinIO(t, e.minioPorts, o.releases, certs, roots, o.minioEnv...)
+	return e
+}
+
+// tenantStatefulSet is one pool of the tenant, its minio container on image.
+func tenantStatefulSet(t *testing.T, ns, store string, replicas int32, image string) {
+	t.Helper()
+	labels := map[string]string{"app": store}
+	_, err := adminClient(t).AppsV1().StatefulSets(ns).Create(t.Context(), &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: store + "-pool-0", Labels: map[string]string{apiv1.ObjectStoreLabel: store}},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "minio", Image: image}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// setImage changes the ObjectStore's image, as a user upgrading does.
+func (e *updateEnv) setImage(t *testing.T, image string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"image":%q}}`, image)
+	_, err := dyn(t).Resource(apiv1.Resource).Namespace(e.tenantNS).Patch(t.Context(), e.store, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+}
+
+func (e *updateEnv) waitVersion(t *testing.T, status metav1.ConditionStatus, reason string, within time.Duration) metav1.Condition {
+	t.Helper()
+	var c metav1.Condition
+	require.Eventually(t, func() bool {
+		c = conditionOf(t, e.tenantNS, e.store, apiv1.ConditionVersionCurrent)
+		return c.Status == status && c.Reason == reason
+	}, within, 100*time.Millisecond, "want VersionCurrent=%s %s", status, reason)
+	if c.Reason != reason {
+		t.Logf("last VersionCurrent: %+v", c)
+	}
+	return c
+}
+
+// pods returns the UIDs and images of the tenant's pods.
+func (e *updateEnv) pods(t *testing.T) map[types.UID]string {
+	t.Helper()
+	list, err := adminClient(t).CoreV1().Pods(e.tenantNS).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + e.store})
+	require.NoError(t, err)
+	out := map[types.UID]string{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			out[p.UID] = p.Spec.Containers[0].Image
+		}
+	}
+	return out
+}
+
+func (e *updateEnv) statefulSetImage(t *testing.T) string {
+	t.Helper()
+	s, err := adminClient(t).AppsV1().StatefulSets(e.tenantNS).Get(t.Context(), e.store+"-pool-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	return s.Spec.Template.Spec.Containers[0].Image
+}
+
+// updateCalls counts the update calls MinIO made to the upgrade server:
+// each call fetches the .sha256sum once.
+func updateCalls(op *operator, release string) int {
+	n := 0
+	for _, l := range strings.Split(op.logs.String(), "\n") {
+		if strings.Contains(l, `"message":"request"`) && strings.Contains(l, "minio."+release+`.sha256sum"`) && strings.Contains(l, `"status":200`) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestInPlaceUpdateOfADistributedMinIO: four MinIO processes run the
+// older release; the ObjectStore's image changes to the newer one. Every
+// node re-executes as the new release (same PIDs), the StatefulSet image
+// follows, and VersionCurrent says UpdatedInPlace.
+func TestInPlaceUpdateOfADistributedMinIO(t *testing.T) {
+	e := newUpdateEnv(t, updateOpts{})
+	c := e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
+	e.minio.warm(t)
+	assert.Contains(t, c.Message, e.older)
+	assert.Equal(t, e.older, statusRelease(t, e.tenantNS, e.store))
+	pids := map[int]bool{}
+	for _, n := range e.minio.nodes {
+		pids[n.cmd.Process.Pid] = true
+	}
+
+	start := time.Now()
+	e.setImage(t, e.newImage)
+	c = e.waitVersion(t, metav1.ConditionTrue, "UpdatedInPlace", 3*time.Minute)
+	t.Logf("image change -> every node on %s in place: %s", e.newer, time.Since(start).Round(time.Millisecond))
+	assert.Contains(t, c.Message, e.newer)
+	assert.True(t, e.minio.allRun(t, e.newer), "every node reports %s: %v", e.newer, e.minio.versions(t))
+	for i, n := range e.minio.nodes {
+		select {
+		case <-n.done:
+			t.Fatalf("MinIO node %d exited: an in-place update re-executes in the same process", i)
+		default:
+		}
+		assert.True(t, pids[n.cmd.Process.Pid])
+	}
+	assert.Equal(t, e.newImage, e.statefulSetImage(t), "the StatefulSet's image follows")
+	assert.Equal(t, e.newer, statusRelease(t, e.tenantNS, e.store))
+	assert.Equal(t, 1, updateCalls(e.op, e.newer), "one update call: the operator's access log shows one .sha256sum fetch")
+	assert.Contains(t, e.op.logs.String(), "minio."+e.newer+".minisig", "nodes fetched the signature")
+	printed := kubectl(t, "get", "objectstore", e.store, "-n", e.tenantNS)
+	assert.Contains(t, printed, e.newer, "kubectl get shows the release")
+	assert.Contains(t, printed, "UpdatedInPlace")
+}
+
+// TestUpdateOffFallsBackToARollingUpdate: MINIO_UPDATE=off makes MinIO
+// answer MethodNotAllowed; the operator rolls the StatefulSet instead and
+// the statefulset controller replaces the pods.
+func TestUpdateOffFallsBackToARollingUpdate(t *testing.T) {
+	e := newUpdateEnv(t, updateOpts{minioEnv: []string{"MINIO_UPDATE=off"}})
+	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
+	var before map[types.UID]string
+	require.Eventually(t, func() bool { before = e.pods(t); return len(before) == 2 }, 30*time.Second, 50*time.Millisecond)
+
+	e.setImage(t, e.newImage)
+	c := e.waitVersion(t, metav1.ConditionFalse, "RollingUpdate", 2*time.Minute)
+	assert.Contains(t, c.Message, "MethodNotAllowed", "MinIO's own error")
+	assert.Contains(t, c.Message, "MINIO_UPDATE=off", "the remedy")
+	assert.Equal(t, e.newImage, e.statefulSetImage(t))
+	require.Eventually(t, func() bool {
+		after := e.pods(t)
+		if len(after) != 2 {
+			return false
+		}
+		for uid, image := range after {
+			if before[uid] != "" || image != e.newImage {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 100*time.Millisecond, "the statefulset controller replaced every pod with the new image")
+	assert.Contains(t, kubectl(t, "describe", "objectstore", e.store, "-n", e.tenantNS), "RollingUpdate", "an Event says it")
+	assert.True(t, e.minio.allRun(t, e.older), "nothing changed in place")
+}
+
+// TestSignatureMinIODoesNotTrustFallsBack: the newer release is signed
+// with a key the operator trusts but the tenant's MinIO does not. MinIO
+// refuses it on every node; the operator rolls and quotes MinIO.
+func TestSignatureMinIODoesNotTrustFallsBack(t *testing.T) {
+	other := binstoretest.NewKey(t)
+	e := newUpdateEnv(t, updateOpts{
+		newSigner:   &other,
+		operatorEnv: []string{"OPERATOR_MINISIGN_PUBKEYS=" + testKey.PublicString() + "," + other.PublicString()},
+	})
+	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
+	e.setImage(t, e.newImage)
+	c := e.waitVersion(t, metav1.ConditionFalse, "RollingUpdate", 2*time.Minute)
+	assert.Contains(t, c.Message, "node", "names the node")
+	assert.Contains(t, strings.ToLower(c.Message), "signature", "MinIO's error text")
+	assert.Equal(t, e.newImage, e.statefulSetImage(t))
+	assert.True(t, e.minio.allRun(t, e.older))
+}
+
+// TestTenantThatDoesNotTrustTheOperatorGetsNoCall: the operator tells pods
+// to trust another CA than the one that signs its certificate, so the
+// tenant's certs/CAs lack it. No update call is made; the condition says
+// why and what to do.
+func TestTenantThatDoesNotTrustTheOperatorGetsNoCall(t *testing.T) {
+	now := time.Now()
+	wrongCA, _, _ := selfSigned(t, nil, []string{"some-other-ca"}, now.Add(-time.Hour), now.Add(time.Hour))
+	e := newUpdateEnv(t, updateOpts{servingCA: wrongCA})
+	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
+	e.setImage(t, e.newImage)
+	c := e.waitVersion(t, metav1.ConditionFalse, "RollingUpdate", 2*time.Minute)
+	assert.Contains(t, c.Message, "do not verify the upgrade server's certificate for 127.0.0.1")
+	assert.Contains(t, c.Message, "CAs.operator.crt", "the remedy")
+	assert.Zero(t, updateCalls(e.op, e.newer), "MinIO was never asked to update")
+	assert.Equal(t, e.newImage, e.statefulSetImage(t))
+}
+
+// TestOperatorKilledMidUpdateConvergesWithOneCall: the operator dies right
+// after asking MinIO to update; the restarted one sees the update through
+// without a second call.
+func TestOperatorKilledMidUpdateConvergesWithOneCall(t *testing.T) {
+	e := newUpdateEnv(t, updateOpts{})
+	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
+	e.minio.warm(t)
+	e.setImage(t, e.newImage)
+	require.Eventually(t, func() bool { return updateCalls(e.op, e.newer) > 0 }, 2*time.Minute, 20*time.Millisecond, "MinIO fetches the .sha256sum")
+	require.NoError(t, e.op.cmd.Process.Kill())
+	<-e.op.done
+	first := e.op
+
+	e.op = startOperator(t, e.env)
+	c := e.waitVersion(t, metav1.ConditionTrue, "UpdatedInPlace", 3*time.Minute)
+	assert.Contains(t, c.Message, e.newer)
+	assert.True(t, e.minio.allRun(t, e.newer))
+	assert.Equal(t, 1, updateCalls(first, e.newer)+updateCalls(e.op, e.newer), "one update call in all")
+	assert.Equal(t, e.newImage, e.statefulSetImage(t))
+}
+
+// TestNodesOnDifferentReleasesConverge: two nodes already run the newer
+// release and two the older (what a partly failed distributed update
+// leaves). The operator updates the ones left behind.
+func TestNodesOnDifferentReleasesConverge(t *testing.T) {
+	older, newer := minioReleases(t)
+	e := newUpdateEnv(t, updateOpts{releases: []string{newer, newer, older, older}})
+	e.setImage(t, e.newImage)
+	e.waitVersion(t, metav1.ConditionTrue, "UpdatedInPlace", 3*time.Minute)
+	assert.True(t, e.minio.allRun(t, newer), "%v", e.minio.versions(t))
+	assert.Equal(t, e.newImage, e.statefulSetImage(t))
+}
+
+// TestObjectStoreWithoutConfigurationIsExplained: no spec.configuration,
+// so the operator cannot ask MinIO anything. The condition names what is
+// missing, and the other conditions are unaffected.
+func TestObjectStoreWithoutConfigurationIsExplained(t *testing.T) {
+	e := newUpdateEnv(t, updateOpts{noConfig: true})
+	c := e.waitVersion(t, metav1.ConditionUnknown, "ConfigurationMissing", 60*time.Second)
+	assert.Contains(t, c.Message, "spec.configuration")
+	assert.Equal(t, metav1.ConditionTrue, conditionOf(t, e.tenantNS, e.store, apiv1.ConditionCertificatesReady).Status)
+	assert.Equal(t, metav1.ConditionTrue, conditionOf(t, e.tenantNS, e.store, apiv1.ConditionBinaryAvailable).Status)
+}
+
+// TestPausedObjectStoreIsNotUpdated: the pause annotation holds the update.
+func TestPausedObjectStoreIsNotUpdated(t *testing.T) {
+	e := newUpdateEnv(t, updateOpts{})
+	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
+	e.minio.warm(t)
+	kubectl(t, "annotate", "objectstore", e.store, "-n", e.tenantNS, apiv1.UpdatesPausedAnnotation+"=true")
+	e.setImage(t, e.newImage)
+	e.waitVersion(t, metav1.ConditionFalse, "UpdatesPaused", 60*time.Second)
+	assert.Equal(t, e.oldImage, e.statefulSetImage(t))
+	assert.Zero(t, updateCalls(e.op, e.newer))
+
+	kubectl(t, "annotate", "objectstore", e.store, "-n", e.tenantNS, apiv1.UpdatesPausedAnnotation+"-")
+	e.waitVersion(t, metav1.ConditionTrue, "UpdatedInPlace", 3*time.Minute)
+}
+
+func statusRelease(t *testing.T, ns, store string) string {
+	t.Helper()
+	u, err := dyn(t).Resource(apiv1.Resource).Namespace(ns).Get(t.Context(), store, metav1.GetOptions{})
+	require.NoError(t, err)
+	os, err := apiv1.FromUnstructured(u)
+	require.NoError(t, err)
+	return os.Status.Release
+}
