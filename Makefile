@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILD_FLAGS := -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
 IMAGE   ?= object-store-operator:$(VERSION)
 
-.PHONY: all build tools test run bench bench-scale bench-pull fuzz image clean
+.PHONY: all build tools test run bench bench-scale bench-pull bench-update fuzz image clean
 
 all: build
 
@@ -15,7 +15,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -o bin/operator ./cmd/operator
 
-## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, helm into bin/ (no-op when current)
+## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, helm and two MinIO releases into bin/ (no-op when current)
 tools:
 	@hack/build-tools.sh
 
@@ -56,3 +56,7 @@ bench-scale: tools
 ## bench-pull: image change -> 128 MiB binary listed, and the operator's peak RSS during the pull
 bench-pull: tools
 	$(GO) test ./test/e2e -run '^$$' -bench BenchmarkImageChangeToListed -benchtime 1x -timeout 20m
+
+## bench-update: image change -> four MinIO nodes updated in place (real MinIO, pinned module)
+bench-update: tools
+	$(GO) test ./test/e2e -run '^$$' -bench BenchmarkImageChangeToUpdatedInPlace -benchtime 1x -timeout 20m

@@ -72,7 +72,7 @@ func keyPairSecret(t *testing.T, ns, name string, withCA bool) {
 	putNamedSecret(t, ns, name, data)
 }
 
-func putNamedSecret(t *testing.T, ns, name string, data map[string][]byte) {
+func putNamedSecret(t testing.TB, ns, name string, data map[string][]byte) {
 	t.Helper()
 	api := adminClient(t).CoreV1().Secrets(ns)
 	s, err := api.Get(t.Context(), name, metav1.GetOptions{})
@@ -145,7 +145,7 @@ func restartValue(t *testing.T, ns, store string) string {
 	return s.Spec.Template.Annotations[mountsecret.RestartAnnotation]
 }
 
-func generated(t *testing.T, ns, store string) (*corev1.Secret, error) {
+func generated(t testing.TB, ns, store string) (*corev1.Secret, error) {
 	return adminClient(t).CoreV1().Secrets(ns).Get(t.Context(), apiv1.GeneratedSecretName(store), metav1.GetOptions{})
 }
 

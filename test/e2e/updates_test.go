@@ -44,7 +44,7 @@ type updateOpts struct {
 	noConfig  bool
 }
 
-func newUpdateEnv(t *testing.T, o updateOpts) *updateEnv {
+func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 	t.Helper()
 	ensureCRD(t)
 	older, newer := minioReleases(t)
@@ -133,7 +133,7 @@ spec:
 }
 
 // tenantStatefulSet is one pool of the tenant, its minio container on image.
-func tenantStatefulSet(t *testing.T, ns, store string, replicas int32, image string) {
+func tenantStatefulSet(t testing.TB, ns, store string, replicas int32, image string) {
 	t.Helper()
 	labels := map[string]string{"app": store}
 	_, err := adminClient(t).AppsV1().StatefulSets(ns).Create(t.Context(), &appsv1.StatefulSet{
@@ -151,14 +151,14 @@ func tenantStatefulSet(t *testing.T, ns, store string, replicas int32, image str
 }
 
 // setImage changes the ObjectStore's image, as a user upgrading does.
-func (e *updateEnv) setImage(t *testing.T, image string) {
+func (e *updateEnv) setImage(t testing.TB, image string) {
 	t.Helper()
 	patch := fmt.Sprintf(`{"spec":{"image":%q}}`, image)
 	_, err := dyn(t).Resource(apiv1.Resource).Namespace(e.tenantNS).Patch(t.Context(), e.store, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
 }
 
-func (e *updateEnv) waitVersion(t *testing.T, status metav1.ConditionStatus, reason string, within time.Duration) metav1.Condition {
+func (e *updateEnv) waitVersion(t testing.TB, status metav1.ConditionStatus, reason string, within time.Duration) metav1.Condition {
 	t.Helper()
 	var c metav1.Condition
 	require.Eventually(t, func() bool {

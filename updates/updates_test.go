@@ -1,0 +1,216 @@
+package updates
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+func TestParseConfigEnvReadsMinIOOperatorsFormat(t *testing.T) {
+	for name, in := range map[string]string{
+		"unquoted":      "export MINIO_ROOT_USER=admin\nexport MINIO_ROOT_PASSWORD=s3cr3t=x\n",
+		"double quotes": "export MINIO_ROOT_USER=\"admin\"\nexport MINIO_ROOT_PASSWORD=\"s3cr3t=x\"\n",
+		"single quotes": "# written by the operator\nexport MINIO_ROOT_USER='admin'\n\nexport MINIO_ROOT_PASSWORD='s3cr3t=x'\nexport MINIO_BROWSER=\"on\"\n",
+		"no export":     "MINIO_ROOT_USER=admin\r\nMINIO_ROOT_PASSWORD=s3cr3t=x\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			user, pass, err := parseConfigEnv([]byte(in))
+			require.NoError(t, err)
+			assert.Equal(t, "admin", user)
+			assert.Equal(t, "s3cr3t=x", pass, "a value may contain =")
+		})
+	}
+	for name, in := range map[string]string{
+		"empty":            "",
+		"no password":      "export MINIO_ROOT_USER=admin\n",
+		"commented out":    "# export MINIO_ROOT_USER=admin\n# export MINIO_ROOT_PASSWORD=x\n",
+		"other variables":  "export MINIO_ACCESS_KEY=a\nexport MINIO_SECRET_KEY=b\n",
+		"empty assignment": "export MINIO_ROOT_USER=\nexport MINIO_ROOT_PASSWORD=\"\"\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := parseConfigEnv([]byte(in))
+			assert.Error(t, err)
+		})
+	}
+}
+
+func TestReleasesOrderByTheirTimeAndMapFromServerVersions(t *testing.T) {
+	r, err := releaseOfVersion("2026-02-20T10:00:00Z")
+	require.NoError(t, err)
+	assert.Equal(t, "RELEASE.2026-02-20T10-00-00Z", r)
+	_, err = releaseOfVersion("DEVELOPMENT.GOGET")
+	assert.Error(t, err, "a build without a release stamp has no release")
+
+	older, err := releaseTime("RELEASE.2026-01-10T10-00-00Z")
+	require.NoError(t, err)
+	hotfix, err := releaseTime("RELEASE.2026-01-10T10-00-00Z.hotfix.abc123")
+	require.NoError(t, err)
+	newer, err := releaseTime("RELEASE.2026-02-20T10-00-00Z")
+	require.NoError(t, err)
+	assert.True(t, older.Before(newer))
+	assert.Equal(t, older, hotfix, "a hotfix orders with its release")
+	_, err = releaseTime("latest")
+	assert.Error(t, err)
+
+	nodes := []node{
+		{endpoint: "a", online: true, release: "RELEASE.2026-02-20T10-00-00Z"},
+		{endpoint: "b", online: true, release: "RELEASE.2026-01-10T10-00-00Z"},
+		{endpoint: "c", online: false},
+	}
+	assert.Equal(t, "RELEASE.2026-01-10T10-00-00Z", oldest(nodes), "status.release is the oldest while nodes differ")
+	assert.False(t, allOn(nodes, "RELEASE.2026-02-20T10-00-00Z"))
+	assert.False(t, allOn(nil, "RELEASE.2026-02-20T10-00-00Z"), "no nodes is not current")
+	assert.True(t, allOn(nodes[:1], "RELEASE.2026-02-20T10-00-00Z"))
+}
+
+type staticCert struct{ cert *tls.Certificate }
+
+func (s staticCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.cert, nil }
+
+// issue makes a CA and a serving leaf for names signed by it.
+func issue(t *testing.T, names ...string) (ca *x509.Certificate, leaf *tls.Certificate) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	require.NoError(t, err)
+	ca, err = x509.ParseCertificate(caDER)
+	require.NoError(t, err)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	require.NoError(t, err)
+	return ca, &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func TestPreflightCallsOnlyWhenTheTenantTrustsTheUpgradeServer(t *testing.T) {
+	ca, leaf := issue(t, "object-store-operator.ops.svc.cluster.local", "10.0.0.7")
+	otherCA, _ := issue(t, "x")
+	trusting, distrusting := x509.NewCertPool(), x509.NewCertPool()
+	trusting.AddCert(ca)
+	distrusting.AddCert(otherCA)
+	c := &Controller{cfg: Config{Serving: staticCert{leaf}}}
+	now := time.Now()
+	base := "https://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update/minio.RELEASE.2026-02-20T10-00-00Z.sha256sum"
+
+	assert.NoError(t, c.preflight(trusting, base, now))
+	assert.NoError(t, c.preflight(trusting, "https://10.0.0.7:4221/webhook/v1/update/x.sha256sum", now), "an IP SAN counts")
+
+	err := c.preflight(distrusting, base, now)
+	require.Error(t, err)
+	assert.Equal(t, CauseOperatorNotTrusted, causeOf(err))
+	assert.Contains(t, err.Error(), "unknown authority", "the real cause")
+
+	err = c.preflight(trusting, "https://operator.example.com:4221/webhook/v1/update/x.sha256sum", now)
+	require.Error(t, err, "OPERATOR_UPDATE_URL's host must be in the certificate")
+	assert.Contains(t, err.Error(), "operator.example.com")
+
+	err = c.preflight(trusting, base, now.Add(2*time.Hour))
+	require.Error(t, err, "an expired certificate fails MinIO too")
+	assert.Contains(t, err.Error(), "expired")
+
+	assert.NoError(t, (&Controller{}).preflight(distrusting, "http://operator:4221/webhook/v1/update/x.sha256sum", now),
+		"plain HTTP has no certificate to trust")
+	err = (&Controller{}).preflight(trusting, base, now)
+	require.Error(t, err, "https URL while the server has no certificate")
+	assert.Equal(t, CauseOperatorNotTrusted, causeOf(err))
+}
+
+func statefulSet(name, store string, containers ...corev1.Container) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "t", Labels: map[string]string{v1.ObjectStoreLabel: store}},
+		Spec:       appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: containers}}},
+	}
+}
+
+func TestSetImageChangesOnlyTheMinIOContainerOfTheStoresStatefulSets(t *testing.T) {
+	cs := fake.NewClientset(
+		statefulSet("a-pool-0", "a", corev1.Container{Name: "sidecar", Image: "sidecar:1"}, corev1.Container{Name: "minio", Image: "minio:old"}),
+		statefulSet("a-pool-1", "a", corev1.Container{Name: "minio", Image: "minio:new"}),
+		statefulSet("b-pool-0", "b", corev1.Container{Name: "minio", Image: "minio:old"}),
+	)
+	c := &Controller{cfg: Config{Kube: cs}}
+	store := &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "t"}, Spec: v1.ObjectStoreSpec{Image: "minio:new"}}
+
+	on, err := c.statefulSetsOn(t.Context(), store)
+	require.NoError(t, err)
+	assert.False(t, on)
+	changed, err := c.setImage(t.Context(), store)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a-pool-0"}, changed, "only the StatefulSet whose image differs is patched")
+	var patches int
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "patch" {
+			patches++
+		}
+	}
+	assert.Equal(t, 1, patches)
+	on, err = c.statefulSetsOn(t.Context(), store)
+	require.NoError(t, err)
+	assert.True(t, on)
+
+	// The strategic merge patch merged by name: the sidecar is untouched.
+	s, err := cs.AppsV1().StatefulSets("t").Get(t.Context(), "a-pool-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	images := map[string]string{}
+	for _, ctr := range s.Spec.Template.Spec.Containers {
+		images[ctr.Name] = ctr.Image
+	}
+	assert.Equal(t, map[string]string{"sidecar": "sidecar:1", "minio": "minio:new"}, images)
+	other, err := cs.AppsV1().StatefulSets("t").Get(t.Context(), "b-pool-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "minio:old", other.Spec.Template.Spec.Containers[0].Image, "another store's StatefulSet is untouched")
+}
+
+func TestRollingAStoreWithoutStatefulSetsOrMinIOContainerFails(t *testing.T) {
+	cs := fake.NewClientset(statefulSet("c-pool-0", "c", corev1.Container{Name: "server", Image: "x"}))
+	c := &Controller{cfg: Config{Kube: cs}}
+	_, err := c.rollImage(t.Context(), &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: "none", Namespace: "t"}, Spec: v1.ObjectStoreSpec{Image: "i"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no StatefulSet in namespace t is labelled aistor.min.io/objectstore=none")
+	_, err = c.rollImage(t.Context(), &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "t"}, Spec: v1.ObjectStoreSpec{Image: "i"}})
+	require.Error(t, err, "a patch would add a container named minio")
+	assert.Contains(t, err.Error(), `no container named "minio"`)
+}
+
+func TestConditionKeepsItsTransitionTimeWhileItsStatusStays(t *testing.T) {
+	then := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	s := status{cond: &metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionFalse, Reason: ReasonUpdatingInPlace, LastTransitionTime: then}}
+	s.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionFalse, Reason: ReasonRollingUpdate})
+	assert.Equal(t, then, s.cond.LastTransitionTime)
+	s.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionTrue, Reason: ReasonCurrent})
+	assert.True(t, s.cond.LastTransitionTime.IsZero(), "a new status gets a new time when written")
+
+	a := status{release: "r", update: &v1.UpdateStatus{Release: "x", Calls: 1}}
+	b := status{release: "r", update: &v1.UpdateStatus{Release: "x", Calls: 1}}
+	assert.True(t, a.equal(b))
+	b.update.Calls = 2
+	assert.False(t, a.equal(b), "a second call is a change to record")
+}
