@@ -81,7 +81,9 @@ func TestReleasesOrderByTheirTimeAndMapFromServerVersions(t *testing.T) {
 
 type staticCert struct{ cert *tls.Certificate }
 
-func (s staticCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.cert, nil }
+func (s staticCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return s.cert, nil
+}
 
 // issue makes a CA and a serving leaf for names signed by it.
 func issue(t *testing.T, names ...string) (ca *x509.Certificate, leaf *tls.Certificate) {
