@@ -195,9 +195,14 @@ func (e *updateEnv) statefulSetImage(t *testing.T) string {
 // updateCalls counts the update calls MinIO made to the upgrade server:
 // each call fetches the .sha256sum once.
 func updateCalls(op *operator, release string) int {
+	return servedOK(op, "minio."+release+".sha256sum")
+}
+
+// servedOK counts the access-log lines of successful GETs of file.
+func servedOK(op *operator, file string) int {
 	n := 0
 	for _, l := range strings.Split(op.logs.String(), "\n") {
-		if strings.Contains(l, `"message":"request"`) && strings.Contains(l, "minio."+release+`.sha256sum"`) && strings.Contains(l, `"status":200`) {
+		if strings.Contains(l, `"message":"request"`) && strings.Contains(l, "/"+file+`"`) && strings.Contains(l, `"status":200`) {
 			n++
 		}
 	}
@@ -315,7 +320,11 @@ func TestOperatorKilledMidUpdateConvergesWithOneCall(t *testing.T) {
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	e.minio.warm(t)
 	e.setImage(t, e.newImage)
-	require.Eventually(t, func() bool { return updateCalls(e.op, e.newer) > 0 }, 2*time.Minute, 20*time.Millisecond, "MinIO fetches the .sha256sum")
+	// The call is in flight until every node has committed and restarted.
+	// Once every node has fetched its .minisig the downloads are done (with
+	// one replica, killing it earlier would fail the downloads themselves).
+	require.Eventually(t, func() bool { return servedOK(e.op, "minio."+e.newer+".minisig") >= len(e.minio.nodes) },
+		2*time.Minute, 10*time.Millisecond, "every node fetches the .minisig")
 	require.NoError(t, e.op.cmd.Process.Kill())
 	<-e.op.done
 	first := e.op
