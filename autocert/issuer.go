@@ -10,6 +10,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -54,8 +56,11 @@ type IssuerConfig struct {
 	// Namespace and SecretName locate object-store-operator-tls.
 	Namespace, SecretName string
 	// DNSNames go into the CSR; the first is also in the CN.
-	DNSNames   []string
-	SignerName string
+	DNSNames []string
+	// IPAddresses go into the CSR too, for pods that reach the upgrade
+	// server by address.
+	IPAddresses []net.IP
+	SignerName  string
 	// Approve files the approval itself; off for clusters where an admin
 	// or a policy engine approves.
 	Approve bool
@@ -179,6 +184,10 @@ func (i *Issuer) sync(ctx context.Context, key string) error {
 			err = i.cfg.Validator.Validate(cert)
 		}
 		if err == nil {
+			// The names asked for may have changed since it was issued.
+			err = i.covers(cert.Leaf)
+		}
+		if err == nil {
 			renewAt := i.renewAt(cert.Leaf)
 			if wait := renewAt.Sub(i.cfg.Clock.Now()); wait > 0 {
 				i.log.Debug().Time("renewAt", renewAt).Msg("serving certificate current; next check at renewal time")
@@ -212,8 +221,9 @@ func (i *Issuer) issue(ctx context.Context, existing *corev1.Secret) error {
 	}
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
 		// What the kubelet-serving signer insists on.
-		Subject:  pkix.Name{CommonName: "system:node:" + i.cfg.DNSNames[0], Organization: []string{"system:nodes"}},
-		DNSNames: i.cfg.DNSNames,
+		Subject:     pkix.Name{CommonName: "system:node:" + i.cfg.DNSNames[0], Organization: []string{"system:nodes"}},
+		DNSNames:    i.cfg.DNSNames,
+		IPAddresses: i.cfg.IPAddresses,
 	}, key)
 	if err != nil {
 		return fmt.Errorf("create certificate request: %w", err)
@@ -371,7 +381,16 @@ func (i *Issuer) matches(leaf *x509.Certificate, key *ecdsa.PrivateKey) error {
 	if !ok || !pub.Equal(&key.PublicKey) {
 		return errors.New("its public key is not the one requested")
 	}
-	for _, name := range i.cfg.DNSNames {
+	return i.covers(leaf)
+}
+
+// covers checks that leaf is valid for every name and address requested.
+func (i *Issuer) covers(leaf *x509.Certificate) error {
+	names := slices.Clone(i.cfg.DNSNames)
+	for _, ip := range i.cfg.IPAddresses {
+		names = append(names, ip.String())
+	}
+	for _, name := range names {
 		if err := leaf.VerifyHostname(name); err != nil {
 			return fmt.Errorf("it does not cover %s (SANs %s)", name, describeSANs(leaf))
 		}

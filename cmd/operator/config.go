@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -324,11 +325,36 @@ func (c config) mode() mode {
 	}
 }
 
-// dnsNames are the Service's names, most specific last; the certificate
-// must cover all of them.
+// dnsNames are the Service's names, most specific last, and the host of
+// OPERATOR_UPDATE_URL when it is a name; the certificate must cover all of
+// them.
 func (c config) dnsNames() []string {
 	svc := c.serviceName + "." + c.namespace + ".svc"
-	return []string{svc, c.serviceName, c.serviceName + "." + c.namespace, svc + "." + c.clusterDomain}
+	names := []string{svc, c.serviceName, c.serviceName + "." + c.namespace, svc + "." + c.clusterDomain}
+	if h := c.updateURLHost(); h != "" && net.ParseIP(h) == nil && !slices.Contains(names, h) {
+		names = append(names, h)
+	}
+	return names
+}
+
+// ipAddresses is the host of OPERATOR_UPDATE_URL when it is an address:
+// pods that reach the upgrade server by address verify it against one.
+func (c config) ipAddresses() []net.IP {
+	if ip := net.ParseIP(c.updateURLHost()); ip != nil {
+		return []net.IP{ip}
+	}
+	return nil
+}
+
+func (c config) updateURLHost() string {
+	if c.updateURL == "" {
+		return ""
+	}
+	u, err := url.Parse(c.updateURL)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }
 
 // podUpdateURL is the upgrade server's base URL as MinIO pods reach it:

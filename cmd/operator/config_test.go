@@ -41,6 +41,9 @@ func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"renew before longer than the lifetime", map[string]string{"OPERATOR_AUTOCERT_EXPIRATION": "1h", "OPERATOR_AUTOCERT_RENEW_BEFORE": "2h"}, nil, "OPERATOR_AUTOCERT_RENEW_BEFORE"},
 		{"renew deadline not shorter than the lease", map[string]string{"OPERATOR_LEASE_RENEW_DEADLINE": "20s"}, nil, "OPERATOR_LEASE_RENEW_DEADLINE must be shorter"},
 		{"approve flag", map[string]string{"OPERATOR_AUTOCERT_APPROVE": "sometimes"}, nil, "OPERATOR_AUTOCERT_APPROVE"},
+		{"update URL without the path", map[string]string{"OPERATOR_UPDATE_URL": "https://operator.example.com:4221"}, nil, "OPERATOR_UPDATE_URL"},
+		{"update URL not http", map[string]string{"OPERATOR_UPDATE_URL": "ftp://x/webhook/v1/update"}, nil, "OPERATOR_UPDATE_URL"},
+		{"update timeout", map[string]string{"OPERATOR_UPDATE_TIMEOUT": "0s"}, nil, "OPERATOR_UPDATE_TIMEOUT"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,4 +112,30 @@ func TestCertificateCoversEveryServiceName(t *testing.T) {
 		"object-store-operator.ops.svc", "object-store-operator", "object-store-operator.ops",
 		"object-store-operator.ops.svc.cluster.local",
 	}, cfg.dnsNames())
+}
+
+func TestUpdateURLDefaultsToTheServiceAndItsHostIsCertified(t *testing.T) {
+	t.Setenv("OPERATOR_NAMESPACE", "ops")
+	cfg, err := loadConfig(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "https://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", cfg.podUpdateURL())
+	assert.Empty(t, cfg.ipAddresses())
+
+	t.Setenv("OPERATOR_UPDATE_URL", "https://minio-updates.example.com:8443/webhook/v1/update/")
+	cfg, err = loadConfig(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "https://minio-updates.example.com:8443/webhook/v1/update", cfg.podUpdateURL())
+	assert.Contains(t, cfg.dnsNames(), "minio-updates.example.com", "autocert asks for the name pods use")
+
+	t.Setenv("OPERATOR_UPDATE_URL", "https://10.1.2.3:4221/webhook/v1/update")
+	cfg, err = loadConfig(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "10.1.2.3", cfg.ipAddresses()[0].String())
+	assert.Len(t, cfg.dnsNames(), 4, "an address is an IP SAN, not a DNS name")
+
+	t.Setenv("OPERATOR_UPDATE_URL", "")
+	t.Setenv("OPERATOR_AUTO_CERT_DISABLED", "on")
+	cfg, err = loadConfig(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "http://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", cfg.podUpdateURL(), "plain-HTTP mode")
 }

@@ -168,7 +168,7 @@ func newIssuer(ctx context.Context, cfg config, k *kube, log zerolog.Logger, met
 	return autocert.NewIssuer(autocert.IssuerConfig{
 		Client: k.client, Secrets: k.namespace.Core().V1().Secrets(),
 		Namespace: cfg.namespace, SecretName: cfg.autocertSecret,
-		DNSNames: cfg.dnsNames(), SignerName: signer, Approve: cfg.approve,
+		DNSNames: cfg.dnsNames(), IPAddresses: cfg.ipAddresses(), SignerName: signer, Approve: cfg.approve,
 		Timeout: cfg.csrTimeout, Expiration: cfg.expiration, RenewBefore: cfg.renewBefore,
 		ServingCASecret: cfg.servingCASecret, ClusterCA: clusterCA(k.rest),
 		Validator: autocert.Validator{DNSName: cfg.dnsNames()[0]}, Metrics: metrics, Log: log,
