@@ -1,7 +1,9 @@
 // Command run is `make run`: it starts the pinned control plane under
 // .local/, prepares the operator namespace, runs the operator in the
-// foreground against it and prints the curl a pod would run. Ctrl-C stops
-// everything it started.
+// foreground against it, starts a demo tenant (a MinIO on loopback running
+// the older release, with its ObjectStore) and prints the curl a pod would
+// run and the kubectl command that updates the tenant in place. Ctrl-C
+// stops everything it started.
 package main
 
 import (
@@ -65,9 +67,11 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s: %w", namespace, err)
+	for _, ns := range []string{namespace, tenantNamespace} {
+		_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", ns, err)
+		}
 	}
 
 	// The operator files its own kubelet-serving CSR. The local signer's CA
@@ -83,6 +87,11 @@ func run(ctx context.Context) error {
 	host := fmt.Sprintf("%s.%s.svc.cluster.local", serviceName, namespace)
 	caFile := filepath.Join(c.Dir, "pki", "kubelet-serving-ca.crt")
 	updateDir := filepath.Join(local, "updates")
+	d, err := prepareDemo(root, local, updateDir)
+	if err != nil {
+		return fmt.Errorf("demo tenant: %w", err)
+	}
+	defer d.close()
 
 	op := exec.Command(operatorBin)
 	op.Env = append(os.Environ(),
@@ -90,6 +99,11 @@ func run(ctx context.Context) error {
 		"OPERATOR_NAMESPACE="+namespace,
 		"OPERATOR_UPDATE_DIR="+updateDir,
 		"OPERATOR_SERVING_CA_SECRET=kubelet-serving-ca",
+		// The demo's binaries are signed with make run's own key, and its
+		// MinIO reaches the upgrade server on loopback (autocert then asks
+		// for that address too).
+		"OPERATOR_MINISIGN_PUBKEYS="+d.pub.String(),
+		"OPERATOR_UPDATE_URL=https://127.0.0.1:"+port+"/webhook/v1/update",
 	)
 	op.Stdout, op.Stderr = os.Stdout, os.Stderr
 	// Its own process group: Ctrl-C reaches it through us, after which the
@@ -101,6 +115,22 @@ func run(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- op.Wait() }()
 
+	kubectl := filepath.Join(root, "bin", "kubectl")
+	apply := func(manifest string) error {
+		cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", c.Kubeconfig, "apply", "-f", "-")
+		cmd.Stdin = strings.NewReader(manifest)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("kubectl apply: %v: %s", err, out)
+		}
+		return nil
+	}
+	if err := d.createTenant(ctx, cs, apply); err != nil {
+		return fmt.Errorf("demo tenant: %w", err)
+	}
+	if err := d.startMinIO(ctx, cs, root, local); err != nil {
+		return fmt.Errorf("demo tenant: %w", err)
+	}
+
 	fmt.Printf(`
 The operator is running against the local control plane (Ctrl-C stops everything).
   kubectl:  %s --kubeconfig %s get ns
@@ -111,7 +141,12 @@ The operator is running against the local control plane (Ctrl-C stops everything
   a pod would run:
     curl --cacert %s --resolve %s:%s:127.0.0.1 https://%s:%s/webhook/v1/update
 
-`, filepath.Join(root, "bin", "kubectl"), c.Kubeconfig, updateDir, caFile, host, port, host, port)
+The demo tenant: MinIO %s on https://127.0.0.1:%d (log: %s), ObjectStore %s/%s.
+  watch it:          %[1]s --kubeconfig %[2]s get objectstore -n %[12]s -w
+  update in place:   %[1]s --kubeconfig %[2]s patch objectstore %[13]s -n %[12]s --type merge -p '{"spec":{"image":"%[14]s"}}'
+
+`, kubectl, c.Kubeconfig, updateDir, caFile, host, port, host, port,
+		d.older, d.minioPort, filepath.Join(local, "minio.log"), tenantNamespace, tenantName, d.newImage)
 
 	select {
 	case err := <-done:

@@ -18,8 +18,9 @@ import (
 )
 
 // TestMakeRunComesUpAndGoesDownCleanlyTwice runs hack/run (what `make run`
-// runs): the printed curl works, Ctrl-C stops everything it started, and a
-// second run works too.
+// runs): the printed curl lists a real binary, the printed kubectl command
+// updates the demo MinIO in place (the first time), Ctrl-C stops everything
+// it started, and a second run works too.
 func TestMakeRunComesUpAndGoesDownCleanlyTwice(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
@@ -43,7 +44,7 @@ func TestMakeRunComesUpAndGoesDownCleanlyTwice(t *testing.T) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		require.NoError(t, cmd.Start())
 
-		curlLine := make(chan string, 1)
+		curlLine, updateLine := make(chan string, 1), make(chan string, 1)
 		var output strings.Builder
 		go func() {
 			sc := bufio.NewScanner(stdout)
@@ -51,8 +52,12 @@ func TestMakeRunComesUpAndGoesDownCleanlyTwice(t *testing.T) {
 			for sc.Scan() {
 				line := sc.Text()
 				output.WriteString(line + "\n")
-				if l := strings.TrimSpace(line); strings.HasPrefix(l, "curl --cacert") {
+				l := strings.TrimSpace(line)
+				if strings.HasPrefix(l, "curl --cacert") {
 					curlLine <- l
+				}
+				if after, ok := strings.CutPrefix(l, "update in place:"); ok {
+					updateLine <- strings.TrimSpace(after)
 				}
 			}
 		}()
@@ -65,11 +70,32 @@ func TestMakeRunComesUpAndGoesDownCleanlyTwice(t *testing.T) {
 		}
 		args := strings.Fields(curl)
 		var body []byte
+		// The seeded binary is indexed once its files have settled.
 		require.Eventually(t, func() bool {
 			body, err = exec.Command(args[0], append([]string{"-sS", "--fail"}, args[1:]...)...).CombinedOutput()
-			return err == nil
-		}, 30*time.Second, 100*time.Millisecond, "run %d: the printed curl fails: %s", attempt, body)
-		assert.Contains(t, string(body), `"binaries"`)
+			return err == nil && strings.Contains(string(body), `"minio.RELEASE.`)
+		}, 30*time.Second, 100*time.Millisecond, "run %d: the printed curl fails or lists no binary: %s", attempt, body)
+
+		var update string
+		select {
+		case update = <-updateLine:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("run %d printed no update command:\n%s", attempt, output.String())
+		}
+		if attempt == 1 {
+			f := strings.Fields(update) // kubectl --kubeconfig <file> patch ...
+			kubectlGet := func() string {
+				out, _ := exec.Command(f[0], f[1], f[2], "get", "objectstore", "-n", "tenant-demo").CombinedOutput()
+				return string(out)
+			}
+			require.Eventually(t, func() bool { return strings.Contains(kubectlGet(), "Current") }, 60*time.Second, 200*time.Millisecond,
+				"the demo tenant is current on the older release")
+			out, err := exec.Command("sh", "-c", update).CombinedOutput()
+			require.NoError(t, err, "the printed update command: %s", out)
+			require.Eventually(t, func() bool { return strings.Contains(kubectlGet(), "UpdatedInPlace") }, 2*time.Minute, 200*time.Millisecond,
+				"kubectl get objectstore shows the in-place update")
+			assert.Contains(t, kubectlGet(), "RELEASE.", "and the release")
+		}
 
 		require.NoError(t, cmd.Process.Signal(syscall.SIGINT), "Ctrl-C")
 		done := make(chan error, 1)

@@ -1,0 +1,444 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"aead.dev/minisign"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	apiv1 "github.com/object-store-operator/operator/api/v1"
+)
+
+// The demo tenant `make run` starts: a single-node MinIO on loopback running
+// the older of the two releases `make tools` builds, an ObjectStore for it
+// whose image (in a registry on loopback) holds the older release, and a
+// second image with the newer one. Changing the ObjectStore's image to the
+// second updates that MinIO in place.
+const (
+	tenantNamespace = "tenant-demo"
+	tenantName      = "demo"
+	tenantUser      = "demo-admin"
+	tenantPassword  = "demo-password-123"
+)
+
+type demo struct {
+	key                minisign.PrivateKey
+	pub                minisign.PublicKey
+	registryCA         []byte
+	oldImage, newImage string
+	older, newer       string
+	minioPort          int
+	stop               []func()
+}
+
+// releases reads hack/minio/releases: the older and the newer.
+func releases(root string) (older, newer string, err error) {
+	b, err := os.ReadFile(filepath.Join(root, "hack", "minio", "releases"))
+	if err != nil {
+		return "", "", err
+	}
+	var rs []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "RELEASE.") {
+			rs = append(rs, l)
+		}
+	}
+	if len(rs) != 2 {
+		return "", "", errors.New("hack/minio/releases must name two releases")
+	}
+	return rs[0], rs[1], nil
+}
+
+// prepareDemo makes the signing key (kept in local/ across runs), starts the
+// registry with both images, and seeds the store with the newer release so
+// the first curl lists a real binary.
+func prepareDemo(root, local, updateDir string) (*demo, error) {
+	d := &demo{}
+	var err error
+	if d.older, d.newer, err = releases(root); err != nil {
+		return nil, err
+	}
+	if d.pub, d.key, err = loadOrMakeKey(filepath.Join(local, "minisign.key")); err != nil {
+		return nil, err
+	}
+	oldBin, err := os.ReadFile(filepath.Join(root, "bin", "minio."+d.older))
+	if err != nil {
+		return nil, fmt.Errorf("MinIO binary (run `make tools`): %w", err)
+	}
+	newBin, err := os.ReadFile(filepath.Join(root, "bin", "minio."+d.newer))
+	if err != nil {
+		return nil, fmt.Errorf("MinIO binary (run `make tools`): %w", err)
+	}
+	if err := d.seed(updateDir, newBin); err != nil {
+		return nil, err
+	}
+	host, err := d.startRegistry()
+	if err != nil {
+		return nil, err
+	}
+	if d.oldImage, err = d.push(host, d.older, oldBin); err != nil {
+		return nil, err
+	}
+	if d.newImage, err = d.push(host, d.newer, newBin); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func loadOrMakeKey(path string) (minisign.PublicKey, minisign.PrivateKey, error) {
+	var priv minisign.PrivateKey
+	if b, err := os.ReadFile(path); err == nil && priv.UnmarshalText(b) == nil {
+		return priv.Public().(minisign.PublicKey), priv, nil
+	}
+	pub, priv, err := minisign.GenerateKey(rand.Reader)
+	if err != nil {
+		return pub, priv, err
+	}
+	text, err := priv.MarshalText()
+	if err != nil {
+		return pub, priv, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return pub, priv, err
+	}
+	return pub, priv, os.WriteFile(path, text, 0o600)
+}
+
+// sign makes a prehashed signature, as `minisign -S` does.
+func (d *demo) sign(content []byte) []byte {
+	r := minisign.NewReader(bytes.NewReader(content))
+	_, _ = io.Copy(io.Discard, r)
+	return r.SignWithComments(d.key, "file:minio", "signed by make run's key")
+}
+
+// seed writes the newer release into the store the way MinIO publishes it.
+func (d *demo) seed(updateDir string, bin []byte) error {
+	dir := filepath.Join(updateDir, "linux-amd64")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	name := "minio." + d.newer
+	sum := sha256.Sum256(bin)
+	for file, content := range map[string][]byte{
+		name:                bin,
+		name + ".minisig":   d.sign(bin),
+		name + ".sha256sum": []byte(hex.EncodeToString(sum[:]) + "  " + name + "\n"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, file), content, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *demo) startRegistry() (string, error) {
+	certPEM, keyPEM, err := selfSigned("127.0.0.1")
+	if err != nil {
+		return "", err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return "", err
+	}
+	d.registryCA = certPEM
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{
+		Handler:           registry.New(registry.Logger(log.New(io.Discard, "", 0))),
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}},
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	d.stop = append(d.stop, func() { _ = srv.Close() })
+	return ln.Addr().String(), nil
+}
+
+// push builds an image whose layer holds the release the way MinIO's
+// images do (opt/bin/minio with .sha256sum and .minisig) and pushes it.
+func (d *demo) push(host, release string, bin []byte) (string, error) {
+	sum := sha256.Sum256(bin)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name    string
+		content []byte
+	}{
+		{"opt/bin/minio", bin},
+		{"opt/bin/minio.sha256sum", []byte(hex.EncodeToString(sum[:]) + "  minio\n")},
+		{"opt/bin/minio.minisig", d.sign(bin)},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o755, Size: int64(len(f.content)), Typeflag: tar.TypeReg}); err != nil {
+			return "", err
+		}
+		if _, err := tw.Write(f.content); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
+		tarball.WithCompressionLevel(1))
+	if err != nil {
+		return "", err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return "", err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return "", err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", "amd64"
+	cfg.Config.Labels = map[string]string{"release": release, "version": release}
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		return "", err
+	}
+	image := host + "/minio/aistor:" + release
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return "", err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(d.registryCA)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	if err := remote.Write(ref, img, remote.WithTransport(tr)); err != nil {
+		return "", fmt.Errorf("push %s: %w", image, err)
+	}
+	return image, nil
+}
+
+// createTenant makes the Kubernetes side: the registry's CA for the
+// operator, the tenant's certificate, credentials, StatefulSet and
+// ObjectStore.
+func (d *demo) createTenant(ctx context.Context, cs kubernetes.Interface, apply func(string) error) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	d.minioPort = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	srvCert, srvKey, err := selfSigned("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "aistor-ca-tls-demo-registry"}, Data: map[string][]byte{"ca.crt": d.registryCA}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "demo-tls"}, Data: map[string][]byte{"tls.crt": srvCert, "tls.key": srvKey, "ca.crt": srvCert}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "demo-env"}, Data: map[string][]byte{apiv1.ConfigEnvKey: []byte(
+			fmt.Sprintf("export MINIO_ROOT_USER=%q\nexport MINIO_ROOT_PASSWORD=%q\n", tenantUser, tenantPassword))}},
+	} {
+		if err := upsertSecret(ctx, cs, s); err != nil {
+			return err
+		}
+	}
+	return apply(fmt.Sprintf(`apiVersion: aistor.min.io/v1
+kind: ObjectStore
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  image: %[3]s
+  certificates:
+    server:
+      - name: demo-tls
+  configuration:
+    name: demo-env
+  updates:
+    endpoint: https://127.0.0.1:%[4]d
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: %[1]s-pool-0
+  namespace: %[2]s
+  labels:
+    %[5]s: %[1]s
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: %[1]s}
+  template:
+    metadata:
+      labels: {app: %[1]s}
+    spec:
+      containers:
+        - name: minio
+          image: %[3]s
+`, tenantName, tenantNamespace, d.oldImage, d.minioPort, apiv1.ObjectStoreLabel))
+}
+
+func upsertSecret(ctx context.Context, cs kubernetes.Interface, s *corev1.Secret) error {
+	_, err := cs.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = cs.CoreV1().Secrets(s.Namespace).Update(ctx, s, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return nil
+}
+
+// startMinIO waits for the tenant's generated Secret, lays it out as
+// MinIO's certs directory and starts the older release on it.
+func (d *demo) startMinIO(ctx context.Context, cs kubernetes.Interface, root, local string) error {
+	var gen *corev1.Secret
+	for {
+		var err error
+		gen, err = cs.CoreV1().Secrets(tenantNamespace).Get(ctx, apiv1.GeneratedSecretName(tenantName), metav1.GetOptions{})
+		if err == nil && len(gen.Data["CAs.operator.crt"]) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	dir := filepath.Join(local, "minio")
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	for k, v := range gen.Data {
+		rel := ""
+		switch {
+		case k == "public.crt" || k == "private.key":
+			rel = k
+		case strings.HasPrefix(k, "CAs."):
+			rel = "CAs/" + strings.TrimPrefix(k, "CAs.")
+		default:
+			continue
+		}
+		p := filepath.Join(dir, "certs", rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, v, 0o600); err != nil {
+			return err
+		}
+	}
+	// MinIO replaces its own binary in place: it runs from a copy.
+	bin := filepath.Join(dir, "bin", "minio")
+	if err := copyFile(filepath.Join(root, "bin", "minio."+d.older), bin); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(local, "minio.log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, "server", "--address", fmt.Sprintf("127.0.0.1:%d", d.minioPort),
+		"--certs-dir", filepath.Join(dir, "certs"), filepath.Join(dir, "data"))
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+tenantUser, "MINIO_ROOT_PASSWORD="+tenantPassword,
+		"MINIO_UPDATE_MINISIGN_PUBKEY="+d.pub.String(), "MINIO_BROWSER=off", "MINIO_CI_CD=on")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start MinIO: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done); logFile.Close() }()
+	d.stop = append(d.stop, func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return nil
+}
+
+func (d *demo) close() {
+	for i := len(d.stop) - 1; i >= 0; i-- {
+		d.stop[i]()
+	}
+}
+
+func copyFile(from, to string) error {
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(from)
+	if err != nil {
+		return fmt.Errorf("MinIO binary (run `make tools`): %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// selfSigned makes a certificate for one IP that is its own CA.
+func selfSigned(ip string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: ip},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(30 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.ParseIP(ip)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+}
