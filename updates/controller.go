@@ -274,10 +274,14 @@ func (s *syncState) run(ctx context.Context) error {
 	}
 	switch {
 	case onImage && reach != nil:
-		// Nothing to roll, nothing to ask: say what is missing, and look
-		// again with backoff (a Secret or MinIO may appear at any time).
+		// Nothing to roll, nothing to ask: say what is missing. An
+		// unreachable tenant is retried with backoff; missing configuration
+		// waits for a spec change or the resync (Secrets are not watched).
 		if err := s.finish(ctx, metav1.ConditionUnknown, causeOf(reach), s.withRemedy(reach), 0); err != nil {
 			return err
+		}
+		if causeOf(reach) == CauseConfigurationMissing {
+			return nil
 		}
 		return reach
 	case onImage:
