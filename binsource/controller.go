@@ -97,10 +97,8 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, obj any) {
-			// Status writes (ours and the mount-secret controller's) do not
-			// change what to fetch; only spec changes and resyncs do.
-			o, n := old.(*unstructured.Unstructured), obj.(*unstructured.Unstructured)
-			if o.GetGeneration() != n.GetGeneration() || o.GetResourceVersion() == n.GetResourceVersion() {
+			// Status writes do not change what to fetch.
+			if controller.SpecChangedOrResync(old, obj) {
 				c.enqueue(obj)
 			}
 		},

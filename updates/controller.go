@@ -138,10 +138,10 @@ func New(cfg Config) (*Controller, error) {
 	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, obj any) {
+			// Spec changes, resyncs and the pause annotation; not status
+			// writes (ours included).
 			o, n := old.(*unstructured.Unstructured), obj.(*unstructured.Unstructured)
-			// Spec changes, the pause annotation and resyncs; not our own
-			// status writes.
-			if o.GetGeneration() != n.GetGeneration() || o.GetResourceVersion() == n.GetResourceVersion() ||
+			if controller.SpecChangedOrResync(old, obj) ||
 				o.GetAnnotations()[v1.UpdatesPausedAnnotation] != n.GetAnnotations()[v1.UpdatesPausedAnnotation] {
 				c.enqueue(obj)
 			}

@@ -79,3 +79,16 @@ func EnqueueReferrers(queue workqueue.TypedInterface[string], indexer cache.Inde
 		EnqueueObject(queue, r)
 	}
 }
+
+// SpecChangedOrResync tells, for an update event, whether obj's spec
+// changed (its generation) or the event is a periodic resync (same
+// resource version). Status writes, ours and other controllers', are
+// neither: a controller acting on the spec skips them.
+func SpecChangedOrResync(old, obj any) bool {
+	o, err1 := meta.Accessor(old)
+	n, err2 := meta.Accessor(obj)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	return o.GetGeneration() != n.GetGeneration() || o.GetResourceVersion() == n.GetResourceVersion()
+}

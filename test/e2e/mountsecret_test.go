@@ -14,10 +14,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
@@ -122,20 +122,21 @@ func applyYAML(t testing.TB, yaml string) {
 
 func statefulSet(t *testing.T, ns, store string) {
 	t.Helper()
-	replicas := int32(1)
-	labels := map[string]string{"app": store}
-	_, err := adminClient(t).AppsV1().StatefulSets(ns).Create(t.Context(), &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: store + "-pool-0", Labels: map[string]string{apiv1.ObjectStoreLabel: store}},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "minio", Image: "minio"}}},
-			},
-		},
-	}, metav1.CreateOptions{})
+	tenantStatefulSet(t, ns, store, 1, "minio")
+}
+
+// runningPod returns the UID and restart annotation of the store's running
+// pod (the StatefulSet has one replica), or "" while there is none.
+func runningPod(t *testing.T, ns, store string) (types.UID, string) {
+	t.Helper()
+	pods, err := adminClient(t).CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + store})
 	require.NoError(t, err)
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			return p.UID, p.Annotations[mountsecret.RestartAnnotation]
+		}
+	}
+	return "", ""
 }
 
 func restartValue(t *testing.T, ns, store string) string {
@@ -219,6 +220,12 @@ func TestMountSecretFollowsRotationDeletionAndHandEdits(t *testing.T) {
 	tn := newTenant(t)
 	require.Eventually(t, func() bool { return restartValue(t, tn.ns, tn.store) != "" }, 10*time.Second, 20*time.Millisecond)
 	before := restartValue(t, tn.ns, tn.store)
+	var podBefore types.UID
+	require.Eventually(t, func() bool {
+		uid, restart := runningPod(t, tn.ns, tn.store)
+		podBefore = uid
+		return uid != "" && restart == before
+	}, 30*time.Second, 20*time.Millisecond, "the StatefulSet's pod runs")
 
 	// Rotation: cert-manager writes a new certificate into the server Secret.
 	start := time.Now()
@@ -232,6 +239,11 @@ func TestMountSecretFollowsRotationDeletionAndHandEdits(t *testing.T) {
 	t.Logf("server Secret rotated -> generated Secret and StatefulSet updated in %s", time.Since(start).Round(time.Millisecond))
 	// The rebuild is logged after its API writes: wait for the line.
 	tn.op.waitLog(t, "referenced content changed: tenant-a-tls")
+	rotated := restartValue(t, tn.ns, tn.store)
+	require.Eventually(t, func() bool {
+		uid, restart := runningPod(t, tn.ns, tn.store)
+		return uid != "" && uid != podBefore && restart == rotated
+	}, 30*time.Second, 20*time.Millisecond, "the statefulset controller replaced the pod with one from the new template")
 
 	// The seed's forced refresh.
 	afterRotation := restartValue(t, tn.ns, tn.store)
