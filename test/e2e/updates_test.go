@@ -364,7 +364,6 @@ func TestObjectStoreWithoutConfigurationIsExplained(t *testing.T) {
 func TestPausedObjectStoreIsNotUpdated(t *testing.T) {
 	e := newUpdateEnv(t, updateOpts{})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
-	e.minio.warm(t)
 	kubectl(t, "annotate", "objectstore", e.store, "-n", e.tenantNS, apiv1.UpdatesPausedAnnotation+"=true")
 	e.setImage(t, e.newImage)
 	e.waitVersion(t, metav1.ConditionFalse, "UpdatesPaused", 60*time.Second)
