@@ -292,8 +292,12 @@ func (s *syncState) run(ctx context.Context) error {
 			s.c.queue.AddAfter(s.key, s.c.cfg.Poll*5)
 			return s.write(ctx, prev.Status, prev.Reason, prev.Message)
 		}
+		want := res.Release
+		if !res.Available {
+			want = "its release (not in the upgrade store: " + res.Reason + ")"
+		}
 		return s.finish(ctx, metav1.ConditionFalse, ReasonWaitingForNodes,
-			fmt.Sprintf("the StatefulSets run %s; waiting for every node to report %s (%s)", store.Spec.Image, res.Release, describeNodes(s.nodes)), s.c.cfg.Poll)
+			fmt.Sprintf("the StatefulSets run %s; waiting for every node to report %s (%s)", store.Spec.Image, want, describeNodes(s.nodes)), s.c.cfg.Poll)
 	case !res.Available:
 		return s.rollBack(ctx, newError(CauseBinaryUnavailable,
 			fmt.Errorf("the release of %s is not in the upgrade store (BinaryAvailable: %s: %s)", store.Spec.Image, res.Reason, res.Message)))
