@@ -154,7 +154,9 @@ func (m *minioCluster) warm(t testing.TB) {
 	t.Helper()
 	const bucket, perNode = "warm-up", 10000
 	start := time.Now()
-	defer func() { t.Logf("warm-up: %d requests in %s", perNode*len(m.ports), time.Since(start).Round(time.Millisecond)) }()
+	defer func() {
+		t.Logf("warm-up: %d requests in %s", perNode*len(m.ports), time.Since(start).Round(time.Millisecond))
+	}()
 	var g errgroup.Group
 	g.SetLimit(32)
 	for i, port := range m.ports {
