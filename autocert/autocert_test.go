@@ -36,13 +36,19 @@ type pair struct{ cert, key []byte }
 
 func newPair(t *testing.T, key crypto.Signer, dnsNames []string, notBefore, notAfter time.Time) pair {
 	t.Helper()
+	return newPairFor(t, key, dnsNames, notBefore, notAfter, x509.ExtKeyUsageServerAuth)
+}
+
+// newPairFor is newPair with the given extended key usages.
+func newPairFor(t *testing.T, key crypto.Signer, dnsNames []string, notBefore, notAfter time.Time, usages ...x509.ExtKeyUsage) pair {
+	t.Helper()
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()),
 		Subject:      pkix.Name{CommonName: dnsNames[0]},
 		DNSNames:     dnsNames,
 		NotBefore:    notBefore,
 		NotAfter:     notAfter,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  usages,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	require.NoError(t, err)
@@ -107,6 +113,30 @@ func TestCandidateValidation(t *testing.T) {
 		{"SANs for another service", func(t *testing.T) pair {
 			return newPair(t, ecKey(t), []string{"other.ops.svc"}, now.Add(-time.Hour), now.Add(time.Hour))
 		}, "SANs [other.ops.svc] do not cover " + svcName},
+		{"RSA-1024", func(t *testing.T) pair {
+			k, err := rsa.GenerateKey(rand.Reader, 1024)
+			require.NoError(t, err)
+			return newPair(t, k, []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+		}, "RSA key of 1024 bits; at least 2048 are required"},
+		{"P-521", func(t *testing.T) pair {
+			k, err := ecdsa.GenerateKey(elliptic.P521(), rand.Reader)
+			require.NoError(t, err)
+			return newPair(t, k, []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+		}, "ECDSA key on curve P-521; use P-256 or P-384"},
+		{"valid P-384", func(t *testing.T) pair {
+			k, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+			require.NoError(t, err)
+			return newPair(t, k, []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+		}, ""},
+		{"client certificate only", func(t *testing.T) pair {
+			return newPairFor(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour), x509.ExtKeyUsageClientAuth)
+		}, "extended key usage is clientAuth, without serverAuth"},
+		{"no extended key usage", func(t *testing.T) pair {
+			return newPairFor(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+		}, ""},
+		{"server and client", func(t *testing.T) pair {
+			return newPairFor(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour), x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth)
+		}, ""},
 	}
 	v := Validator{DNSName: svcName}
 	for _, tt := range tests {

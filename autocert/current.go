@@ -171,6 +171,13 @@ func (c *Current) checkTrust(kind, origin string, cert *tls.Certificate, caBundl
 	if err == nil {
 		return
 	}
+	var unknown x509.UnknownAuthorityError
+	if !errors.As(err, &unknown) && !errors.Is(err, errEmptyBundle) {
+		// Not a trust problem: say what pods will see instead.
+		c.log.Warn().Str("source", kind).Str("origin", origin).Str("reason", err.Error()).
+			Msg("MinIO pods will fail to verify the served certificate: " + err.Error())
+		return
+	}
 	c.log.Warn().
 		Str("source", kind).
 		Str("origin", origin).
@@ -184,10 +191,12 @@ func (c *Current) checkTrust(kind, origin string, cert *tls.Certificate, caBundl
 			"OPERATOR_CUSTOM_TLS_SECRET_NAME) signed by a CA the pods trust")
 }
 
+var errEmptyBundle = errors.New("no CA certificate in the bundle")
+
 func verifyAgainst(cert *tls.Certificate, caBundle []byte, dnsName string) error {
 	pool := x509.NewCertPool()
 	if len(caBundle) == 0 || !pool.AppendCertsFromPEM(caBundle) {
-		return errors.New("no CA certificate in the bundle")
+		return errEmptyBundle
 	}
 	inter := x509.NewCertPool()
 	for _, der := range cert.Certificate[1:] {

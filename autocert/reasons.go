@@ -11,6 +11,8 @@ var (
 	errExpired     = errors.New("expired")
 	errNotYetValid = errors.New("not yet valid")
 	errSANs        = errors.New("SANs do not cover the service")
+	errWeakKey     = errors.New("weak key")
+	errKeyUsage    = errors.New("not for TLS servers")
 	errDeleted     = errors.New("deleted")
 )
 
@@ -21,6 +23,7 @@ func reasonOf(err error) string {
 	}{
 		{errMissing, "missing"}, {errGarbage, "garbage"}, {errKeyMismatch, "key_mismatch"},
 		{errExpired, "expired"}, {errNotYetValid, "not_yet_valid"}, {errSANs, "sans"}, {errDeleted, "deleted"},
+		{errWeakKey, "weak_key"}, {errKeyUsage, "key_usage"},
 	} {
 		if errors.Is(err, r.err) {
 			return r.label

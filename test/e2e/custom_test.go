@@ -27,6 +27,12 @@ const customSecret = "operator-webhook-tls"
 // selfSigned makes a serving key pair for names, valid between the times.
 func selfSigned(t testing.TB, key crypto.Signer, names []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, serial *big.Int) {
 	t.Helper()
+	return selfSignedFor(t, key, names, notBefore, notAfter, x509.ExtKeyUsageServerAuth)
+}
+
+// selfSignedFor is selfSigned with the given extended key usages.
+func selfSignedFor(t testing.TB, key crypto.Signer, names []string, notBefore, notAfter time.Time, usages ...x509.ExtKeyUsage) (certPEM, keyPEM []byte, serial *big.Int) {
+	t.Helper()
 	if key == nil {
 		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		require.NoError(t, err)
@@ -36,7 +42,7 @@ func selfSigned(t testing.TB, key crypto.Signer, names []string, notBefore, notA
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial, Subject: pkix.Name{CommonName: names[0]},
-		NotBefore: notBefore, NotAfter: notAfter, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		NotBefore: notBefore, NotAfter: notAfter, ExtKeyUsage: usages,
 	}
 	for _, n := range names {
 		if ip := net.ParseIP(n); ip != nil {
@@ -111,6 +117,10 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 	expired, expiredKey, _ := selfSigned(t, nil, names, now.Add(-2*time.Hour), now.Add(-time.Hour))
 	future, futureKey, _ := selfSigned(t, nil, names, now.Add(time.Hour), now.Add(2*time.Hour))
 	otherSvc, otherSvcKey, _ := selfSigned(t, nil, []string{"minio.tenant.svc"}, now.Add(-time.Hour), now.Add(time.Hour))
+	rsa1024, err := rsa.GenerateKey(rand.Reader, 1024)
+	require.NoError(t, err)
+	weak, weakKey, _ := selfSigned(t, rsa1024, names, now.Add(-time.Hour), now.Add(time.Hour))
+	clientOnly, clientOnlyKey, _ := selfSignedFor(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour), x509.ExtKeyUsageClientAuth)
 
 	bad := []struct {
 		name   string
@@ -125,6 +135,8 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 		{"expired", map[string][]byte{"tls.crt": expired, "tls.key": expiredKey}, "expired at"},
 		{"not yet valid", map[string][]byte{"tls.crt": future, "tls.key": futureKey}, "not yet valid"},
 		{"SANs for another service", map[string][]byte{"tls.crt": otherSvc, "tls.key": otherSvcKey}, "do not cover " + names[0]},
+		{"RSA-1024", map[string][]byte{"tls.crt": weak, "tls.key": weakKey}, "RSA key of 1024 bits; at least 2048 are required"},
+		{"client certificate only", map[string][]byte{"tls.crt": clientOnly, "tls.key": clientOnlyKey}, "extended key usage is clientAuth, without serverAuth"},
 		{"empty Secret", map[string][]byte{}, "no tls.crt/tls.key"},
 	}
 	for _, tt := range bad {
