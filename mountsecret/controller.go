@@ -55,6 +55,9 @@ const secretRefIndex = "secretRef"
 type CABundleSource interface {
 	CABundle() []byte
 	Changed() <-chan struct{}
+	// Ready fails until a serving certificate is loaded; until then
+	// CABundle says nothing about what pods must trust.
+	Ready() error
 }
 
 // Config configures the controller.
@@ -196,6 +199,22 @@ func (c *Controller) statefulSetChanged(obj any) {
 func (c *Controller) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("mount secret: informers did not sync")
+	}
+	if c.cfg.OperatorCA != nil {
+		// A rebuild before the serving certificate is loaded would drop
+		// CAs.operator.crt from every generated Secret and roll every
+		// tenant, twice: wait for it (autocert's cold start, a custom
+		// Secret briefly missing).
+		for logged := false; c.cfg.OperatorCA.Ready() != nil; logged = true {
+			if !logged {
+				c.log.Info().Msg("waiting for the serving certificate before the first rebuild: its CA goes into every generated Secret")
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-c.cfg.OperatorCA.Changed():
+			}
+		}
 	}
 	c.log.Info().Int("objectStores", len(c.stores.ListKeys())).Msg("mount-secret controller started")
 	if c.cfg.OperatorCA != nil {
