@@ -156,6 +156,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--tls-private-key-file="+files.apiserverKey,
 		"--client-ca-file="+files.clusterCA,
 		"--authorization-mode=RBAC",
+		// What hardened clusters (OpenShift among them) enable on top of the
+		// defaults: an owner reference that blocks deletion needs update on
+		// the owner's finalizers.
+		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 		"--service-account-issuer="+ServiceAccountIssuer,
 		"--api-audiences="+ServiceAccountIssuer,
 		"--service-account-key-file="+files.saPub,

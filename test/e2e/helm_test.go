@@ -113,7 +113,13 @@ func asChartServiceAccount(t *testing.T, ns string) (string, kubernetes.Interfac
 func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	ensureCRD(t)
 	ns := "objectstore-operator-" + strings.ToLower(t.Name()[len(t.Name())-6:])
-	notes := helm(t, "install", "osop", chartDir(t), "-n", ns, "--create-namespace")
+	// The namespace enforces Pod Security "restricted", as hardened
+	// clusters label operator namespaces.
+	_, err := adminClient(t).CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: ns, Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	notes := helm(t, "install", "osop", chartDir(t), "-n", ns)
 	assert.Contains(t, notes, "TLS: autocert", "NOTES.txt says which TLS mode is on")
 	assert.Contains(t, notes, `grep -i "custom certificate\|TLS"`, "seed 000 step 4's log check")
 	assert.Contains(t, notes, "curl -v https://object-store-operator."+ns+".svc.cluster.local:4221/webhook/v1/update")
@@ -122,10 +128,19 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	})
 	kubeconfig, sa := asChartServiceAccount(t, ns)
 
+	// No kubelet runs here, so no pod is made from the Deployment: admit its
+	// pod template as a Pod (dry run) to see Pod Security accept it.
+	dep, err := adminClient(t).AppsV1().Deployments(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	require.NoError(t, err)
+	_, err = adminClient(t).CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "pod-security-check-"}, Spec: dep.Spec.Template.Spec,
+	}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err, "the chart's pod passes Pod Security restricted")
+
 	// Autocert under the chart's identity.
 	env := append(deploymentEnv(t, ns, t.TempDir()), "KUBECONFIG="+kubeconfig)
 	op := startOperator(t, env)
-	_, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
+	_, err = servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err, "kubelet-serving certificate obtained with the chart's RBAC")
 	assert.Len(t, operatorCSRs(t, ns), 1)
 	assert.NotContains(t, op.logs.String(), "forbidden")
