@@ -69,6 +69,16 @@ func TestChartLintsAndRenders(t *testing.T) {
 	assert.Contains(t, seed, "- name: OPERATOR_CUSTOM_TLS_SECRET_NAME\n              value: object-store-operator-tls")
 	assert.NotContains(t, seed, "certificatesigningrequests", "custom certificate mode gets no CSR rights")
 
+	approveOff := helm(t, "template", "osop", chartDir(t), "-n", "objectstore-operator", "-f", valuesFile(t, `global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_AUTOCERT_APPROVE
+        value: "off"
+`))
+	assert.Contains(t, approveOff, "resources: [certificatesigningrequests]", "the CSR is still filed and watched")
+	assert.NotContains(t, approveOff, "certificatesigningrequests/approval", "no self-approval rights when an admin approves")
+	assert.NotContains(t, approveOff, "[approve]")
+
 	ha := helm(t, "template", "osop", chartDir(t), "--set", "replicas=3")
 	assert.Contains(t, ha, "kind: PodDisruptionBudget")
 	assert.Contains(t, ha, "topologySpreadConstraints")

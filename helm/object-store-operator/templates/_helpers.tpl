@@ -40,6 +40,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and (not (has $off (list "on" "true" "yes" "1" "enable" "enabled"))) (eq $files "") -}}true{{- end -}}
 {{- end -}}
 
+{{/* Whether the operator approves its own CSR (OPERATOR_AUTOCERT_APPROVE, default on). */}}
+{{- define "osop.selfApprove" -}}
+{{- $approve := lower (include "osop.env" (list . "OPERATOR_AUTOCERT_APPROVE")) -}}
+{{- if and (include "osop.autocert" .) (not (has $approve (list "off" "false" "no" "0" "disable" "disabled"))) -}}true{{- end -}}
+{{- end -}}
+
 {{- define "osop.signer" -}}
 {{- default "kubernetes.io/kubelet-serving" (include "osop.env" (list . "OPERATOR_CSR_SIGNER_NAME")) -}}
 {{- end -}}
