@@ -117,8 +117,35 @@ func assemble(os *v1.ObjectStore, secrets corelisters.SecretLister, operatorCA [
 	if len(operatorCA) > 0 {
 		a.put("operator CA", KeyOperatorCA, operatorCA)
 	}
+	if size := a.size(); size > maxSecretSize {
+		return nil, &problem{secret: v1.GeneratedSecretName(os.Name), reason: "TooLarge",
+			detail: fmt.Sprintf("would hold %d bytes, over the %d a Secret may hold; nothing was written. Biggest inputs: %s",
+				size, maxSecretSize, a.biggest(3))}
+	}
 	a.hash = contentHash(a.data)
 	return a, nil
+}
+
+// maxSecretSize is the apiserver's limit on a Secret's data (keys and
+// values); a larger generated Secret is refused, so it is never attempted.
+const maxSecretSize = 1 << 20
+
+func (a *assembly) size() int {
+	n := 0
+	for k, v := range a.data {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// biggest names the n inputs that contribute most, with their sizes.
+func (a *assembly) biggest(n int) string {
+	keys := slices.SortedFunc(maps.Keys(a.data), func(x, y string) int { return len(a.data[y]) - len(a.data[x]) })
+	var out []string
+	for _, k := range keys[:min(n, len(keys))] {
+		out = append(out, fmt.Sprintf("%s (%d KiB)", k, (len(a.data[k])+1023)/1024))
+	}
+	return strings.Join(out, ", ")
 }
 
 func (a *assembly) put(source, key string, value []byte) {

@@ -126,3 +126,22 @@ func TestAssemblyProblemsNameTheSecret(t *testing.T) {
 		})
 	}
 }
+
+func TestAGeneratedSecretOverOneMiBIsNeverAttempted(t *testing.T) {
+	cert, key := pair(t, "server")
+	ca, _ := pair(t, "ca")
+	var bundle []byte
+	for len(bundle) < 1536<<10 { // 1.5 MiB of CA certificates
+		bundle = append(bundle, ca...)
+	}
+	_, err := assemble(store([]string{"tls"}, nil, []string{"big-ca"}), lister(t,
+		secret("tls", map[string][]byte{"tls.crt": cert, "tls.key": key}),
+		secret("big-ca", map[string][]byte{"ca.crt": bundle}),
+	), nil)
+	var p *problem
+	require.ErrorAs(t, err, &p)
+	assert.Equal(t, "TooLarge", p.reason)
+	assert.Equal(t, "s-generated", p.secret)
+	assert.Contains(t, p.detail, "over the 1048576 a Secret may hold")
+	assert.Contains(t, p.detail, "Biggest inputs: CAs.trusted.big-ca.crt (15", "names the biggest input first")
+}

@@ -189,7 +189,12 @@ func (c *Controller) secretChanged(obj any) {
 
 func (c *Controller) statefulSetChanged(obj any) {
 	if s, ok := obj.(*appsv1.StatefulSet); ok {
-		if name := s.Labels[v1.ObjectStoreLabel]; name != "" {
+		// A long name does not fit the label; the annotation has it whole.
+		name := s.Annotations[v1.ObjectStoreNameAnnotation]
+		if name == "" {
+			name = s.Labels[v1.ObjectStoreLabel]
+		}
+		if name != "" {
 			c.queue.Add(s.Namespace + "/" + name)
 		}
 	}
@@ -262,8 +267,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	a, err := assemble(store, c.secrets, operatorCA)
 	var p *problem
 	if errors.As(err, &p) {
-		c.log.Error().Str("objectstore", key).Str("secret", store.Namespace+"/"+p.secret).Str("reason", p.detail).
-			Msg("referenced Secret unusable: generated Secret left as it was")
+		msg := "referenced Secret unusable: generated Secret left as it was"
+		if p.secret == v1.GeneratedSecretName(store.Name) {
+			msg = "generated Secret would be refused: nothing written"
+		}
+		c.log.Error().Str("objectstore", key).Str("secret", store.Namespace+"/"+p.secret).Str("reason", p.reason).Str("detail", p.detail).
+			Msg(msg)
 		return c.setCondition(ctx, u, metav1.ConditionFalse, p.reason, p.Error())
 	}
 	if err != nil {
@@ -275,12 +284,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		if errors.As(err, &p) {
 			return c.setCondition(ctx, u, metav1.ConditionFalse, p.reason, p.Error())
 		}
-		return err
+		return c.refused(ctx, u, err)
 	}
 	restart := a.hash[:16] + "-" + string(generated.UID)[:8]
 	restarted, err := c.rollStatefulSets(ctx, store, restart)
 	if err != nil {
-		return err
+		return c.refused(ctx, u, err)
 	}
 	if reason != "" {
 		c.rebuild.Inc()
@@ -303,8 +312,9 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: name, Namespace: store.Namespace,
-				Labels:      map[string]string{v1.ObjectStoreLabel: store.Name},
-				Annotations: map[string]string{HashAnnotation: hash, SourcesAnnotation: a.sourcesJSON()},
+				Labels: map[string]string{v1.ObjectStoreLabel: v1.ObjectStoreLabelValue(store.Name)},
+				Annotations: map[string]string{HashAnnotation: hash, SourcesAnnotation: a.sourcesJSON(),
+					v1.ObjectStoreNameAnnotation: store.Name},
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(store,
 					v1.GroupVersion.WithKind(v1.Kind))},
 			},
@@ -350,7 +360,7 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 // every StatefulSet of the store whose value differs, which makes
 // Kubernetes roll its pods.
 func (c *Controller) rollStatefulSets(ctx context.Context, store *v1.ObjectStore, value string) ([]string, error) {
-	sets, err := c.sets.StatefulSets(store.Namespace).List(labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: store.Name}))
+	sets, err := c.sets.StatefulSets(store.Namespace).List(labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: v1.ObjectStoreLabelValue(store.Name)}))
 	if err != nil {
 		return nil, fmt.Errorf("list StatefulSets of %s/%s: %w", store.Namespace, store.Name, err)
 	}
@@ -370,6 +380,21 @@ func (c *Controller) rollStatefulSets(ctx context.Context, store *v1.ObjectStore
 }
 
 // setCondition writes CertificatesReady when it changes, with an Event.
+// refused reports a write the apiserver refused (invalid, forbidden, too
+// large) in the condition, so CertificatesReady never stays True over a
+// stale Secret, and returns err for a retry with backoff. Other errors
+// (a timeout, a conflict) are only retried.
+func (c *Controller) refused(ctx context.Context, u *unstructured.Unstructured, err error) error {
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err) {
+		c.log.Error().Str("objectstore", u.GetNamespace()+"/"+u.GetName()).Str("reason", "WriteRefused").Err(err).
+			Msg("the apiserver refused a write; the generated Secret or the pods are stale")
+		if cerr := c.setCondition(ctx, u, metav1.ConditionFalse, "WriteRefused", err.Error()); cerr != nil {
+			return cerr
+		}
+	}
+	return err
+}
+
 func (c *Controller) setCondition(ctx context.Context, u *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) error {
 	wrote, err := v1.SetCondition(ctx, c.cfg.Dynamic, c.cfg.Recorder, u, metav1.Condition{
 		Type: v1.ConditionCertificatesReady, Status: status, Reason: reason, Message: message,

@@ -299,8 +299,14 @@ func (s *syncState) run(ctx context.Context) error {
 		return s.finish(ctx, metav1.ConditionFalse, ReasonWaitingForNodes,
 			fmt.Sprintf("the StatefulSets run %s; waiting for every node to report %s (%s)", store.Spec.Image, want, describeNodes(s.nodes)), s.c.cfg.Poll)
 	case !res.Available:
-		return s.rollBack(ctx, newError(CauseBinaryUnavailable,
-			fmt.Errorf("the release of %s is not in the upgrade store (BinaryAvailable: %s: %s)", store.Spec.Image, res.Reason, res.Message)))
+		// Not a failure of the in-place path: the image itself could not be
+		// pulled or verified (a registry outage, a signature that does not
+		// verify, a conflicting release). Rolling pods onto it would trade a
+		// verified binary for one the operator refused, or pods stuck
+		// pulling; wait for BinaryAvailable instead.
+		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdateFailed, s.withRemedy(newError(CauseBinaryUnavailable,
+			fmt.Errorf("the release of %s is not in the upgrade store (BinaryAvailable: %s); nothing is updated or rolled until it is",
+				store.Spec.Image, res.Reason))), 0)
 	case reach != nil:
 		return s.rollBack(ctx, reach)
 	}

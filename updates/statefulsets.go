@@ -21,7 +21,7 @@ const containerName = "minio"
 // happens to running pods is the StatefulSet's update strategy's call.
 func (c *Controller) setImage(ctx context.Context, store *v1.ObjectStore) ([]string, error) {
 	sets, err := c.cfg.Kube.AppsV1().StatefulSets(store.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: store.Name}).String(),
+		LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: v1.ObjectStoreLabelValue(store.Name)}).String(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list StatefulSets of ObjectStore %s/%s: %w", store.Namespace, store.Name, err)
@@ -61,10 +61,10 @@ func (c *Controller) rollImage(ctx context.Context, store *v1.ObjectStore) ([]st
 	}
 	if len(sets) == 0 {
 		list, err := c.cfg.Kube.AppsV1().StatefulSets(store.Namespace).List(ctx, metav1.ListOptions{
-			LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: store.Name}).String(), Limit: 1,
+			LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: v1.ObjectStoreLabelValue(store.Name)}).String(), Limit: 1,
 		})
 		if err == nil && len(list.Items) == 0 {
-			return nil, fmt.Errorf("no StatefulSet in namespace %s is labelled %s=%s", store.Namespace, v1.ObjectStoreLabel, store.Name)
+			return nil, fmt.Errorf("no StatefulSet in namespace %s is labelled %s=%s", store.Namespace, v1.ObjectStoreLabel, v1.ObjectStoreLabelValue(store.Name))
 		}
 	}
 	return sets, nil
@@ -83,7 +83,7 @@ func minioImage(s *appsv1.StatefulSet) (string, bool) {
 // them run spec.image in their minio container.
 func (c *Controller) statefulSetsOn(ctx context.Context, store *v1.ObjectStore) (bool, error) {
 	sets, err := c.cfg.Kube.AppsV1().StatefulSets(store.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: store.Name}).String(),
+		LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: v1.ObjectStoreLabelValue(store.Name)}).String(),
 	})
 	if err != nil {
 		return false, fmt.Errorf("list StatefulSets of ObjectStore %s/%s: %w", store.Namespace, store.Name, err)

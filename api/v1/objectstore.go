@@ -5,12 +5,16 @@
 package v1
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Group, version and resource of ObjectStores.
@@ -23,8 +27,25 @@ var (
 const Kind = "ObjectStore"
 
 // ObjectStoreLabel on a StatefulSet names the ObjectStore whose pods it
-// runs; the mount-secret controller rolls those pods.
+// runs (its value is ObjectStoreLabelValue of the name); the mount-secret
+// controller rolls those pods and the updater sets their image.
 const ObjectStoreLabel = "aistor.min.io/objectstore"
+
+// ObjectStoreNameAnnotation carries the ObjectStore's full name where the
+// label value had to be shortened.
+const ObjectStoreNameAnnotation = "aistor.min.io/objectstore-name"
+
+// ObjectStoreLabelValue is the ObjectStoreLabel value for an ObjectStore
+// name: the name itself when it fits a label value (63 characters), else
+// its first 52 characters and 10 hex digits of its SHA-256, so that two long
+// names never share a value.
+func ObjectStoreLabelValue(name string) string {
+	if len(name) <= validation.LabelValueMaxLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return strings.TrimRight(name[:52], "-.") + "-" + hex.EncodeToString(sum[:])[:10]
+}
 
 // ConditionCertificatesReady tells whether the generated mount Secret
 // holds every referenced certificate.

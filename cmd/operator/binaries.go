@@ -77,6 +77,8 @@ func updateRemedy(cause string) string {
 		return "MinIO's own error is above: MethodNotAllowed means MINIO_UPDATE=off on the tenant; a signature error means MINIO_UPDATE_MINISIGN_PUBKEY on the tenant does not match the key the binary is signed with; \"permission denied\" means the binary's directory is read-only in the image"
 	case updates.CauseNodesNotUpdated:
 		return "check the nodes' logs; OPERATOR_UPDATE_TIMEOUT bounds how long the operator waits"
+	case updates.CauseBinaryUnavailable:
+		return "see the ObjectStore's BinaryAvailable condition for why and what to do"
 	case updates.CauseNodeOffline:
 		return "bring the node back; the update starts when every node is online"
 	}

@@ -129,7 +129,7 @@ func statefulSet(t *testing.T, ns, store string) {
 // pod (the StatefulSet has one replica), or "" while there is none.
 func runningPod(t *testing.T, ns, store string) (types.UID, string) {
 	t.Helper()
-	pods, err := adminClient(t).CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + store})
+	pods, err := adminClient(t).CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + apiv1.ObjectStoreLabelValue(store)})
 	require.NoError(t, err)
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
@@ -141,7 +141,7 @@ func runningPod(t *testing.T, ns, store string) (types.UID, string) {
 
 func restartValue(t *testing.T, ns, store string) string {
 	t.Helper()
-	s, err := adminClient(t).AppsV1().StatefulSets(ns).Get(t.Context(), store+"-pool-0", metav1.GetOptions{})
+	s, err := adminClient(t).AppsV1().StatefulSets(ns).Get(t.Context(), poolName(store), metav1.GetOptions{})
 	require.NoError(t, err)
 	return s.Spec.Template.Annotations[mountsecret.RestartAnnotation]
 }
@@ -438,4 +438,45 @@ func TestRestartBeforeTheServingCertificateWritesNothing(t *testing.T) {
 	assert.Equal(t, gen.ResourceVersion, after.ResourceVersion, "the generated Secret was not rewritten")
 	assert.Equal(t, restart, restartValue(t, ns, "tenant-a"), "the tenant was not rolled")
 	assert.NotContains(t, op.logs.String(), "mount secret rebuilt")
+}
+
+// TestLongNamesAndOversizedSecretsAreReported: an ObjectStore with a
+// 200-character name gets its generated Secret and its StatefulSet rolled
+// (the label value is shortened, the full name annotated); one whose
+// certificates add up to 1.5 MiB gets TooLarge naming the biggest inputs,
+// and nothing is written.
+func TestLongNamesAndOversizedSecretsAreReported(t *testing.T) {
+	ensureCRD(t)
+	ns := operatorNamespace(t)
+	long := strings.Repeat("a", 60) + "." + strings.Repeat("b", 139)
+	require.Len(t, long, 200)
+	keyPairSecret(t, ns, "tenant-a-tls", true)
+	tenantStatefulSet(t, ns, long, 1, "minio")
+	op := startOperator(t, k8sEnv(operatorNamespace(t)))
+	applyYAML(t, objectStoreYAML(ns, long, []string{"tenant-a-tls"}, nil, nil))
+	require.Eventually(t, func() bool {
+		s, err := generated(t, ns, long)
+		return err == nil && s.Annotations[apiv1.ObjectStoreNameAnnotation] == long && restartValue(t, ns, long) != ""
+	}, 10*time.Second, 20*time.Millisecond, "generated Secret written and the StatefulSet found by the shortened label")
+	s, err := generated(t, ns, long)
+	require.NoError(t, err)
+	assert.Equal(t, apiv1.ObjectStoreLabelValue(long), s.Labels[apiv1.ObjectStoreLabel])
+	require.Eventually(t, func() bool { return condition(t, ns, long).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
+
+	ca, _, _ := selfSigned(t, nil, []string{"big-ca"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	var bundle []byte
+	for len(bundle) < 768<<10 { // two Secrets of 0.75 MiB: each fits, together they do not
+		bundle = append(bundle, ca...)
+	}
+	putNamedSecret(t, ns, "big-ca-1", map[string][]byte{"ca.crt": bundle})
+	putNamedSecret(t, ns, "big-ca-2", map[string][]byte{"ca.crt": bundle})
+	applyYAML(t, objectStoreYAML(ns, "big", []string{"tenant-a-tls"}, nil, []string{"big-ca-1", "big-ca-2"}))
+	var c metav1.Condition
+	require.Eventually(t, func() bool { c = condition(t, ns, "big"); return c.Reason == "TooLarge" }, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Contains(t, c.Message, "CAs.trusted.big-ca-1.crt")
+	assert.Contains(t, c.Message, "CAs.trusted.big-ca-2.crt")
+	_, err = generated(t, ns, "big")
+	assert.True(t, apierrors.IsNotFound(err), "nothing was written")
+	assert.Contains(t, op.logs.String(), "TooLarge")
 }

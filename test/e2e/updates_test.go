@@ -135,9 +135,13 @@ spec:
 // tenantStatefulSet is one pool of the tenant, its minio container on image.
 func tenantStatefulSet(t testing.TB, ns, store string, replicas int32, image string) {
 	t.Helper()
-	labels := map[string]string{"app": store}
+	labels := map[string]string{"app": apiv1.ObjectStoreLabelValue(store)}
 	_, err := adminClient(t).AppsV1().StatefulSets(ns).Create(t.Context(), &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: store + "-pool-0", Labels: map[string]string{apiv1.ObjectStoreLabel: store}},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        poolName(store),
+			Labels:      map[string]string{apiv1.ObjectStoreLabel: apiv1.ObjectStoreLabelValue(store)},
+			Annotations: map[string]string{apiv1.ObjectStoreNameAnnotation: store},
+		},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			PodManagementPolicy: appsv1.ParallelPodManagement,
@@ -148,6 +152,15 @@ func tenantStatefulSet(t testing.TB, ns, store string, replicas int32, image str
 		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+}
+
+// poolName is the StatefulSet of a store's first pool: <store>-pool-0, or
+// pool-0 for a store whose name would not leave room for pod names.
+func poolName(store string) string {
+	if len(store) > 40 {
+		return "pool-0"
+	}
+	return store + "-pool-0"
 }
 
 // setImage changes the ObjectStore's image, as a user upgrading does.
@@ -174,7 +187,7 @@ func (e *updateEnv) waitVersion(t testing.TB, status metav1.ConditionStatus, rea
 // pods returns the UIDs and images of the tenant's pods.
 func (e *updateEnv) pods(t *testing.T) map[types.UID]string {
 	t.Helper()
-	list, err := adminClient(t).CoreV1().Pods(e.tenantNS).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + e.store})
+	list, err := adminClient(t).CoreV1().Pods(e.tenantNS).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + apiv1.ObjectStoreLabelValue(e.store)})
 	require.NoError(t, err)
 	out := map[types.UID]string{}
 	for _, p := range list.Items {
@@ -187,7 +200,7 @@ func (e *updateEnv) pods(t *testing.T) map[types.UID]string {
 
 func (e *updateEnv) statefulSetImage(t *testing.T) string {
 	t.Helper()
-	s, err := adminClient(t).AppsV1().StatefulSets(e.tenantNS).Get(t.Context(), e.store+"-pool-0", metav1.GetOptions{})
+	s, err := adminClient(t).AppsV1().StatefulSets(e.tenantNS).Get(t.Context(), poolName(e.store), metav1.GetOptions{})
 	require.NoError(t, err)
 	return s.Spec.Template.Spec.Containers[0].Image
 }
