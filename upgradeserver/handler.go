@@ -40,6 +40,10 @@ type handler struct {
 	// connection is dropped; a client that stops reading cannot hold a
 	// connection forever.
 	stall time.Duration
+	// downloads holds a token per binary download in progress; when it is
+	// full, more are answered 503 with Retry-After instead of each taking a
+	// copy buffer.
+	downloads chan struct{}
 }
 
 // newHandler builds the router. Paths are matched raw (encoded, uncleaned):
@@ -154,6 +158,15 @@ func (h *handler) serveBinary(w http.ResponseWriter, r *http.Request, b *binstor
 	defer f.Close()
 
 	if r.Method == http.MethodGet {
+		select {
+		case h.downloads <- struct{}{}:
+			defer func() { <-h.downloads }()
+		default:
+			h.metrics.rejected.Inc()
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, "too many downloads in progress, retry shortly", http.StatusServiceUnavailable)
+			return
+		}
 		h.metrics.downloads.WithLabelValues(b.Path()).Inc()
 		h.metrics.inFlight.Inc()
 		defer h.metrics.inFlight.Dec()

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -255,4 +256,54 @@ func FuzzResolve(f *testing.F) {
 			t.Fatalf("%q served unexpected content %q", suffix, body)
 		}
 	})
+}
+
+// blockedWriter is a client that has stopped reading: Write blocks until
+// released.
+type blockedWriter struct {
+	*httptest.ResponseRecorder
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockedWriter) Write(p []byte) (int, error) {
+	select {
+	case b.started <- struct{}{}:
+	default:
+	}
+	<-b.release
+	return b.ResponseRecorder.Write(p)
+}
+
+func TestDownloadsPastTheLimitGet503WithRetryAfter(t *testing.T) {
+	dir := t.TempDir()
+	writeRelease(t, dir, "", "RELEASE.2025-04-08T15-41-24Z", make([]byte, 1<<20))
+	h := New(Config{Store: newTestStore(t, dir), Log: zerolog.Nop(), MaxDownloads: 2}).Handler()
+	const file = UpdatePath + "/minio.RELEASE.2025-04-08T15-41-24Z"
+
+	release := make(chan struct{})
+	var stalled []chan struct{}
+	done := make(chan struct{}, 2)
+	for range 2 {
+		w := &blockedWriter{ResponseRecorder: httptest.NewRecorder(), started: make(chan struct{}, 1), release: release}
+		stalled = append(stalled, w.started)
+		go func() {
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, file, nil))
+			done <- struct{}{}
+		}()
+	}
+	for _, started := range stalled {
+		<-started // both downloads hold their slot
+	}
+	rec := do(t, h, http.MethodGet, file, nil)
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Equal(t, "5", rec.Header().Get("Retry-After"))
+	assert.Equal(t, http.StatusOK, do(t, h, http.MethodHead, file, nil).Code, "HEAD sends no body and takes no slot")
+	assert.Equal(t, http.StatusOK, do(t, h, http.MethodGet, UpdatePath, nil).Code, "the listing is still served")
+	assert.Equal(t, http.StatusOK, do(t, h, http.MethodGet, file+".sha256sum", nil).Code, "so are the sidecars")
+
+	close(release)
+	<-done
+	<-done
+	assert.Equal(t, http.StatusOK, do(t, h, http.MethodGet, file, nil).Code, "a slot is free again")
 }

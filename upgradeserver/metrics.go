@@ -13,6 +13,7 @@ type Metrics struct {
 	bytesSent prometheus.Counter
 	inFlight  prometheus.Gauge
 	downloads *prometheus.CounterVec
+	rejected  prometheus.Counter
 
 	// byRouteCode caches the requests counter's children: resolving label
 	// values hashes them on every call.
@@ -49,13 +50,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "objectstore_operator_upgrade_downloads_in_flight",
 			Help: "Binary downloads currently being sent.",
 		}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "objectstore_operator_upgrade_downloads_rejected_total",
+			Help: "Binary downloads answered 503 because the concurrent-download limit was reached.",
+		}),
 		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_upgrade_downloads_total",
 			Help: "Binary downloads started (GET of a binary, including ranges), by binary path.",
 		}, []string{"binary"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.bytesSent, m.inFlight, m.downloads)
+		reg.MustRegister(m.requests, m.bytesSent, m.inFlight, m.downloads, m.rejected)
 	}
 	return m
 }

@@ -60,6 +60,13 @@ type Config struct {
 	// StallTimeout drops a download that made no progress for this long.
 	// Default 60s.
 	StallTimeout time.Duration
+	// MaxDownloads is how many binary downloads may run at once; more get
+	// 503 with Retry-After. Each holds a 256 KiB copy buffer. Default 64.
+	MaxDownloads int
+	// WriteTimeout bounds writing any response that is not a binary (the
+	// listing, sidecars, errors): a client that does not read is dropped.
+	// Downloads extend it while they progress (StallTimeout). Default 30s.
+	WriteTimeout time.Duration
 }
 
 // Server is the upgrade server.
@@ -76,6 +83,12 @@ func New(cfg Config) *Server {
 	if cfg.StallTimeout <= 0 {
 		cfg.StallTimeout = 60 * time.Second
 	}
+	if cfg.MaxDownloads <= 0 {
+		cfg.MaxDownloads = 64
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
@@ -86,8 +99,9 @@ func New(cfg Config) *Server {
 	}
 	cfg.Log = log
 	return &Server{
-		cfg:     cfg,
-		handler: newHandler(&handler{store: cfg.Store, metrics: cfg.Metrics, log: log, access: access, stall: cfg.StallTimeout}),
+		cfg: cfg,
+		handler: newHandler(&handler{store: cfg.Store, metrics: cfg.Metrics, log: log, access: access, stall: cfg.StallTimeout,
+			downloads: make(chan struct{}, cfg.MaxDownloads)}),
 	}
 }
 
@@ -130,7 +144,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		// Requests carry no body; this bounds a client that trickles one.
-		ReadTimeout:    30 * time.Second,
+		ReadTimeout: 30 * time.Second,
+		// Every response has a write deadline; a download pushes its own
+		// forward while the client reads (progressWriter).
+		WriteTimeout:   s.cfg.WriteTimeout,
 		IdleTimeout:    120 * time.Second,
 		MaxHeaderBytes: 16 << 10,
 		ErrorLog:       newErrorLog(s.cfg.Log),

@@ -77,6 +77,7 @@ type config struct {
 	pullMaxBytes    int64
 	updateURL       string
 	updateTimeout   time.Duration
+	maxDownloads    int
 }
 
 type rawConfig struct {
@@ -97,7 +98,7 @@ type rawConfig struct {
 	maxBinarySize, platforms                          string
 	minisignKeys, signingKey, insecureRegs            string
 	pullTimeout, pullMaxBytes                         string
-	updateURL, updateTimeout                          string
+	updateURL, updateTimeout, maxDownloads            string
 }
 
 func (r *rawConfig) settings() []setting {
@@ -109,6 +110,7 @@ func (r *rawConfig) settings() []setting {
 		{"tls-key-file", "OPERATOR_TLS_KEY_FILE", "", "private key for --tls-cert-file", &r.tlsKeyFile},
 		{"auto-cert-disabled", "OPERATOR_AUTO_CERT_DISABLED", "off", "on: do not request a certificate from the Kubernetes CSR API", &r.autoCertDisabled},
 		{"custom-tls-secret-name", "OPERATOR_CUSTOM_TLS_SECRET_NAME", "", "Secret in the operator namespace with the serving certificate (when autocert is disabled)", &r.customSecret},
+		{"max-downloads", "OPERATOR_MAX_DOWNLOADS", "64", "binary downloads served at once; more are answered 503 with Retry-After (each holds a 256 KiB buffer)", &r.maxDownloads},
 		{"shutdown-grace", "OPERATOR_SHUTDOWN_GRACE", "30s", "how long running downloads may finish after a shutdown signal", &r.shutdownGrace},
 		{"log-level", "OPERATOR_LOG_LEVEL", "info", "log level: debug, info, warn or error", &r.logLevel},
 		{"kubeconfig", "KUBECONFIG", "", "kubeconfig file; empty means the in-cluster service account", &r.kubeconfig},
@@ -232,6 +234,9 @@ func (r *rawConfig) resolve() (config, error) {
 	}
 	if c.storeKeep, err = strconv.Atoi(r.storeKeep); err != nil || c.storeKeep < 0 {
 		errs = append(errs, fmt.Errorf("OPERATOR_STORE_KEEP: %q is not a non-negative integer", r.storeKeep))
+	}
+	if c.maxDownloads, err = strconv.Atoi(r.maxDownloads); err != nil || c.maxDownloads < 1 {
+		errs = append(errs, fmt.Errorf("OPERATOR_MAX_DOWNLOADS: %q is not a positive integer", r.maxDownloads))
 	}
 	if c.pullConcurrency, err = strconv.Atoi(r.pullConcurrency); err != nil || c.pullConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("OPERATOR_PULL_CONCURRENCY: %q is not a positive integer", r.pullConcurrency))

@@ -110,6 +110,7 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		Log:           log,
 		AccessLog:     &accessLog,
 		ShutdownGrace: cfg.shutdownGrace,
+		MaxDownloads:  cfg.maxDownloads,
 	})
 	g.Go(func() error { return store.Run(ctx) })
 	g.Go(func() error { return srv.Run(ctx) })
