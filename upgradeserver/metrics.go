@@ -14,6 +14,8 @@ type Metrics struct {
 	inFlight  prometheus.Gauge
 	downloads *prometheus.CounterVec
 	rejected  prometheus.Counter
+	// rejectedConns counts connections closed at the connection limit.
+	rejectedConns prometheus.Counter
 
 	// byRouteCode caches the requests counter's children: resolving label
 	// values hashes them on every call.
@@ -50,6 +52,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "objectstore_operator_upgrade_downloads_in_flight",
 			Help: "Binary downloads currently being sent.",
 		}),
+		rejectedConns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "objectstore_operator_upgrade_connections_rejected_total",
+			Help: "Connections closed on accept because the connection limit was reached.",
+		}),
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "objectstore_operator_upgrade_downloads_rejected_total",
 			Help: "Binary downloads answered 503 because the concurrent-download limit was reached.",
@@ -60,7 +66,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"binary"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.bytesSent, m.inFlight, m.downloads, m.rejected)
+		reg.MustRegister(m.requests, m.bytesSent, m.inFlight, m.downloads, m.rejected, m.rejectedConns)
 	}
 	return m
 }

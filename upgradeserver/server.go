@@ -63,6 +63,9 @@ type Config struct {
 	// MaxDownloads is how many binary downloads may run at once; more get
 	// 503 with Retry-After. Each holds a 256 KiB copy buffer. Default 64.
 	MaxDownloads int
+	// MaxConnections is how many connections may be open at once; more are
+	// closed as soon as they are accepted. Default 4096.
+	MaxConnections int
 	// WriteTimeout bounds writing any response that is not a binary (the
 	// listing, sidecars, errors): a client that does not read is dropped.
 	// Downloads extend it while they progress (StallTimeout). Default 30s.
@@ -85,6 +88,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxDownloads <= 0 {
 		cfg.MaxDownloads = 64
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 4096
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
@@ -140,6 +146,7 @@ func (s *Server) Run(ctx context.Context) error {
 // connections are refused and running downloads get ShutdownGrace to
 // finish before their connections are closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ln = &limitListener{Listener: ln, max: int64(s.cfg.MaxConnections), rejected: s.cfg.Metrics.rejectedConns.Inc}
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -78,6 +78,7 @@ type config struct {
 	updateURL       string
 	updateTimeout   time.Duration
 	maxDownloads    int
+	maxConns        int
 }
 
 type rawConfig struct {
@@ -98,7 +99,7 @@ type rawConfig struct {
 	maxBinarySize, platforms                          string
 	minisignKeys, signingKey, insecureRegs            string
 	pullTimeout, pullMaxBytes                         string
-	updateURL, updateTimeout, maxDownloads            string
+	updateURL, updateTimeout, maxDownloads, maxConns  string
 }
 
 func (r *rawConfig) settings() []setting {
@@ -111,6 +112,7 @@ func (r *rawConfig) settings() []setting {
 		{"auto-cert-disabled", "OPERATOR_AUTO_CERT_DISABLED", "off", "on: do not request a certificate from the Kubernetes CSR API", &r.autoCertDisabled},
 		{"custom-tls-secret-name", "OPERATOR_CUSTOM_TLS_SECRET_NAME", "", "Secret in the operator namespace with the serving certificate (when autocert is disabled)", &r.customSecret},
 		{"max-downloads", "OPERATOR_MAX_DOWNLOADS", "64", "binary downloads served at once; more are answered 503 with Retry-After (each holds a 256 KiB buffer)", &r.maxDownloads},
+		{"max-connections", "OPERATOR_MAX_CONNECTIONS", "4096", "connections to the upgrade server open at once; more are closed on accept (about 64 KiB each)", &r.maxConns},
 		{"shutdown-grace", "OPERATOR_SHUTDOWN_GRACE", "30s", "how long running downloads may finish after a shutdown signal", &r.shutdownGrace},
 		{"log-level", "OPERATOR_LOG_LEVEL", "info", "log level: debug, info, warn or error", &r.logLevel},
 		{"kubeconfig", "KUBECONFIG", "", "kubeconfig file; empty means the in-cluster service account", &r.kubeconfig},
@@ -237,6 +239,9 @@ func (r *rawConfig) resolve() (config, error) {
 	}
 	if c.maxDownloads, err = strconv.Atoi(r.maxDownloads); err != nil || c.maxDownloads < 1 {
 		errs = append(errs, fmt.Errorf("OPERATOR_MAX_DOWNLOADS: %q is not a positive integer", r.maxDownloads))
+	}
+	if c.maxConns, err = strconv.Atoi(r.maxConns); err != nil || c.maxConns < 1 {
+		errs = append(errs, fmt.Errorf("OPERATOR_MAX_CONNECTIONS: %q is not a positive integer", r.maxConns))
 	}
 	if c.pullConcurrency, err = strconv.Atoi(r.pullConcurrency); err != nil || c.pullConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("OPERATOR_PULL_CONCURRENCY: %q is not a positive integer", r.pullConcurrency))

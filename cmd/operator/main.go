@@ -103,14 +103,15 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	}()
 	accessLog := zerolog.New(accessOut).Level(cfg.logLevel).With().Timestamp().Logger()
 	srv := upgradeserver.New(upgradeserver.Config{
-		Address:       cfg.upgradeAddress,
-		Certificates:  source,
-		Store:         store,
-		Metrics:       upgradeserver.NewMetrics(reg),
-		Log:           log,
-		AccessLog:     &accessLog,
-		ShutdownGrace: cfg.shutdownGrace,
-		MaxDownloads:  cfg.maxDownloads,
+		Address:        cfg.upgradeAddress,
+		Certificates:   source,
+		Store:          store,
+		Metrics:        upgradeserver.NewMetrics(reg),
+		Log:            log,
+		AccessLog:      &accessLog,
+		ShutdownGrace:  cfg.shutdownGrace,
+		MaxDownloads:   cfg.maxDownloads,
+		MaxConnections: cfg.maxConns,
 	})
 	g.Go(func() error { return store.Run(ctx) })
 	g.Go(func() error { return srv.Run(ctx) })

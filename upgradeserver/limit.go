@@ -1,0 +1,47 @@
+package upgradeserver
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// limitListener closes connections accepted while max are open, so that
+// no number of clients that connect and stall can grow the server's
+// memory past max connections' worth (about 64 KiB each with TLS).
+// Closing, unlike x/net/netutil's blocking Accept, keeps the accept queue
+// moving: a client refused now retries, and one that is served is not
+// stuck behind stalled ones.
+type limitListener struct {
+	net.Listener
+	max      int64
+	open     atomic.Int64
+	rejected func()
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			c.Close()
+			l.rejected()
+			continue
+		}
+		return &limitedConn{Conn: c, release: func() { l.open.Add(-1) }}, nil
+	}
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}
