@@ -1,6 +1,7 @@
 package autocert
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -256,4 +257,45 @@ func TestDetectSignerChoosesTheEKSSignerOnlyOnEKS(t *testing.T) {
 			assert.Equal(t, tt.want, DetectSigner(t.Context(), cs, zerolog.Nop()))
 		})
 	}
+}
+
+func TestDetectSignerAsksAgainWhileTheAPIServerDoesNotAnswer(t *testing.T) {
+	cs := fake.NewClientset(&corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"eks.amazonaws.com/nodegroup": "ng"}},
+	})
+	failures := 2
+	cs.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failures > 0 {
+			failures--
+			return true, nil, apierrors.NewServiceUnavailable("apiserver restarting")
+		}
+		return false, nil, nil
+	})
+	assert.Equal(t, EKSSigner, detectSigner(t.Context(), cs, zerolog.Nop(), time.Millisecond),
+		"an outage during start-up does not settle on the wrong signer")
+	assert.Zero(t, failures)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	down := fake.NewClientset()
+	down.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	assert.Equal(t, DefaultSigner, detectSigner(ctx, down, zerolog.Nop(), time.Millisecond), "gives up only when stopped")
+}
+
+func TestReadinessFailsOnceTheServedCertificateHasExpired(t *testing.T) {
+	now := time.Now()
+	clock := now
+	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName, Now: func() time.Time { return clock }}, nil)
+	p := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+	cert, err := ParseKeyPair(p.cert, p.key)
+	require.NoError(t, err)
+	require.NoError(t, cur.Offer("test", "good", cert, nil))
+	require.NoError(t, cur.Ready())
+
+	clock = now.Add(2 * time.Hour)
+	assert.ErrorContains(t, cur.Ready(), "expired at", "no client accepts it: the replica is not ready")
+	assert.True(t, cur.Loaded(), "it is still what is served (and what pods are told to trust)")
+	assert.Equal(t, cert.Leaf.SerialNumber, cur.Leaf().SerialNumber)
 }

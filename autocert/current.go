@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -91,10 +92,23 @@ func (c *Current) CABundle() []byte {
 // swap, for consumers of CABundle such as the mount-secret controller.
 func (c *Current) Changed() <-chan struct{} { return c.changed }
 
-// Ready reports whether a certificate is being served.
+// Loaded reports whether a certificate has been loaded, valid or not.
+func (c *Current) Loaded() bool { return c.cur.Load() != nil }
+
+// Ready reports whether a valid certificate is being served. The last
+// good certificate keeps being served after it expires (nothing better is
+// at hand), but the replica is then not ready: every client refuses it.
 func (c *Current) Ready() error {
-	if c.cur.Load() == nil {
+	s := c.cur.Load()
+	if s == nil {
 		return errors.New("no serving certificate loaded yet")
+	}
+	now := time.Now()
+	if c.validator.Now != nil {
+		now = c.validator.Now()
+	}
+	if leaf := s.cert.Leaf; leaf != nil && now.After(leaf.NotAfter) {
+		return fmt.Errorf("the served certificate expired at %s and no valid one has replaced it", leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -55,9 +55,9 @@ const secretRefIndex = "secretRef"
 type CABundleSource interface {
 	CABundle() []byte
 	Changed() <-chan struct{}
-	// Ready fails until a serving certificate is loaded; until then
+	// Loaded is false until a serving certificate is loaded; until then
 	// CABundle says nothing about what pods must trust.
-	Ready() error
+	Loaded() bool
 }
 
 // Config configures the controller.
@@ -210,7 +210,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		// CAs.operator.crt from every generated Secret and roll every
 		// tenant, twice: wait for it (autocert's cold start, a custom
 		// Secret briefly missing).
-		for logged := false; c.cfg.OperatorCA.Ready() != nil; logged = true {
+		for logged := false; !c.cfg.OperatorCA.Loaded(); logged = true {
 			if !logged {
 				c.log.Info().Msg("waiting for the serving certificate before the first rebuild: its CA goes into every generated Secret")
 			}
