@@ -13,20 +13,24 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -298,4 +302,36 @@ func TestReadinessFailsOnceTheServedCertificateHasExpired(t *testing.T) {
 	assert.ErrorContains(t, cur.Ready(), "expired at", "no client accepts it: the replica is not ready")
 	assert.True(t, cur.Loaded(), "it is still what is served (and what pods are told to trust)")
 	assert.Equal(t, cert.Leaf.SerialNumber, cur.Leaf().SerialNumber)
+}
+
+func TestAWatchThatFailsAtOnceIsRetriedWithBackoffNotInALoop(t *testing.T) {
+	pending := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "csr-1", ResourceVersion: "5"},
+		Spec:       certificatesv1.CertificateSigningRequestSpec{SignerName: certificatesv1.KubeletServingSignerName},
+	}
+	cs := fake.NewClientset(pending)
+	var watches atomic.Int64
+	cs.PrependWatchReactor("certificatesigningrequests", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches.Add(1)
+		w := watch.NewRaceFreeFake()
+		w.Error(&metav1.Status{Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
+		return true, w, nil
+	})
+	i := &Issuer{cfg: IssuerConfig{Client: cs, Timeout: 700 * time.Millisecond, SignerName: certificatesv1.KubeletServingSignerName, Metrics: NewMetrics(nil), Approve: true}}
+	_, err := i.waitSigned(t.Context(), pending)
+	assert.ErrorContains(t, err, "not signed within 700ms")
+	// 100 ms doubling: 100, 200, 400 -> at most 4 rounds in 700 ms; a
+	// re-watch without backoff would make thousands.
+	assert.LessOrEqual(t, watches.Load(), int64(5))
+	assert.GreaterOrEqual(t, watches.Load(), int64(2), "it did try again")
+
+	// The CSR is read every round, so a certificate issued while the watch
+	// was failing is still found.
+	signed := pending.DeepCopy()
+	signed.Status.Certificate = []byte("chain")
+	_, err = cs.CertificatesV1().CertificateSigningRequests().UpdateStatus(t.Context(), signed, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	chain, err := i.waitSigned(t.Context(), pending)
+	require.NoError(t, err)
+	assert.Equal(t, []byte("chain"), chain)
 }

@@ -304,67 +304,85 @@ func (i *Issuer) fail(csr string, err error) error {
 }
 
 // waitSigned watches the CSR until it carries a certificate, is denied or
-// failed, or the attempt times out.
+// failed, or the attempt times out. Each round reads the CSR first (its
+// state and a fresh resource version) and then watches from there; rounds
+// are spaced 100 ms doubling to 5 s, so a watch that fails at once (410
+// Gone after a compaction, an apiserver restarting) never becomes a tight
+// loop against the apiserver.
 func (i *Issuer) waitSigned(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, i.cfg.Timeout)
 	defer cancel()
 	api := i.cfg.Client.CertificatesV1().CertificateSigningRequests()
-	rv := csr.ResourceVersion
+	backoff := 100 * time.Millisecond
 	for {
-		w, err := api.Watch(ctx, metav1.ListOptions{
-			FieldSelector:   fields.OneTermEqualSelector("metadata.name", csr.Name).String(),
-			ResourceVersion: rv,
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, i.timedOut(csr)
+		cur, err := api.Get(ctx, csr.Name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			if cert, done, err := i.csrState(cur); done {
+				return cert, err
 			}
-			return nil, fmt.Errorf("watch CSR: %w", err)
+			w, werr := api.Watch(ctx, metav1.ListOptions{
+				FieldSelector:   fields.OneTermEqualSelector("metadata.name", csr.Name).String(),
+				ResourceVersion: cur.ResourceVersion,
+			})
+			if werr == nil {
+				cert, done, err := i.consume(ctx, w)
+				w.Stop()
+				if done {
+					return cert, err
+				}
+			}
+		case apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("CSR %s was deleted while waiting for it", csr.Name)
 		}
-		cert, done, err := i.consume(ctx, w, &rv)
-		w.Stop()
-		if done {
-			return cert, err
-		}
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			return nil, i.timedOut(csr)
+		case <-time.After(backoff):
 		}
-		// The watch closed early (apiserver timeout): resume from rv.
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
-func (i *Issuer) consume(ctx context.Context, w watch.Interface, rv *string) ([]byte, bool, error) {
+// consume reads watch events until the CSR is done, the watch ends or
+// reports an error (the caller reads the CSR again), or ctx ends.
+func (i *Issuer) consume(ctx context.Context, w watch.Interface) ([]byte, bool, error) {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, false, nil
 		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return nil, false, nil
-			}
-			if ev.Type == watch.Error {
+			if !ok || ev.Type == watch.Error {
 				return nil, false, nil
 			}
 			got, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
 			if !ok {
 				continue
 			}
-			*rv = got.ResourceVersion
-			for _, c := range got.Status.Conditions {
-				switch c.Type {
-				case certificatesv1.CertificateDenied:
-					i.cfg.Metrics.csrOutcomes.WithLabelValues("denied").Inc()
-					return nil, true, fmt.Errorf("CSR %s was denied (reason %q: %s)", got.Name, c.Reason, c.Message)
-				case certificatesv1.CertificateFailed:
-					i.cfg.Metrics.csrOutcomes.WithLabelValues("failed").Inc()
-					return nil, true, fmt.Errorf("signer %s failed CSR %s (reason %q: %s)", got.Spec.SignerName, got.Name, c.Reason, c.Message)
-				}
-			}
-			if len(got.Status.Certificate) > 0 {
-				return got.Status.Certificate, true, nil
+			if cert, done, err := i.csrState(got); done {
+				return cert, true, err
 			}
 		}
 	}
+}
+
+// csrState tells whether the CSR is done: signed (its certificate), denied
+// or failed (an error).
+func (i *Issuer) csrState(got *certificatesv1.CertificateSigningRequest) ([]byte, bool, error) {
+	for _, c := range got.Status.Conditions {
+		switch c.Type {
+		case certificatesv1.CertificateDenied:
+			i.cfg.Metrics.csrOutcomes.WithLabelValues("denied").Inc()
+			return nil, true, fmt.Errorf("CSR %s was denied (reason %q: %s)", got.Name, c.Reason, c.Message)
+		case certificatesv1.CertificateFailed:
+			i.cfg.Metrics.csrOutcomes.WithLabelValues("failed").Inc()
+			return nil, true, fmt.Errorf("signer %s failed CSR %s (reason %q: %s)", got.Spec.SignerName, got.Name, c.Reason, c.Message)
+		}
+	}
+	if len(got.Status.Certificate) > 0 {
+		return got.Status.Certificate, true, nil
+	}
+	return nil, false, nil
 }
 
 func (i *Issuer) timedOut(csr *certificatesv1.CertificateSigningRequest) error {
