@@ -366,7 +366,7 @@ func (s *syncState) start(ctx context.Context, release string) error {
 	if err := s.c.preflight(s.tenant.roots, updateURL, s.now); err != nil {
 		return s.rollBack(ctx, err)
 	}
-	s.want.update = &v1.UpdateStatus{Release: release, Started: metav1.NewTime(s.now)}
+	s.want.update = &v1.UpdateStatus{Release: release, Image: s.store.Spec.Image, Started: metav1.NewTime(s.now)}
 	// A node that already runs the release answers "latest version" for
 	// every node; ask one left behind, which pushes to the others.
 	host := ""
@@ -440,7 +440,13 @@ const settle = 10 * time.Second
 // timeout. It never calls while a call may still be running.
 func (s *syncState) follow(ctx context.Context, up *v1.UpdateStatus, reach error) error {
 	elapsed := s.now.Sub(up.Started.Time)
-	if reach == nil && allOn(s.nodes, up.Release) && up.Release == s.wantedRelease() {
+	if up.Image != "" && up.Image != s.store.Spec.Image {
+		// spec.image changed under the update: let the next sync start over.
+		s.want.update = nil
+		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdatingInPlace,
+			fmt.Sprintf("the image changed while updating to %s; starting over", up.Release), s.c.cfg.Poll)
+	}
+	if reach == nil && allOn(s.nodes, up.Release) {
 		s.want.update = nil
 		s.c.metrics.observe(outcomeInPlace, elapsed)
 		s.log.Info().Str("release", up.Release).Dur("took", elapsed).Msg("every node runs the new release; updated in place")
@@ -449,12 +455,6 @@ func (s *syncState) follow(ctx context.Context, up *v1.UpdateStatus, reach error
 		}
 		return s.finish(ctx, metav1.ConditionTrue, ReasonUpdatedInPlace,
 			fmt.Sprintf("every node runs %s, the release of %s, updated in place in %s", up.Release, s.store.Spec.Image, elapsed.Round(time.Second)), 0)
-	}
-	if up.Release != s.wantedRelease() {
-		// spec.image changed under the update: let the next sync start over.
-		s.want.update = nil
-		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdatingInPlace,
-			fmt.Sprintf("the image changed while updating to %s; starting over", up.Release), s.c.cfg.Poll)
 	}
 	if elapsed > s.c.cfg.Timeout {
 		behind := "the admin API did not answer: " + errString(reach)
@@ -545,15 +545,6 @@ func (s *syncState) write(ctx context.Context, st metav1.ConditionStatus, reason
 		ev.Str("reason", reason).Str("status", string(st)).Str("release", s.want.release).Msg(msg)
 	}
 	return nil
-}
-
-// wantedRelease is the release of spec.image when the store has it.
-func (s *syncState) wantedRelease() string {
-	res, ok := s.c.cfg.Binaries.Resolution(s.key, s.store.Spec.Image)
-	if !ok || !res.Available {
-		return ""
-	}
-	return res.Release
 }
 
 // behind lists the nodes not on release.

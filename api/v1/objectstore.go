@@ -119,7 +119,10 @@ type ObjectStoreStatus struct {
 
 // UpdateStatus is an in-place update the operator started.
 type UpdateStatus struct {
-	Release string      `json:"release"`
+	Release string `json:"release"`
+	// Image is the spec.image the update is for: if spec.image changes
+	// while it is in flight, the update is over.
+	Image   string      `json:"image,omitempty"`
 	Started metav1.Time `json:"started"`
 	// Calls counts ServerUpdateV2 calls made for Release.
 	Calls int `json:"calls"`
