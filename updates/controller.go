@@ -379,32 +379,55 @@ func (s *syncState) start(ctx context.Context, release string) error {
 // call records the call in the status (before making it), asks MinIO to
 // update through host ("" for the tenant's endpoint) and reads the answer.
 func (s *syncState) call(ctx context.Context, updateURL, host string) error {
-	up := *s.want.update
-	up.Calls++
-	up.LastCall = metav1.NewTime(s.now)
-	s.want.update = &up
-	msg := fmt.Sprintf("asked MinIO to update to %s from %s", up.Release, updateURL)
-	if err := s.write(ctx, metav1.ConditionFalse, ReasonUpdatingInPlace, msg); err != nil {
-		return err // nothing was called
+	for {
+		up := *s.want.update
+		up.Calls++
+		up.LastCall = metav1.NewTime(s.c.cfg.Clock.Now())
+		s.want.update = &up
+		msg := fmt.Sprintf("asked MinIO to update to %s from %s", up.Release, updateURL)
+		if err := s.write(ctx, metav1.ConditionFalse, ReasonUpdatingInPlace, msg); err != nil {
+			return err // nothing was called
+		}
+		s.log.Info().Str("release", up.Release).Str("url", updateURL).Str("node", host).Int("call", up.Calls).
+			Msg("updating MinIO in place")
+		failed, transient, updated, err := s.callOnce(ctx, updateURL, host)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err() // leadership ended; the next leader follows the recorded update
+		case err != nil:
+			return s.rollBack(ctx, err)
+		case len(failed) == 0:
+		case len(failed) == transient && up.Calls < maxCalls:
+			// MinIO garbled the binary on its way to these nodes (see
+			// maxCalls): ask one of them again, which downloads it afresh.
+			s.log.Warn().Str("release", up.Release).Strs("failed", failed).Msg("nodes got a damaged copy of the binary; asking again")
+			host = failedHost(failed[0])
+			continue
+		case updated == 0:
+			return s.rollBack(ctx, errorf(CauseInPlaceRefused, "MinIO could not update in place to %s: %s", up.Release, strings.Join(failed, "; ")))
+		default:
+			s.log.Warn().Str("release", up.Release).Strs("failed", failed).Msg("some nodes did not update; the rest restart on the new release")
+		}
+		s.c.queue.AddAfter(s.key, s.c.cfg.Poll)
+		return nil
 	}
-	s.log.Info().Str("release", up.Release).Str("url", updateURL).Str("node", host).Int("call", up.Calls).
-		Msg("updating MinIO in place")
+}
+
+// callOnce makes one ServerUpdateV2 call through host and sorts the
+// per-node results: failures as "node <host>: <MinIO's error>", how many of
+// them are a damaged download, and how many nodes updated.
+func (s *syncState) callOnce(ctx context.Context, updateURL, host string) (failed []string, transient, updated int, err error) {
 	adm, tr, err := s.tenant.admin(host)
 	if err != nil {
-		return s.rollBack(ctx, newError(CauseTenantUnreachable, err))
+		return nil, 0, 0, newError(CauseTenantUnreachable, err)
 	}
 	defer tr.CloseIdleConnections()
 	callCtx, cancel := context.WithTimeout(ctx, s.c.cfg.Timeout)
 	defer cancel()
 	result, err := adm.ServerUpdateV2(callCtx, madmin.ServerUpdateOpts{UpdateURL: updateURL})
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err() // leadership ended; the next leader follows the recorded update
-		}
-		return s.rollBack(ctx, errorf(CauseInPlaceRefused, "MinIO refused the in-place update to %s: %s", up.Release, describeAdminError(err)))
+		return nil, 0, 0, errorf(CauseInPlaceRefused, "MinIO refused the in-place update to %s: %s", s.want.update.Release, describeAdminError(err))
 	}
-	var failed []string
-	updated := 0
 	for _, r := range result.Results {
 		switch {
 		case r.Err == "":
@@ -413,23 +436,27 @@ func (s *syncState) call(ctx context.Context, updateURL, host string) error {
 			// A node that already runs the release (a retry).
 		default:
 			failed = append(failed, fmt.Sprintf("node %s: %s", r.Host, r.Err))
+			if strings.Contains(r.Err, "wrong checksum") || strings.Contains(r.Err, "magic number mismatch") {
+				transient++
+			}
 		}
 	}
 	sort.Strings(failed)
-	if len(failed) > 0 && updated == 0 {
-		return s.rollBack(ctx, errorf(CauseInPlaceRefused, "MinIO could not update in place to %s: %s", up.Release, strings.Join(failed, "; ")))
-	}
-	if len(failed) > 0 {
-		s.log.Warn().Str("release", up.Release).Strs("failed", failed).Msg("some nodes did not update; the rest restart on the new release")
-	}
-	s.c.queue.AddAfter(s.key, s.c.cfg.Poll)
-	return nil
+	return failed, transient, updated, nil
 }
 
-// maxCalls is how many update calls one release gets: the first, and one
-// aimed at a node left behind while others updated (MinIO can fail some
-// nodes of a distributed update with "Updated file has wrong checksum").
-const maxCalls = 2
+// failedHost is the host of a "node <host>: <error>" failure.
+func failedHost(failure string) string {
+	h, _, _ := strings.Cut(strings.TrimPrefix(failure, "node "), ": ")
+	return h
+}
+
+// maxCalls is how many update calls one release gets. MinIO can damage the
+// binary it pushes to some nodes right after a start ("Updated file has
+// wrong checksum", "magic number mismatch": its download buffer goes back
+// to a pool while still in use); a node that failed that way is asked
+// again, and nodes left behind by an update are called directly.
+const maxCalls = 3
 
 // settle is how long nodes get after a call to restart on the new release
 // before the ones left behind are called again.

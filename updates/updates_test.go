@@ -216,3 +216,9 @@ func TestConditionKeepsItsTransitionTimeWhileItsStatusStays(t *testing.T) {
 	b.update.Calls = 2
 	assert.False(t, a.equal(b), "a second call is a change to record")
 }
+
+func TestFailedNodeHostIsReadBackFromItsMessage(t *testing.T) {
+	assert.Equal(t, "127.0.0.1:9003", failedHost("node 127.0.0.1:9003: Updated file has wrong checksum. Expected: a, got: b"))
+	assert.Equal(t, "pool-0-2.tenant-hl.ns.svc.cluster.local:9000",
+		failedHost("node pool-0-2.tenant-hl.ns.svc.cluster.local:9000: invalid input: magic number mismatch"))
+}
