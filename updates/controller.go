@@ -316,8 +316,12 @@ func (s *syncState) run(ctx context.Context) error {
 // current: every node runs the wanted release. The StatefulSets follow,
 // so pods that restart later keep it.
 func (s *syncState) current(ctx context.Context, release string, paused bool) error {
-	if _, err := s.c.setImage(ctx, s.store); err != nil {
-		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdateFailed, err.Error(), 0)
+	// Paused: not even the image is set, since that restarts pods under a
+	// RollingUpdate strategy.
+	if !paused {
+		if _, err := s.c.setImage(ctx, s.store); err != nil {
+			return s.finish(ctx, metav1.ConditionFalse, ReasonUpdateFailed, err.Error(), 0)
+		}
 	}
 	reason, msg := ReasonCurrent, fmt.Sprintf("every node runs %s, the release of %s", release, s.store.Spec.Image)
 	switch prev := s.want.condition(); {
