@@ -95,19 +95,12 @@ func launchOperator(t testing.TB, env []string, args ...string) *operator {
 
 func (op *operator) waitReady(t testing.TB) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		select {
-		case <-op.done:
-			t.Fatalf("operator exited during start-up:\n%s", op.logs.String())
-		default:
-		}
-		resp, err := http.Get("http://" + op.metricsAddr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 20*time.Millisecond, "operator not ready")
+	// The condition runs off the test goroutine, where t.Fatal may not be
+	// called: an exit ends the wait, and is reported here.
+	require.Eventually(t, func() bool { return !op.alive() || op.ready() }, 20*time.Second, 20*time.Millisecond, "operator not ready")
+	if !op.alive() {
+		t.Fatalf("operator exited during start-up:\n%s", op.logs.String())
+	}
 }
 
 // ready reports whether /readyz answers 200.
