@@ -20,18 +20,32 @@ const containerName = "minio"
 // spec.image, where it differs, and returns the ones it changed. What
 // happens to running pods is the StatefulSet's update strategy's call.
 func (c *Controller) setImage(ctx context.Context, store *v1.ObjectStore) ([]string, error) {
-	sets, err := c.cfg.Kube.AppsV1().StatefulSets(store.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: v1.ObjectStoreLabelValue(store.Name)}).String(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list StatefulSets of ObjectStore %s/%s: %w", store.Namespace, store.Name, err)
+	changed, _, err := c.patchImages(ctx, store)
+	return changed, err
+}
+
+// rollImage is setImage for a rolling update: a store without StatefulSets
+// cannot be rolled.
+func (c *Controller) rollImage(ctx context.Context, store *v1.ObjectStore) ([]string, error) {
+	changed, total, err := c.patchImages(ctx, store)
+	if err == nil && total == 0 {
+		err = fmt.Errorf("no StatefulSet in namespace %s is labelled %s=%s", store.Namespace, v1.ObjectStoreLabel, v1.ObjectStoreLabelValue(store.Name))
 	}
-	var changed []string
-	for i := range sets.Items {
-		s := &sets.Items[i]
+	return changed, err
+}
+
+// patchImages sets spec.image where it differs and says which StatefulSets
+// it changed out of how many the store has.
+func (c *Controller) patchImages(ctx context.Context, store *v1.ObjectStore) (changed []string, total int, err error) {
+	sets, err := c.statefulSets(ctx, store)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i := range sets {
+		s := &sets[i]
 		current, ok := minioImage(s)
 		if !ok {
-			return changed, fmt.Errorf("StatefulSet %s/%s has no container named %q", s.Namespace, s.Name, containerName)
+			return changed, len(sets), fmt.Errorf("StatefulSet %s/%s has no container named %q", s.Namespace, s.Name, containerName)
 		}
 		if current == store.Spec.Image {
 			continue
@@ -42,32 +56,25 @@ func (c *Controller) setImage(ctx context.Context, store *v1.ObjectStore) ([]str
 			"containers": []map[string]any{{"name": containerName, "image": store.Spec.Image}},
 		}}}})
 		if err != nil {
-			return changed, err
+			return changed, len(sets), err
 		}
 		if _, err := c.cfg.Kube.AppsV1().StatefulSets(s.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return changed, fmt.Errorf("set the image of StatefulSet %s/%s: %w", s.Namespace, s.Name, err)
+			return changed, len(sets), fmt.Errorf("set the image of StatefulSet %s/%s: %w", s.Namespace, s.Name, err)
 		}
 		changed = append(changed, s.Name)
 	}
-	return changed, nil
+	return changed, len(sets), nil
 }
 
-// rollImage is setImage for a rolling update: a store without StatefulSets
-// cannot be rolled.
-func (c *Controller) rollImage(ctx context.Context, store *v1.ObjectStore) ([]string, error) {
-	sets, err := c.setImage(ctx, store)
+// statefulSets lists the store's StatefulSets (by its label).
+func (c *Controller) statefulSets(ctx context.Context, store *v1.ObjectStore) ([]appsv1.StatefulSet, error) {
+	sets, err := c.cfg.Kube.AppsV1().StatefulSets(store.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: v1.ObjectStoreLabelValue(store.Name)}).String(),
+	})
 	if err != nil {
-		return sets, err
+		return nil, fmt.Errorf("list StatefulSets of ObjectStore %s/%s: %w", store.Namespace, store.Name, err)
 	}
-	if len(sets) == 0 {
-		list, err := c.cfg.Kube.AppsV1().StatefulSets(store.Namespace).List(ctx, metav1.ListOptions{
-			LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: v1.ObjectStoreLabelValue(store.Name)}).String(), Limit: 1,
-		})
-		if err == nil && len(list.Items) == 0 {
-			return nil, fmt.Errorf("no StatefulSet in namespace %s is labelled %s=%s", store.Namespace, v1.ObjectStoreLabel, v1.ObjectStoreLabelValue(store.Name))
-		}
-	}
-	return sets, nil
+	return sets.Items, nil
 }
 
 func minioImage(s *appsv1.StatefulSet) (string, bool) {
@@ -82,16 +89,14 @@ func minioImage(s *appsv1.StatefulSet) (string, bool) {
 // statefulSetsOn reports whether the store has StatefulSets and all of
 // them run spec.image in their minio container.
 func (c *Controller) statefulSetsOn(ctx context.Context, store *v1.ObjectStore) (bool, error) {
-	sets, err := c.cfg.Kube.AppsV1().StatefulSets(store.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: v1.ObjectStoreLabelValue(store.Name)}).String(),
-	})
+	sets, err := c.statefulSets(ctx, store)
 	if err != nil {
-		return false, fmt.Errorf("list StatefulSets of ObjectStore %s/%s: %w", store.Namespace, store.Name, err)
+		return false, err
 	}
-	for i := range sets.Items {
-		if image, _ := minioImage(&sets.Items[i]); image != store.Spec.Image {
+	for i := range sets {
+		if image, _ := minioImage(&sets[i]); image != store.Spec.Image {
 			return false, nil
 		}
 	}
-	return len(sets.Items) > 0, nil
+	return len(sets) > 0, nil
 }

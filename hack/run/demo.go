@@ -13,7 +13,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -23,7 +22,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -40,6 +38,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/test/cluster"
 )
 
 // The demo tenant `make run` starts: a single-node MinIO on loopback running
@@ -64,44 +63,29 @@ type demo struct {
 	stop               []func()
 }
 
-// releases reads hack/minio/releases: the older and the newer.
-func releases(root string) (older, newer string, err error) {
-	b, err := os.ReadFile(filepath.Join(root, "hack", "minio", "releases"))
-	if err != nil {
-		return "", "", err
-	}
-	var rs []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); strings.HasPrefix(l, "RELEASE.") {
-			rs = append(rs, l)
-		}
-	}
-	if len(rs) != 2 {
-		return "", "", errors.New("hack/minio/releases must name two releases")
-	}
-	return rs[0], rs[1], nil
-}
-
 // prepareDemo makes the signing key (kept in local/ across runs), starts the
 // registry with both images, and seeds the store with the newer release so
 // the first curl lists a real binary.
-func prepareDemo(root, local, updateDir string) (*demo, error) {
+func prepareDemo(local, updateDir string) (*demo, error) {
 	d := &demo{}
 	var err error
-	if d.older, d.newer, err = releases(root); err != nil {
+	if d.older, d.newer, err = cluster.MinIOReleases(); err != nil {
 		return nil, err
 	}
 	if d.pub, d.key, err = loadOrMakeKey(filepath.Join(local, "minisign.key")); err != nil {
 		return nil, err
 	}
-	oldBin, err := os.ReadFile(filepath.Join(root, "bin", "minio."+d.older))
-	if err != nil {
-		return nil, fmt.Errorf("MinIO binary (run `make tools`): %w", err)
+	var bins [2][]byte
+	for i, r := range []string{d.older, d.newer} {
+		path, err := cluster.MinIOBinary(r)
+		if err != nil {
+			return nil, err
+		}
+		if bins[i], err = os.ReadFile(path); err != nil {
+			return nil, err
+		}
 	}
-	newBin, err := os.ReadFile(filepath.Join(root, "bin", "minio."+d.newer))
-	if err != nil {
-		return nil, fmt.Errorf("MinIO binary (run `make tools`): %w", err)
-	}
+	oldBin, newBin := bins[0], bins[1]
 	if err := d.seed(updateDir, newBin); err != nil {
 		return nil, err
 	}
@@ -320,7 +304,7 @@ func upsertSecret(ctx context.Context, cs kubernetes.Interface, s *corev1.Secret
 
 // startMinIO waits for the tenant's generated Secret, lays it out as
 // MinIO's certs directory and starts the older release on it.
-func (d *demo) startMinIO(ctx context.Context, cs kubernetes.Interface, root, local string) error {
+func (d *demo) startMinIO(ctx context.Context, cs kubernetes.Interface, local string) error {
 	var gen *corev1.Secret
 	for {
 		var err error
@@ -338,16 +322,7 @@ func (d *demo) startMinIO(ctx context.Context, cs kubernetes.Interface, root, lo
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	for k, v := range gen.Data {
-		rel := ""
-		switch {
-		case k == "public.crt" || k == "private.key":
-			rel = k
-		case strings.HasPrefix(k, "CAs."):
-			rel = "CAs/" + strings.TrimPrefix(k, "CAs.")
-		default:
-			continue
-		}
+	for rel, v := range cluster.MinIOCertsDir(gen.Data) {
 		p := filepath.Join(dir, "certs", rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return err
@@ -356,9 +331,8 @@ func (d *demo) startMinIO(ctx context.Context, cs kubernetes.Interface, root, lo
 			return err
 		}
 	}
-	// MinIO replaces its own binary in place: it runs from a copy.
-	bin := filepath.Join(dir, "bin", "minio")
-	if err := copyFile(filepath.Join(root, "bin", "minio."+d.older), bin); err != nil {
+	bin, err := cluster.InstallMinIO(d.older, filepath.Join(dir, "bin"))
+	if err != nil {
 		return err
 	}
 	logFile, err := os.Create(filepath.Join(local, "minio.log"))
@@ -392,26 +366,6 @@ func (d *demo) close() {
 	for i := len(d.stop) - 1; i >= 0; i-- {
 		d.stop[i]()
 	}
-}
-
-func copyFile(from, to string) error {
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		return err
-	}
-	in, err := os.Open(from)
-	if err != nil {
-		return fmt.Errorf("MinIO binary (run `make tools`): %w", err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // selfSigned makes a certificate for one IP that is its own CA.

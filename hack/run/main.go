@@ -87,7 +87,7 @@ func run(ctx context.Context) error {
 	host := fmt.Sprintf("%s.%s.svc.cluster.local", serviceName, namespace)
 	caFile := filepath.Join(c.Dir, "pki", "kubelet-serving-ca.crt")
 	updateDir := filepath.Join(local, "updates")
-	d, err := prepareDemo(root, local, updateDir)
+	d, err := prepareDemo(local, updateDir)
 	if err != nil {
 		return fmt.Errorf("demo tenant: %w", err)
 	}
@@ -127,7 +127,7 @@ func run(ctx context.Context) error {
 	if err := d.createTenant(ctx, cs, apply); err != nil {
 		return fmt.Errorf("demo tenant: %w", err)
 	}
-	if err := d.startMinIO(ctx, cs, root, local); err != nil {
+	if err := d.startMinIO(ctx, cs, local); err != nil {
 		return fmt.Errorf("demo tenant: %w", err)
 	}
 

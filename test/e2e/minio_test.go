@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,35 +23,12 @@ import (
 	"github.com/object-store-operator/operator/test/cluster"
 )
 
-// minioReleases are the two releases `make tools` stamps from the pinned
-// MinIO module (hack/minio/releases), older first.
+// minioReleases are the two releases `make tools` builds, older first.
 func minioReleases(t testing.TB) (older, newer string) {
 	t.Helper()
-	root, err := cluster.RepoRoot()
+	older, newer, err := cluster.MinIOReleases()
 	require.NoError(t, err)
-	f, err := os.Open(filepath.Join(root, "hack", "minio", "releases"))
-	require.NoError(t, err)
-	defer f.Close()
-	var rs []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "RELEASE.") {
-			rs = append(rs, l)
-		}
-	}
-	require.Len(t, rs, 2, "hack/minio/releases names two releases")
-	return rs[0], rs[1]
-}
-
-// minioBinary is bin/minio.<release>, built by `make tools`.
-func minioBinary(t testing.TB, release string) string {
-	t.Helper()
-	bin, err := cluster.BinDir()
-	require.NoError(t, err)
-	p := filepath.Join(bin, "minio."+release)
-	_, err = os.Stat(p)
-	require.NoError(t, err, "run `make tools` to build MinIO")
-	return p
+	return older, newer
 }
 
 // minioCluster is a distributed MinIO of processes on 127.0.0.1, one drive
@@ -90,8 +65,8 @@ func startMinIO(t testing.TB, ports []int, releases []string, certs map[string][
 			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 			require.NoError(t, os.WriteFile(path, content, 0o600))
 		}
-		bin := filepath.Join(dir, "bin", "minio")
-		copyFile(t, minioBinary(t, release), bin)
+		bin, err := cluster.InstallMinIO(release, filepath.Join(dir, "bin"))
+		require.NoError(t, err)
 		n := &minioNode{logs: &syncBuffer{}, done: make(chan struct{})}
 		args := append([]string{"server", "--address", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--certs-dir", filepath.Join(dir, "certs")}, endpoints...)
 		n.cmd = exec.Command(bin, args...)
@@ -233,19 +208,6 @@ func releaseTag(version string) string {
 		return version
 	}
 	return "RELEASE." + ts.UTC().Format("2006-01-02T15-04-05Z")
-}
-
-func copyFile(t testing.TB, from, to string) {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(filepath.Dir(to), 0o755))
-	in, err := os.Open(from)
-	require.NoError(t, err)
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	require.NoError(t, err)
-	_, err = io.Copy(out, in)
-	require.NoError(t, err)
-	require.NoError(t, out.Close())
 }
 
 func tailLines(s string, n int) string {

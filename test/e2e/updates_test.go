@@ -18,6 +18,7 @@ import (
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binstore/binstoretest"
+	"github.com/object-store-operator/operator/test/cluster"
 )
 
 // updateEnv is one tenant whose MinIO runs on loopback, an operator that
@@ -77,7 +78,9 @@ func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 	e.op = startOperator(t, e.env)
 
 	e.oldImage = e.reg.pushImage(t, "minio/aistor:"+older, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: older})
-	bin, err := os.ReadFile(minioBinary(t, newer))
+	newerPath, err := cluster.MinIOBinary(newer)
+	require.NoError(t, err)
+	bin, err := os.ReadFile(newerPath)
 	require.NoError(t, err)
 	e.newImage = e.reg.pushImage(t, "minio/aistor:"+newer, imageSpec{binary: bin, releaseLbl: newer, signer: o.newSigner})
 
@@ -117,14 +120,10 @@ spec:
 		gen, err = generated(t, e.tenantNS, e.store)
 		return err == nil && len(gen.Data["CAs.operator.crt"]) > 0
 	}, 30*time.Second, 50*time.Millisecond, "the generated Secret with the operator's CA")
-	certs := map[string][]byte{}
+	certs := cluster.MinIOCertsDir(gen.Data)
 	roots := x509.NewCertPool()
-	for k, v := range gen.Data {
-		switch {
-		case k == "public.crt" || k == "private.key":
-			certs[k] = v
-		case strings.HasPrefix(k, "CAs."):
-			certs["CAs/"+strings.TrimPrefix(k, "CAs.")] = v
+	for rel, v := range certs {
+		if strings.HasPrefix(rel, "CAs/") {
 			roots.AppendCertsFromPEM(v)
 		}
 	}
