@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -60,7 +59,7 @@ type Controller struct {
 	stores  cache.Indexer
 	synced  cache.InformerSynced
 	queue   workqueue.TypedRateLimitingInterface[string]
-	leading atomic.Bool
+	term    controller.Term
 
 	mu       sync.Mutex
 	outcomes map[string]outcome // ObjectStore key -> what its last sync found
@@ -126,18 +125,17 @@ func (c *Controller) Run(ctx context.Context) error {
 // (the leadership term). It first reports what was found while following,
 // so a new leader needs no second pull to bring the status up to date.
 func (c *Controller) Lead(ctx context.Context) error {
-	c.leading.Store(true)
-	defer c.leading.Store(false)
-	c.mu.Lock()
-	keys := make([]string, 0, len(c.outcomes))
-	for k := range c.outcomes {
-		keys = append(keys, k)
-	}
-	c.mu.Unlock()
-	for _, key := range keys {
-		c.queue.Add(key)
-	}
-	<-ctx.Done()
+	c.term.Lead(ctx, func() {
+		c.mu.Lock()
+		keys := make([]string, 0, len(c.outcomes))
+		for k := range c.outcomes {
+			keys = append(keys, k)
+		}
+		c.mu.Unlock()
+		for _, key := range keys {
+			c.queue.Add(key)
+		}
+	})
 	return nil
 }
 
@@ -217,7 +215,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	changed := c.record(key, outcome{image: image, release: res.Release, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: "Available", Message: msg,
 	}})
-	if err := c.report(ctx, u); err != nil {
+	if err := c.report(u); err != nil {
 		return err
 	}
 	// A resync that resolves to the same release changes nothing to keep.
@@ -261,15 +259,16 @@ func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, ima
 	c.record(key, outcome{image: image, release: kept, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionFalse, Reason: r, Message: msg,
 	}})
-	if err := c.report(ctx, u); err != nil {
+	if err := c.report(u); err != nil {
 		return err
 	}
 	return cause
 }
 
 // report writes the recorded condition while this replica leads.
-func (c *Controller) report(ctx context.Context, u *unstructured.Unstructured) error {
-	if !c.leading.Load() {
+func (c *Controller) report(u *unstructured.Unstructured) error {
+	ctx := c.term.Context()
+	if ctx == nil {
 		return nil
 	}
 	c.mu.Lock()

@@ -1,6 +1,7 @@
 package mountsecret
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	corelisters "k8s.io/client-go/listers/core/v1"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/autocert"
@@ -58,12 +58,17 @@ type assembly struct {
 	hash string
 }
 
+// secretGetter reads a Secret; the result must not be modified.
+type secretGetter interface {
+	Get(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+}
+
 // assemble reads every referenced Secret and lays out the generated data.
 // The same inputs always give the same bytes.
-func assemble(os *v1.ObjectStore, secrets corelisters.SecretLister, operatorCA []byte) (*assembly, error) {
+func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, operatorCA []byte) (*assembly, error) {
 	a := &assembly{data: map[string][]byte{}, sources: map[string]string{}}
 	get := func(name string) (*corev1.Secret, error) {
-		s, err := secrets.Secrets(os.Namespace).Get(name)
+		s, err := secrets.Get(ctx, os.Namespace, name)
 		if apierrors.IsNotFound(err) {
 			return nil, &problem{secret: name, reason: "SecretNotFound", detail: "not found in namespace " + os.Namespace}
 		}

@@ -1,6 +1,7 @@
 package mountsecret
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
@@ -34,13 +35,18 @@ func pair(t *testing.T, name string) (certPEM, keyPEM []byte) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }
 
-func lister(t *testing.T, secrets ...*corev1.Secret) corelisters.SecretLister {
+// secretsOf reads Secrets the way the controller does: metadata from an
+// informer's indexer, data from a fake apiserver.
+func secretsOf(t *testing.T, secrets ...*corev1.Secret) secretGetter {
 	t.Helper()
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	client := fake.NewClientset()
 	for _, s := range secrets {
-		require.NoError(t, idx.Add(s))
+		created, err := client.CoreV1().Secrets(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, idx.Add(&metav1.PartialObjectMetadata{ObjectMeta: created.ObjectMeta}))
 	}
-	return corelisters.NewSecretLister(idx)
+	return newSecretReader(idx, client)
 }
 
 func secret(name string, data map[string][]byte) *corev1.Secret {
@@ -66,14 +72,14 @@ func TestAssemblyLayoutAndDeterminism(t *testing.T) {
 	c2, k2 := pair(t, "two")
 	c3, k3 := pair(t, "client")
 	ca, _ := pair(t, "ca")
-	l := lister(t,
+	l := secretsOf(t,
 		secret("one", map[string][]byte{"tls.crt": c1, "tls.key": k1, "ca.crt": ca}),
 		secret("two", map[string][]byte{"public.crt": c2, "private.key": k2}),
 		secret("cl", map[string][]byte{"tls.crt": c3, "tls.key": k3}),
 		secret("kms", map[string][]byte{"ca.crt": append(append([]byte{}, ca...), c1...)}),
 	)
 	os := store([]string{"one", "two"}, []string{"cl"}, []string{"kms"})
-	a, err := assemble(os, l, []byte("operator-ca"))
+	a, err := assemble(context.Background(), os, l, []byte("operator-ca"))
 	require.NoError(t, err)
 	assert.Equal(t, map[string][]byte{
 		"public.crt": c1, "private.key": k1, "CAs.server.one.crt": ca,
@@ -83,12 +89,12 @@ func TestAssemblyLayoutAndDeterminism(t *testing.T) {
 		"CAs.operator.crt":    []byte("operator-ca"),
 	}, a.data)
 
-	again, err := assemble(os, l, []byte("operator-ca"))
+	again, err := assemble(context.Background(), os, l, []byte("operator-ca"))
 	require.NoError(t, err)
 	assert.Equal(t, a.hash, again.hash, "same inputs, same hash")
 	assert.Equal(t, a.sourcesJSON(), again.sourcesJSON())
 
-	changed, err := assemble(os, l, []byte("new-operator-ca"))
+	changed, err := assemble(context.Background(), os, l, []byte("new-operator-ca"))
 	require.NoError(t, err)
 	assert.NotEqual(t, a.hash, changed.hash)
 	assert.Equal(t, []string{"operator CA"}, changedSources(a.sourcesJSON(), changed.sources))
@@ -117,7 +123,7 @@ func TestAssemblyProblemsNameTheSecret(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := assemble(tt.os, lister(t, tt.secrets...), nil)
+			_, err := assemble(context.Background(), tt.os, secretsOf(t, tt.secrets...), nil)
 			var p *problem
 			require.ErrorAs(t, err, &p)
 			assert.Equal(t, tt.wantSecret, p.secret)
@@ -134,7 +140,7 @@ func TestAGeneratedSecretOverOneMiBIsNeverAttempted(t *testing.T) {
 	for len(bundle) < 1536<<10 { // 1.5 MiB of CA certificates
 		bundle = append(bundle, ca...)
 	}
-	_, err := assemble(store([]string{"tls"}, nil, []string{"big-ca"}), lister(t,
+	_, err := assemble(context.Background(), store([]string{"tls"}, nil, []string{"big-ca"}), secretsOf(t,
 		secret("tls", map[string][]byte{"tls.crt": cert, "tls.key": key}),
 		secret("big-ca", map[string][]byte{"ca.crt": bundle}),
 	), nil)

@@ -4,7 +4,13 @@
 //
 // It follows kubernetes/sample-controller: event handlers only enqueue
 // ObjectStore keys, and one idempotent, level-based sync reads the world
-// from listers and writes only the difference.
+// from listers and writes only the difference. Its informers and queue
+// live as long as the process, on every replica; only the leader's syncs
+// act (Lead).
+//
+// Secrets are watched as metadata only: the data of the Secrets
+// ObjectStores reference is read on demand and kept (secretReader), so the
+// operator's memory does not grow with the cluster's other Secrets.
 package mountsecret
 
 import (
@@ -20,16 +26,15 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -64,16 +69,19 @@ type CABundleSource interface {
 type Config struct {
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
-	// Secrets and StatefulSets are informers over every namespace the
-	// controller works in; ObjectStores is a dynamic informer on v1.Resource.
-	Secrets      coreinformers.SecretInformer
+	// Secrets is a metadata-only informer (PartialObjectMetadata, see
+	// TrimSecretMetadata) over every namespace the controller works in;
+	// data is read through Kube when a sync needs it. StatefulSets needs
+	// only those labelled v1.ObjectStoreLabel. ObjectStores is a dynamic
+	// informer on v1.Resource.
+	Secrets      cache.SharedIndexInformer
 	StatefulSets appsinformers.StatefulSetInformer
 	ObjectStores cache.SharedIndexInformer
 	// OperatorCA may be nil (plain HTTP): then no operator CA is added.
 	OperatorCA CABundleSource
 	Recorder   record.EventRecorder
 	Log        zerolog.Logger
-	// Metrics outlive one leadership term; nil: not exported.
+	// Metrics nil: not exported.
 	Metrics *Metrics
 	Workers int
 }
@@ -106,13 +114,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 type Controller struct {
 	cfg     Config
 	log     zerolog.Logger
-	secrets corelisters.SecretLister
+	term    controller.Term
+	secrets *secretReader
 	sets    appslisters.StatefulSetLister
 	stores  cache.Indexer
 	synced  []cache.InformerSynced
 	queue   workqueue.TypedRateLimitingInterface[string]
 	writes  *prometheus.CounterVec
 	rebuild prometheus.Counter
+	// caLoaded is closed once the operator CA is known (at once without
+	// one): the first rebuild waits for it.
+	caLoaded chan struct{}
 }
 
 // New wires the controller's event handlers; call Run to work.
@@ -126,14 +138,18 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{
 		cfg:     cfg,
 		log:     cfg.Log.With().Str("component", "mountsecret").Logger(),
-		secrets: cfg.Secrets.Lister(),
+		secrets: newSecretReader(cfg.Secrets.GetIndexer(), cfg.Kube),
 		sets:    cfg.StatefulSets.Lister(),
 		stores:  cfg.ObjectStores.GetIndexer(),
-		synced:  []cache.InformerSynced{cfg.Secrets.Informer().HasSynced, cfg.StatefulSets.Informer().HasSynced, cfg.ObjectStores.HasSynced},
+		synced:  []cache.InformerSynced{cfg.Secrets.HasSynced, cfg.StatefulSets.Informer().HasSynced, cfg.ObjectStores.HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "mountsecret"}),
-		writes:  cfg.Metrics.writes,
-		rebuild: cfg.Metrics.rebuild,
+		writes:   cfg.Metrics.writes,
+		rebuild:  cfg.Metrics.rebuild,
+		caLoaded: make(chan struct{}),
+	}
+	if cfg.OperatorCA == nil {
+		close(c.caLoaded)
 	}
 	if err := cfg.ObjectStores.AddIndexers(cache.Indexers{secretRefIndex: v1.SecretIndex((*v1.ObjectStore).ReferencedSecrets)}); err != nil {
 		return nil, fmt.Errorf("index ObjectStores by Secret: %w", err)
@@ -143,19 +159,30 @@ func New(cfg Config) (*Controller, error) {
 		h        cache.ResourceEventHandler
 	}{
 		{cfg.ObjectStores, cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.enqueueStore,
-			UpdateFunc: func(_, obj any) { c.enqueueStore(obj) },
-			DeleteFunc: c.enqueueStore,
+			AddFunc: c.enqueueStore,
+			UpdateFunc: func(old, obj any) {
+				c.forgetUnreferenced(old)
+				c.enqueueStore(obj)
+			},
+			DeleteFunc: func(obj any) {
+				c.forgetUnreferenced(obj)
+				c.enqueueStore(obj)
+			},
 		}},
-		{cfg.Secrets.Informer(), cache.ResourceEventHandlerFuncs{
+		{cfg.Secrets, cache.ResourceEventHandlerFuncs{
 			AddFunc: c.secretChanged,
 			UpdateFunc: func(old, obj any) {
 				// A resync of an unchanged Secret is not news.
-				if old.(*corev1.Secret).ResourceVersion != obj.(*corev1.Secret).ResourceVersion {
+				if resourceVersion(old) != resourceVersion(obj) {
 					c.secretChanged(obj)
 				}
 			},
-			DeleteFunc: c.secretChanged,
+			DeleteFunc: func(obj any) {
+				if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+					c.secrets.forget(key)
+				}
+				c.secretChanged(obj)
+			},
 		}},
 		{cfg.StatefulSets.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.statefulSetChanged,
@@ -172,18 +199,47 @@ func New(cfg Config) (*Controller, error) {
 
 func (c *Controller) enqueueStore(obj any) { controller.EnqueueObject(c.queue, obj) }
 
+func resourceVersion(obj any) string {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
+}
+
 func (c *Controller) secretChanged(obj any) {
 	controller.EnqueueReferrers(c.queue, c.stores, secretRefIndex, obj)
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	s, ok := obj.(*corev1.Secret)
-	if !ok {
+	s, err := meta.Accessor(obj)
+	if err != nil {
 		return
 	}
 	// The generated Secret itself: deleted or edited by hand.
 	if ref := metav1.GetControllerOf(s); ref != nil && ref.Kind == v1.Kind && strings.HasPrefix(ref.APIVersion, v1.GroupVersion.Group+"/") {
-		c.queue.Add(s.Namespace + "/" + ref.Name)
+		c.queue.Add(s.GetNamespace() + "/" + ref.Name)
+	}
+}
+
+// forgetUnreferenced drops the kept data of the Secrets obj (an
+// ObjectStore as it was) referenced that no ObjectStore references now.
+func (c *Controller) forgetUnreferenced(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	store, err := v1.FromUnstructured(u)
+	if err != nil {
+		return
+	}
+	for _, name := range store.ReferencedSecrets() {
+		key := store.Namespace + "/" + name
+		if referrers, err := c.stores.IndexKeys(secretRefIndex, key); err == nil && len(referrers) == 0 {
+			c.secrets.forget(key)
+		}
 	}
 }
 
@@ -200,38 +256,25 @@ func (c *Controller) statefulSetChanged(obj any) {
 	}
 }
 
-// Run works until ctx ends. Changes of the operator CA re-sync every store.
+// Run works until ctx ends; syncs act only while leading (Lead). Changes
+// of the operator CA re-sync every store.
 func (c *Controller) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("mount secret: informers did not sync")
 	}
-	if c.cfg.OperatorCA != nil {
-		// A rebuild before the serving certificate is loaded would drop
-		// CAs.operator.crt from every generated Secret and roll every
-		// tenant, twice: wait for it (autocert's cold start, a custom
-		// Secret briefly missing).
-		for logged := false; !c.cfg.OperatorCA.Loaded(); logged = true {
-			if !logged {
-				c.log.Info().Msg("waiting for the serving certificate before the first rebuild: its CA goes into every generated Secret")
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-c.cfg.OperatorCA.Changed():
-			}
-		}
-	}
-	c.log.Info().Int("objectStores", len(c.stores.ListKeys())).Msg("mount-secret controller started")
-	if c.cfg.OperatorCA != nil {
+	if ca := c.cfg.OperatorCA; ca != nil {
+		// The one reader of ca.Changed().
 		go func() {
-			for {
+			for loaded := false; ; {
+				if !loaded && ca.Loaded() {
+					loaded = true
+					close(c.caLoaded)
+				}
 				select {
 				case <-ctx.Done():
 					return
-				case <-c.cfg.OperatorCA.Changed():
-					for _, key := range c.stores.ListKeys() {
-						c.queue.Add(key)
-					}
+				case <-ca.Changed():
+					c.enqueueAll()
 				}
 			}
 		}()
@@ -242,11 +285,46 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
+// Lead makes the controller act until ctx (the leadership term) ends. It
+// waits for the serving certificate first: a rebuild before it is loaded
+// would drop CAs.operator.crt from every generated Secret and roll every
+// tenant, twice (autocert's cold start, a custom Secret briefly missing).
+func (c *Controller) Lead(ctx context.Context) error {
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return nil
+	}
+	select {
+	case <-c.caLoaded:
+	default:
+		c.log.Info().Msg("waiting for the serving certificate before the first rebuild: its CA goes into every generated Secret")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.caLoaded:
+		}
+	}
+	c.term.Lead(ctx, func() {
+		c.log.Info().Int("objectStores", len(c.stores.ListKeys())).Msg("mount-secret controller started")
+		c.enqueueAll()
+	})
+	return nil
+}
+
+func (c *Controller) enqueueAll() {
+	for _, key := range c.stores.ListKeys() {
+		c.queue.Add(key)
+	}
+}
+
 // sync brings the generated Secret, the StatefulSets' restart annotation
 // and the CertificatesReady condition of one ObjectStore in line with the
 // referenced Secrets. A Secret the user must fix is reported (condition,
 // Event, log) and not retried: fixing it raises the event that syncs again.
-func (c *Controller) sync(ctx context.Context, key string) error {
+func (c *Controller) sync(_ context.Context, key string) error {
+	ctx := c.term.Context()
+	if ctx == nil {
+		return nil // following: the next leader queues every key
+	}
 	obj, exists, err := c.stores.GetByKey(key)
 	if err != nil {
 		return fmt.Errorf("get ObjectStore %s: %w", key, err)
@@ -264,7 +342,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if c.cfg.OperatorCA != nil {
 		operatorCA = c.cfg.OperatorCA.CABundle()
 	}
-	a, err := assemble(store, c.secrets, operatorCA)
+	a, err := assemble(ctx, store, c.secrets, operatorCA)
 	var p *problem
 	if errors.As(err, &p) {
 		msg := "referenced Secret unusable: generated Secret left as it was"
@@ -306,7 +384,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a *assembly) (*corev1.Secret, string, error) {
 	name := v1.GeneratedSecretName(store.Name)
 	hash := a.hash
-	existing, err := c.secrets.Secrets(store.Namespace).Get(name)
+	existing, err := c.secrets.Get(ctx, store.Namespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
 		s := &corev1.Secret{
@@ -325,6 +403,7 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 		if err != nil {
 			return nil, "", fmt.Errorf("create Secret %s/%s: %w", store.Namespace, name, err)
 		}
+		c.secrets.remember(created)
 		c.writes.WithLabelValues("secret_create").Inc()
 		return created, "generated Secret missing (first creation, or deleted): created", nil
 	case err != nil:
@@ -352,6 +431,7 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 	if err != nil {
 		return nil, "", fmt.Errorf("update Secret %s/%s: %w", store.Namespace, name, err)
 	}
+	c.secrets.remember(updated)
 	c.writes.WithLabelValues("secret_update").Inc()
 	return updated, reason, nil
 }

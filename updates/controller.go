@@ -21,7 +21,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/minio/madmin-go/v3"
@@ -99,9 +98,7 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 	metrics *metrics
 	status  *statusWriter
-
-	mu   sync.Mutex
-	term context.Context // the leadership term; nil while following
+	term    controller.Term
 }
 
 // New wires event handlers; call Run to work and Lead while leading.
@@ -173,23 +170,12 @@ func (c *Controller) Run(ctx context.Context) error {
 // Lead makes this controller act until ctx (the leadership term) ends.
 // A sync in flight when the term ends is cancelled with it.
 func (c *Controller) Lead(ctx context.Context) error {
-	c.mu.Lock()
-	c.term = ctx
-	c.mu.Unlock()
-	for _, key := range c.stores.ListKeys() {
-		c.queue.Add(key)
-	}
-	<-ctx.Done()
-	c.mu.Lock()
-	c.term = nil
-	c.mu.Unlock()
+	c.term.Lead(ctx, func() {
+		for _, key := range c.stores.ListKeys() {
+			c.queue.Add(key)
+		}
+	})
 	return nil
-}
-
-func (c *Controller) leading() context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.term
 }
 
 // node is one MinIO server as its admin API reports it.
@@ -202,7 +188,7 @@ type node struct {
 // sync brings the ObjectStore's nodes to the release of its image, in
 // place when it can, through its StatefulSets when it cannot.
 func (c *Controller) sync(_ context.Context, key string) error {
-	ctx := c.leading()
+	ctx := c.term.Context()
 	if ctx == nil {
 		return nil
 	}

@@ -10,13 +10,17 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
@@ -25,6 +29,7 @@ import (
 	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/health"
+	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/trust"
 	"github.com/object-store-operator/operator/updates"
@@ -36,6 +41,7 @@ type kube struct {
 	rest      *rest.Config
 	client    kubernetes.Interface
 	dynamic   dynamic.Interface
+	metadata  metadata.Interface
 	namespace informers.SharedInformerFactory
 }
 
@@ -66,26 +72,27 @@ func newKube(cfg config) (*kube, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
 	}
+	meta, err := metadata.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes metadata client: %w", err)
+	}
 	return &kube{
-		rest: restCfg, client: cs, dynamic: dyn,
+		rest: restCfg, client: cs, dynamic: dyn, metadata: meta,
 		// The periodic resync is the slow backstop in case an event was missed.
-		namespace: informers.NewSharedInformerFactoryWithOptions(cs, cfg.resync, informers.WithNamespace(cfg.namespace)),
+		namespace: informers.NewSharedInformerFactoryWithOptions(cs, cfg.resync, informers.WithNamespace(cfg.namespace),
+			informers.WithTransform(controller.DropManagedFields)),
 	}, nil
 }
 
 // leaderWork is what only the leader does: issue certificates (autocert
-// mode), keep mount Secrets, report binary conditions. Its parts that
-// outlive a leadership term are built once.
+// mode), keep mount Secrets, report binary conditions, drive updates.
+// Every controller is built once and runs for the life of the process;
+// a leadership term only lets it act (docs/development.md).
 type leaderWork struct {
-	cfg        config
-	k          *kube
-	log        zerolog.Logger
-	issuer     *autocert.Issuer
-	binaries   *binsource.Controller
-	recorder   record.EventRecorder
-	operatorCA mountsecret.CABundleSource
-	metrics    *mountsecret.Metrics
-	updates    *updates.Controller
+	issuer   *autocert.Issuer
+	binaries *binsource.Controller
+	mount    *mountsecret.Controller
+	updates  *updates.Controller
 }
 
 // startKubernetesParts starts on every replica the trust pool and the
@@ -100,10 +107,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	if err != nil {
 		return err
 	}
-	w := &leaderWork{cfg: cfg, k: k, log: log, metrics: mountsecret.NewMetrics(reg)}
-	if cert != nil {
-		w.operatorCA = cert
-	}
+	w := &leaderWork{}
 	if cfg.mode() == modeAutocert {
 		if w.issuer, err = newIssuer(ctx, cfg, k, log, certMetrics); err != nil {
 			return err
@@ -119,14 +123,38 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: k.client.CoreV1().Events("")})
-	w.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "object-store-operator"})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "object-store-operator"})
 
-	// ObjectStores are watched for the life of the process: the binary
-	// source works on every replica, whoever leads.
+	// Cluster-wide informers, one of each, for the life of the process.
+	// What they hold is what the operator's memory grows with
+	// (docs/development.md): ObjectStores, the labelled StatefulSets, and
+	// Secrets as metadata only.
 	stores := dynamicinformer.NewDynamicSharedInformerFactory(k.dynamic, cfg.resync).ForResource(apiv1.Resource).Informer()
+	if err := stores.SetTransform(controller.DropManagedFields); err != nil {
+		return err
+	}
+	secrets := metadatainformer.NewFilteredMetadataInformer(k.metadata, corev1.SchemeGroupVersion.WithResource("secrets"),
+		metav1.NamespaceAll, cfg.resync, cache.Indexers{}, nil).Informer()
+	if err := secrets.SetTransform(mountsecret.TrimSecretMetadata); err != nil {
+		return err
+	}
+	tenantSets := informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithTransform(controller.DropManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = apiv1.ObjectStoreLabel }))
+	var operatorCA mountsecret.CABundleSource
+	if cert != nil {
+		operatorCA = cert
+	}
+	w.mount, err = mountsecret.New(mountsecret.Config{
+		Kube: k.client, Dynamic: k.dynamic,
+		Secrets: secrets, StatefulSets: tenantSets.Apps().V1().StatefulSets(), ObjectStores: stores,
+		OperatorCA: operatorCA, Recorder: recorder, Log: log, Metrics: mountsecret.NewMetrics(reg),
+	})
+	if err != nil {
+		return err
+	}
 	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep,
-		Recorder: w.recorder, Remedy: binaryRemedy, Log: log,
+		Recorder: recorder, Remedy: binaryRemedy, Log: log,
 		// The updater waits for the store; it is built next, before
 		// anything runs.
 		Resolved: func(key string) { w.updates.Resolved(key) },
@@ -141,16 +169,19 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	w.updates, err = updates.New(updates.Config{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Binaries: w.binaries, Store: store, Serving: serving,
 		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, Timeout: cfg.updateTimeout,
-		Recorder: w.recorder, Remedy: updateRemedy, Registerer: reg, Log: log,
+		Recorder: recorder, Remedy: updateRemedy, Registerer: reg, Log: log,
 	})
 	if err != nil {
 		return err
 	}
 	checks.Add("binaries", w.binaries.Ready)
 	k.namespace.Start(ctx.Done())
+	tenantSets.Start(ctx.Done())
 	go stores.Run(ctx.Done())
+	go secrets.Run(ctx.Done())
 	g.Go(func() error { return pool.Run(ctx) })
 	g.Go(func() error { return w.binaries.Run(ctx) })
+	g.Go(func() error { return w.mount.Run(ctx) })
 	g.Go(func() error { return w.updates.Run(ctx) })
 	g.Go(func() error {
 		defer broadcaster.Shutdown()
@@ -175,26 +206,13 @@ func newIssuer(ctx context.Context, cfg config, k *kube, log zerolog.Logger, met
 	})
 }
 
-// term runs the leader's work for one leadership term. Informers and
-// controllers are made per term: a stopped informer cannot start again.
+// term lets the leader's work act for one leadership term.
 func (w *leaderWork) term(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	if w.issuer != nil {
 		g.Go(func() error { return w.issuer.Run(ctx) })
 	}
-	all := informers.NewSharedInformerFactory(w.k.client, w.cfg.resync)
-	stores := dynamicinformer.NewDynamicSharedInformerFactory(w.k.dynamic, w.cfg.resync).ForResource(apiv1.Resource).Informer()
-	mount, err := mountsecret.New(mountsecret.Config{
-		Kube: w.k.client, Dynamic: w.k.dynamic,
-		Secrets: all.Core().V1().Secrets(), StatefulSets: all.Apps().V1().StatefulSets(), ObjectStores: stores,
-		OperatorCA: w.operatorCA, Recorder: w.recorder, Log: w.log, Metrics: w.metrics,
-	})
-	if err != nil {
-		return err
-	}
-	all.Start(ctx.Done())
-	go stores.Run(ctx.Done())
-	g.Go(func() error { return mount.Run(ctx) })
+	g.Go(func() error { return w.mount.Lead(ctx) })
 	g.Go(func() error { return w.binaries.Lead(ctx) })
 	g.Go(func() error { return w.updates.Lead(ctx) })
 	return g.Wait()

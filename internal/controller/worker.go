@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -91,4 +92,47 @@ func SpecChangedOrResync(old, obj any) bool {
 		return true
 	}
 	return o.GetGeneration() != n.GetGeneration() || o.GetResourceVersion() == n.GetResourceVersion()
+}
+
+// DropManagedFields is a transform for informers (SetTransform): managed
+// fields are often the largest part of an object, and no controller here
+// reads them from its cache.
+func DropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Term gates a controller that runs for the life of the process on
+// leadership: its informers and queue stay warm on every replica, and only
+// the leader's syncs act. This is the one leadership rule of the operator
+// (docs/development.md).
+type Term struct {
+	mu  sync.Mutex
+	ctx context.Context
+}
+
+// Lead makes Context return ctx until ctx (the leadership term) ends.
+// started runs once the term is set, typically to queue every key so the
+// new leader looks at everything once.
+func (t *Term) Lead(ctx context.Context, started func()) {
+	t.mu.Lock()
+	t.ctx = ctx
+	t.mu.Unlock()
+	if started != nil {
+		started()
+	}
+	<-ctx.Done()
+	t.mu.Lock()
+	t.ctx = nil
+	t.mu.Unlock()
+}
+
+// Context is the current term's context, nil while following. A sync
+// uses it for its API calls, so they end with the term.
+func (t *Term) Context() context.Context {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ctx
 }
