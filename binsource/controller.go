@@ -54,12 +54,12 @@ type ControllerConfig struct {
 // same verified set; only the leader (see Lead) writes conditions and
 // Events.
 type Controller struct {
-	cfg     ControllerConfig
-	log     zerolog.Logger
-	stores  cache.Indexer
-	synced  cache.InformerSynced
-	queue   workqueue.TypedRateLimitingInterface[string]
-	term    controller.Term
+	cfg    ControllerConfig
+	log    zerolog.Logger
+	stores cache.Indexer
+	synced cache.InformerSynced
+	queue  workqueue.TypedRateLimitingInterface[string]
+	term   controller.Term
 
 	mu       sync.Mutex
 	outcomes map[string]outcome // ObjectStore key -> what its last sync found
