@@ -13,7 +13,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -21,12 +20,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	csrutil "k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
@@ -39,6 +38,9 @@ const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	// ManagedByValue is ManagedByLabel's value.
 	ManagedByValue = "object-store-operator"
+	// NamespaceLabel on a CSR names the namespace of the operator that
+	// filed it: each installation cleans up only its own.
+	NamespaceLabel = "aistor.min.io/operator-namespace"
 	// CSRAnnotation on the Secret names the CSR its certificate came from.
 	CSRAnnotation = "aistor.min.io/csr"
 	// SignerAnnotation on the Secret names the signer.
@@ -84,16 +86,16 @@ type IssuerConfig struct {
 }
 
 // Issuer keeps Secret object-store-operator-tls filled with a certificate
-// from the Kubernetes CSR API and renews it. Only the leader runs it; every
-// replica serves the Secret through a SecretSource.
+// from the Kubernetes CSR API and renews it. It runs on every replica and
+// acts only while leading (Lead); every replica serves the Secret through
+// a SecretSource.
 type Issuer struct {
 	cfg    IssuerConfig
 	log    zerolog.Logger
 	lister corelisters.SecretLister
 	synced cache.InformerSynced
-	// queue belongs to the current leadership term: a shut-down queue
-	// cannot be reused, and a replica may lead again later.
-	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[string]]
+	queue  workqueue.TypedRateLimitingInterface[string]
+	term   controller.Term
 	// foreign remembers the Secret version already reported as not ours.
 	foreign string
 }
@@ -114,6 +116,10 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 		log:    cfg.Log.With().Str("component", "autocert").Str("secret", cfg.Namespace+"/"+cfg.SecretName).Str("signer", cfg.SignerName).Logger(),
 		lister: cfg.Secrets.Lister(),
 		synced: cfg.Secrets.Informer().HasSynced,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			// A failed CSR is retried from 5 s, doubling up to 5 min.
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "autocert", Clock: cfg.Clock}),
 	}
 	_, err := cfg.Secrets.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    i.enqueue,
@@ -131,33 +137,39 @@ func (i *Issuer) enqueue(obj any) {
 		obj = d.Obj
 	}
 	if s, ok := obj.(*corev1.Secret); ok && s.Namespace == i.cfg.Namespace && s.Name == i.cfg.SecretName {
-		if q := i.queue.Load(); q != nil {
-			(*q).Add(s.Name)
-		}
+		i.queue.Add(s.Name)
 	}
 }
 
-// Run issues and renews until ctx ends (leadership lost or shutdown).
+// Run works until ctx ends; it acts only while leading (Lead).
 func (i *Issuer) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), i.synced) {
 		return fmt.Errorf("autocert: Secret informer did not sync")
 	}
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(
-		// A failed CSR is retried from 5 s, doubling up to 5 min.
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "autocert", Clock: i.cfg.Clock})
-	i.queue.Store(&q)
-	defer i.queue.Store(nil)
-	q.Add(i.cfg.SecretName)
 	// Failures are logged by issue itself, with the CSR and the remedy.
-	controller.Run(ctx, q, 1, i.sync, nil)
+	controller.Run(ctx, i.queue, 1, i.sync, nil)
+	return nil
+}
+
+// Lead issues and renews until ctx (the leadership term) ends. It first
+// deletes the CSRs an earlier term or process of this installation left
+// behind (killed mid-attempt): none of them will be used.
+func (i *Issuer) Lead(ctx context.Context) error {
+	i.term.Lead(ctx, func() {
+		i.deleteLeftoverCSRs(ctx)
+		i.queue.Add(i.cfg.SecretName)
+	})
 	return nil
 }
 
 // sync makes sure the Secret holds a valid certificate of ours that is not
 // due for renewal, filing a CSR otherwise, and schedules the next look at
 // the renewal time.
-func (i *Issuer) sync(ctx context.Context, key string) error {
+func (i *Issuer) sync(_ context.Context, key string) error {
+	ctx := i.term.Context()
+	if ctx == nil {
+		return nil // following: the next term queues the key again
+	}
 	secret, err := i.lister.Secrets(i.cfg.Namespace).Get(key)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -191,9 +203,7 @@ func (i *Issuer) sync(ctx context.Context, key string) error {
 			renewAt := i.renewAt(cert.Leaf)
 			if wait := renewAt.Sub(i.cfg.Clock.Now()); wait > 0 {
 				i.log.Debug().Time("renewAt", renewAt).Msg("serving certificate current; next check at renewal time")
-				if q := i.queue.Load(); q != nil {
-					(*q).AddAfter(key, wait)
-				}
+				i.queue.AddAfter(key, wait)
 				return nil
 			}
 			reason = "due for renewal"
@@ -232,7 +242,7 @@ func (i *Issuer) issue(ctx context.Context, existing *corev1.Secret) error {
 	csr, err := i.cfg.Client.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: ManagedByValue + "-" + i.cfg.Namespace + "-",
-			Labels:       map[string]string{ManagedByLabel: ManagedByValue},
+			Labels:       map[string]string{ManagedByLabel: ManagedByValue, NamespaceLabel: i.cfg.Namespace},
 		},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request:           pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
@@ -249,6 +259,9 @@ func (i *Issuer) issue(ctx context.Context, existing *corev1.Secret) error {
 	}
 	log := i.log.With().Str("csr", csr.Name).Logger()
 	log.Info().Strs("dnsNames", i.cfg.DNSNames).Int32("expirationSeconds", seconds).Msg("CertificateSigningRequest created")
+	// Issued, refused or timed out, this CSR is not needed once the
+	// attempt ends: the certificate lives in the Secret.
+	defer i.deleteCSR(ctx, csr.Name)
 
 	if i.cfg.Approve {
 		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
@@ -303,66 +316,63 @@ func (i *Issuer) fail(csr string, err error) error {
 	return err
 }
 
-// waitSigned watches the CSR until it carries a certificate, is denied or
-// failed, or the attempt times out. Each round reads the CSR first (its
-// state and a fresh resource version) and then watches from there; rounds
-// are spaced 100 ms doubling to 5 s, so a watch that fails at once (410
-// Gone after a compaction, an apiserver restarting) never becomes a tight
-// loop against the apiserver.
+// waitSigned waits for the CSR to carry a certificate, be denied or
+// failed, or the attempt to time out. client-go's WaitForCertificate
+// watches through an informer, whose reflector backs off when a watch
+// fails (410 Gone after a compaction, an apiserver restarting). Its errors
+// are generic, so the CSR is read once more to say why in the log and the
+// metrics.
 func (i *Issuer) waitSigned(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, i.cfg.Timeout)
+	waitCtx, cancel := context.WithTimeout(ctx, i.cfg.Timeout)
 	defer cancel()
-	api := i.cfg.Client.CertificatesV1().CertificateSigningRequests()
-	backoff := 100 * time.Millisecond
-	for {
-		cur, err := api.Get(ctx, csr.Name, metav1.GetOptions{})
-		switch {
-		case err == nil:
-			if cert, done, err := i.csrState(cur); done {
-				return cert, err
-			}
-			w, werr := api.Watch(ctx, metav1.ListOptions{
-				FieldSelector:   fields.OneTermEqualSelector("metadata.name", csr.Name).String(),
-				ResourceVersion: cur.ResourceVersion,
-			})
-			if werr == nil {
-				cert, done, err := i.consume(ctx, w)
-				w.Stop()
-				if done {
-					return cert, err
-				}
-			}
-		case apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("CSR %s was deleted while waiting for it", csr.Name)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, i.timedOut(csr)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+	cert, err := csrutil.WaitForCertificate(waitCtx, i.cfg.Client, csr.Name, csr.UID)
+	if err == nil {
+		return cert, nil
 	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // the term or the process ended
+	}
+	cur, gerr := i.cfg.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(gerr):
+		return nil, fmt.Errorf("CSR %s was deleted while waiting for it", csr.Name)
+	case gerr == nil && cur.UID == csr.UID:
+		if cert, done, serr := i.csrState(cur); done {
+			return cert, serr
+		}
+	}
+	if waitCtx.Err() != nil {
+		return nil, i.timedOut(csr)
+	}
+	return nil, fmt.Errorf("wait for CSR %s: %w", csr.Name, err)
 }
 
-// consume reads watch events until the CSR is done, the watch ends or
-// reports an error (the caller reads the CSR again), or ctx ends.
-func (i *Issuer) consume(ctx context.Context, w watch.Interface) ([]byte, bool, error) {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, false, nil
-		case ev, ok := <-w.ResultChan():
-			if !ok || ev.Type == watch.Error {
-				return nil, false, nil
-			}
-			got, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
-			if !ok {
-				continue
-			}
-			if cert, done, err := i.csrState(got); done {
-				return cert, true, err
-			}
-		}
+// deleteCSR removes a CSR this operator filed; the cluster's CSR cleaner
+// (an hour after issuance, a day when pending) is the backstop when it
+// cannot.
+func (i *Issuer) deleteCSR(ctx context.Context, name string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := i.cfg.Client.CertificatesV1().CertificateSigningRequests().Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		i.log.Warn().Str("csr", name).Err(err).Msg("could not delete a CSR the operator no longer needs; the cluster's CSR cleaner removes it later")
+		return
+	}
+	i.log.Debug().Str("csr", name).Msg("CSR deleted: no longer needed")
+}
+
+// deleteLeftoverCSRs deletes the CSRs this installation filed that no
+// attempt waits for.
+func (i *Issuer) deleteLeftoverCSRs(ctx context.Context) {
+	list, err := i.cfg.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue, NamespaceLabel: i.cfg.Namespace}).String(),
+	})
+	if err != nil {
+		i.log.Warn().Err(err).Msg("could not list leftover CSRs; the cluster's CSR cleaner removes them later")
+		return
+	}
+	for _, c := range list.Items {
+		i.deleteCSR(ctx, c.Name)
 	}
 }
 

@@ -14,11 +14,9 @@
 package mountsecret
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,7 +128,7 @@ type Controller struct {
 // New wires the controller's event handlers; call Run to work.
 func New(cfg Config) (*Controller, error) {
 	if cfg.Workers <= 0 {
-		cfg.Workers = 4
+		cfg.Workers = 8
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
@@ -384,7 +382,7 @@ func (c *Controller) sync(_ context.Context, key string) error {
 func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a *assembly) (*corev1.Secret, string, error) {
 	name := v1.GeneratedSecretName(store.Name)
 	hash := a.hash
-	existing, err := c.secrets.Get(ctx, store.Namespace, name)
+	existing, digest, err := c.secrets.Digest(ctx, store.Namespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
 		s := &corev1.Secret{
@@ -403,7 +401,7 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 		if err != nil {
 			return nil, "", fmt.Errorf("create Secret %s/%s: %w", store.Namespace, name, err)
 		}
-		c.secrets.remember(created)
+		c.secrets.remember(created, false)
 		c.writes.WithLabelValues("secret_create").Inc()
 		return created, "generated Secret missing (first creation, or deleted): created", nil
 	case err != nil:
@@ -413,7 +411,7 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 		return nil, "", &problem{secret: name, reason: "GeneratedSecretConflict",
 			detail: "exists but is not owned by this ObjectStore; rename or delete it"}
 	}
-	if existing.Annotations[HashAnnotation] == hash && maps.EqualFunc(existing.Data, a.data, bytes.Equal) {
+	if existing.Annotations[HashAnnotation] == hash && digest == hash {
 		return existing, "", nil
 	}
 	reason := "edited by hand: reverted"
@@ -431,7 +429,7 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 	if err != nil {
 		return nil, "", fmt.Errorf("update Secret %s/%s: %w", store.Namespace, name, err)
 	}
-	c.secrets.remember(updated)
+	c.secrets.remember(updated, false)
 	c.writes.WithLabelValues("secret_update").Inc()
 	return updated, reason, nil
 }

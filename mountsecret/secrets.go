@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"golang.org/x/sync/singleflight"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +23,10 @@ import (
 type secretReader struct {
 	meta   cache.Indexer // *metav1.PartialObjectMetadata
 	client kubernetes.Interface
+	// reads shares one GET among the syncs that want the same version of
+	// a Secret: a CA shared by a namespace's ObjectStores changes, and
+	// every one of them is queued at once.
+	reads singleflight.Group
 
 	mu   sync.Mutex
 	data map[string]cachedSecret // namespace/name
@@ -28,51 +34,91 @@ type secretReader struct {
 
 type cachedSecret struct {
 	resourceVersion string
-	secret          *corev1.Secret
+	// secret holds the data of a referenced Secret (with only the
+	// metadata assemble needs), or the metadata of a generated Secret
+	// without its data: for those the controller compares digest only.
+	secret *corev1.Secret
+	digest string // contentHash of the data
+	data   bool   // secret.Data is kept
 }
 
 func newSecretReader(meta cache.Indexer, client kubernetes.Interface) *secretReader {
 	return &secretReader{meta: meta, client: client, data: map[string]cachedSecret{}}
 }
 
-// Get returns the Secret namespace/name as the informer last saw it: from
-// memory when its resource version is the one kept, else from the
-// apiserver. The result is shared: callers must not modify it.
+// Get returns the Secret namespace/name with its data, as the informer
+// last saw it: from memory when its resource version is the one kept,
+// else from the apiserver. The result is shared: callers must not modify
+// it.
 func (r *secretReader) Get(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	c, err := r.lookup(ctx, namespace, name, true)
+	return c.secret, err
+}
+
+// Digest returns the Secret namespace/name without its data, and the
+// contentHash of its data: what the controller needs of the Secrets it
+// generates. The Secret is shared: callers must not modify it.
+func (r *secretReader) Digest(ctx context.Context, namespace, name string) (*corev1.Secret, string, error) {
+	c, err := r.lookup(ctx, namespace, name, false)
+	return c.secret, c.digest, err
+}
+
+func (r *secretReader) lookup(ctx context.Context, namespace, name string, data bool) (cachedSecret, error) {
 	key := namespace + "/" + name
 	obj, exists, err := r.meta.GetByKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("look up Secret %s: %w", key, err)
+		return cachedSecret{}, fmt.Errorf("look up Secret %s: %w", key, err)
 	}
 	if !exists {
-		return nil, apierrors.NewNotFound(corev1.Resource("secrets"), name)
+		return cachedSecret{}, apierrors.NewNotFound(corev1.Resource("secrets"), name)
 	}
 	m, ok := obj.(metav1.Object)
 	if !ok {
-		return nil, fmt.Errorf("look up Secret %s: unexpected %T in the cache", key, obj)
+		return cachedSecret{}, fmt.Errorf("look up Secret %s: unexpected %T in the cache", key, obj)
 	}
 	r.mu.Lock()
 	c, ok := r.data[key]
 	r.mu.Unlock()
-	if ok && c.resourceVersion == m.GetResourceVersion() {
-		return c.secret, nil
+	if ok && c.resourceVersion == m.GetResourceVersion() && (c.data || !data) {
+		return c, nil
 	}
-	s, err := r.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	// Keyed by the version wanted: a GET that started before this
+	// version existed must not answer for it.
+	v, err, _ := r.reads.Do(fmt.Sprintf("%s@%s@%t", key, m.GetResourceVersion(), data), func() (any, error) {
+		s, err := r.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return r.remember(s, data), nil
+	})
 	if err != nil {
-		return nil, err
+		return cachedSecret{}, err
 	}
-	r.remember(s)
-	return s, nil
+	return v.(cachedSecret), nil
 }
 
-// remember keeps s, as read or as written by the controller. A version
-// newer than the informer's is fetched once more when the informer
-// catches up: harmless.
-func (r *secretReader) remember(s *corev1.Secret) {
-	s.ManagedFields = nil
+// remember keeps s, as read or as written by the controller: with its
+// data and the little metadata assemble reads, or (data false) with its
+// metadata and the digest of its data. Annotations of a referenced Secret
+// are dropped: kubectl's last-applied-configuration repeats its data. A
+// version newer than the informer's is fetched once more when the
+// informer catches up: harmless.
+func (r *secretReader) remember(s *corev1.Secret, data bool) cachedSecret {
+	c := cachedSecret{resourceVersion: s.ResourceVersion, digest: contentHash(s.Data), data: data}
+	if data {
+		c.secret = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion},
+			Type:       s.Type, Data: s.Data,
+		}
+	} else {
+		slim := *s
+		slim.ManagedFields, slim.Data, slim.StringData = nil, nil, nil
+		c.secret = &slim
+	}
 	r.mu.Lock()
-	r.data[s.Namespace+"/"+s.Name] = cachedSecret{resourceVersion: s.ResourceVersion, secret: s}
+	r.data[s.Namespace+"/"+s.Name] = c
 	r.mu.Unlock()
+	return c
 }
 
 // forget drops what is kept for namespace/name: the Secret was deleted,
@@ -91,14 +137,13 @@ func (r *secretReader) kept() int {
 }
 
 // TrimSecretMetadata is the transform for the metadata-only Secret
-// informer: besides managed fields it drops annotations, which for a
-// Secret applied with kubectl hold the whole Secret
-// (kubectl.kubernetes.io/last-applied-configuration). The controller reads
-// names, resource versions and owner references from it, nothing else.
+// informer. The controller reads names, resource versions and owner
+// references from it, nothing else: managed fields, labels and
+// annotations go (for a Secret applied with kubectl, an annotation holds
+// the whole Secret: kubectl.kubernetes.io/last-applied-configuration).
 func TrimSecretMetadata(obj any) (any, error) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		m.ManagedFields = nil
-		m.Annotations = nil
+		m.ManagedFields, m.Labels, m.Annotations = nil, nil, nil
 	}
 	return obj, nil
 }

@@ -80,7 +80,7 @@ func newKube(cfg config) (*kube, error) {
 		rest: restCfg, client: cs, dynamic: dyn, metadata: meta,
 		// The periodic resync is the slow backstop in case an event was missed.
 		namespace: informers.NewSharedInformerFactoryWithOptions(cs, cfg.resync, informers.WithNamespace(cfg.namespace),
-			informers.WithTransform(controller.DropManagedFields)),
+			informers.WithTransform(controller.TrimForCache)),
 	}, nil
 }
 
@@ -130,7 +130,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	// (docs/development.md): ObjectStores, the labelled StatefulSets, and
 	// Secrets as metadata only.
 	stores := dynamicinformer.NewDynamicSharedInformerFactory(k.dynamic, cfg.resync).ForResource(apiv1.Resource).Informer()
-	if err := stores.SetTransform(controller.DropManagedFields); err != nil {
+	if err := stores.SetTransform(controller.TrimForCache); err != nil {
 		return err
 	}
 	secrets := metadatainformer.NewFilteredMetadataInformer(k.metadata, corev1.SchemeGroupVersion.WithResource("secrets"),
@@ -138,7 +138,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	if err := secrets.SetTransform(mountsecret.TrimSecretMetadata); err != nil {
 		return err
 	}
-	tenantSets := informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithTransform(controller.DropManagedFields),
+	tenantSets := informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithTransform(controller.TrimForCache),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = apiv1.ObjectStoreLabel }))
 	var operatorCA mountsecret.CABundleSource
 	if cert != nil {
@@ -182,6 +182,9 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	g.Go(func() error { return pool.Run(ctx) })
 	g.Go(func() error { return w.binaries.Run(ctx) })
 	g.Go(func() error { return w.mount.Run(ctx) })
+	if w.issuer != nil {
+		g.Go(func() error { return w.issuer.Run(ctx) })
+	}
 	g.Go(func() error { return w.updates.Run(ctx) })
 	g.Go(func() error {
 		defer broadcaster.Shutdown()
@@ -210,7 +213,7 @@ func newIssuer(ctx context.Context, cfg config, k *kube, log zerolog.Logger, met
 func (w *leaderWork) term(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	if w.issuer != nil {
-		g.Go(func() error { return w.issuer.Run(ctx) })
+		g.Go(func() error { return w.issuer.Lead(ctx) })
 	}
 	g.Go(func() error { return w.mount.Lead(ctx) })
 	g.Go(func() error { return w.binaries.Lead(ctx) })

@@ -37,6 +37,7 @@ func main() {
 		log.Fatal().Err(err).Msg("invalid configuration")
 	}
 	logging.RouteKlog(log)
+	setMemoryLimit(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, log); err != nil {

@@ -5,8 +5,10 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -94,12 +96,18 @@ func SpecChangedOrResync(old, obj any) bool {
 	return o.GetGeneration() != n.GetGeneration() || o.GetResourceVersion() == n.GetResourceVersion()
 }
 
-// DropManagedFields is a transform for informers (SetTransform): managed
-// fields are often the largest part of an object, and no controller here
-// reads them from its cache.
-func DropManagedFields(obj any) (any, error) {
+// TrimForCache is a transform for informers (SetTransform): it drops
+// what no controller here reads and what is often the largest part of an
+// object: managed fields, and kubectl's last-applied-configuration
+// annotation, a second copy of the object.
+func TrimForCache(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
+		if a := m.GetAnnotations(); a[corev1.LastAppliedConfigAnnotation] != "" {
+			a = maps.Clone(a)
+			delete(a, corev1.LastAppliedConfigAnnotation)
+			m.SetAnnotations(a)
+		}
 	}
 	return obj, nil
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/object-store-operator/operator/autocert"
@@ -70,6 +73,48 @@ func operatorCSRs(t *testing.T, ns string) []certificatesv1.CertificateSigningRe
 	return out
 }
 
+// csrRecorder records the CSRs autocert files for a namespace, from a
+// watch started before the operator: the operator deletes each CSR once
+// its attempt ends, so a listing afterwards finds none.
+type csrRecorder struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func recordCSRs(t *testing.T, ns string) *csrRecorder {
+	t.Helper()
+	w, err := adminClient(t).CertificatesV1().CertificateSigningRequests().Watch(t.Context(), metav1.ListOptions{
+		LabelSelector: autocert.NamespaceLabel + "=" + ns,
+	})
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	r := &csrRecorder{names: map[string]bool{}}
+	go func() {
+		for ev := range w.ResultChan() {
+			if c, ok := ev.Object.(*certificatesv1.CertificateSigningRequest); ok && ev.Type == watch.Added {
+				r.mu.Lock()
+				r.names[c.Name] = true
+				r.mu.Unlock()
+			}
+		}
+	}()
+	return r
+}
+
+// filed is how many CSRs were created.
+func (r *csrRecorder) filed() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.names)
+}
+
+// waitNoCSRLeft waits until every CSR the operator filed for ns is deleted.
+func waitNoCSRLeft(t *testing.T, ns string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(operatorCSRs(t, ns)) == 0 }, 10*time.Second, 20*time.Millisecond,
+		"CSRs the operator no longer needs are deleted")
+}
+
 // servedLeaf does a TLS handshake with the operator as a pod would, for the
 // Service name in namespace ns, trusting roots (nil: no verification).
 func servedLeaf(op *operator, ns string, roots []byte) (*x509.Certificate, error) {
@@ -97,6 +142,7 @@ func secretLeaf(t *testing.T, s *corev1.Secret) *x509.Certificate {
 
 func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
 	ns := operatorNamespace(t)
+	csrs := recordCSRs(t, ns)
 	start := time.Now()
 	op := startOperator(t, k8sEnv(ns))
 	t.Logf("operator start -> kubelet-signed certificate served: %s", time.Since(start).Round(time.Millisecond))
@@ -105,9 +151,8 @@ func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
 	leaf, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err, "the served certificate verifies against the kubelet-serving CA for the service name")
 	assert.Equal(t, []string{"system:nodes"}, leaf.Subject.Organization)
-	require.Len(t, operatorCSRs(t, ns), 1, "exactly one CSR")
-	assert.Contains(t, kubectl(t, "get", "csr", "-l", "app.kubernetes.io/managed-by=object-store-operator"),
-		operatorCSRs(t, ns)[0].Name, "docs/troubleshooting.md's listing finds it")
+	assert.Equal(t, 1, csrs.filed(), "exactly one CSR")
+	waitNoCSRLeft(t, ns)
 
 	secret, err := adminClient(t).CoreV1().Secrets(ns).Get(t.Context(), autocertSecret, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -139,7 +184,7 @@ func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
 	reused, err := servedLeaf(again, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err)
 	assert.Equal(t, leaf.SerialNumber, reused.SerialNumber, "restart serves the stored certificate")
-	assert.Len(t, operatorCSRs(t, ns), 1, "no new CSR on restart")
+	assert.Equal(t, 1, csrs.filed(), "no new CSR on restart")
 }
 
 func TestAutocertRenewsWithoutAFailedHandshake(t *testing.T) {
@@ -201,6 +246,10 @@ func TestAutocertDeniedCSRIsExplainedAndRetried(t *testing.T) {
 	assert.Contains(t, logs, "not on the allow list")
 	assert.Contains(t, logs, "OPERATOR_CUSTOM_TLS_SECRET_NAME", "the remedy")
 	assert.True(t, op.alive(), "a denied CSR never stops the operator")
+	require.Eventually(t, func() bool {
+		_, err := cs.CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 10*time.Second, 20*time.Millisecond, "the denied CSR is deleted; the next attempt files its own")
 	assert.False(t, op.ready(), "/readyz says no certificate is served")
 }
 
@@ -248,9 +297,12 @@ func TestAutocertApprovalByAnAdmin(t *testing.T) {
 		return name != ""
 	}, 10*time.Second, 20*time.Millisecond)
 	op.waitLog(t, "kubectl certificate approve "+name) // the log tells the admin what to run
+	assert.Contains(t, kubectl(t, "get", "csr", "-l", "app.kubernetes.io/managed-by=object-store-operator"),
+		name, "docs/troubleshooting.md's listing finds the pending CSR")
 	assert.False(t, op.ready())
 	kubectl(t, "certificate", "approve", name)
 	op.waitReady(t)
 	_, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 	assert.NoError(t, err)
+	waitNoCSRLeft(t, ns)
 }

@@ -149,10 +149,12 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 
 	// Autocert under the chart's identity.
 	env := append(deploymentEnv(t, ns, t.TempDir()), "KUBECONFIG="+kubeconfig)
+	csrs := recordCSRs(t, ns)
 	op := startOperator(t, env)
 	_, err = servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err, "kubelet-serving certificate obtained with the chart's RBAC")
-	assert.Len(t, operatorCSRs(t, ns), 1)
+	assert.Equal(t, 1, csrs.filed())
+	waitNoCSRLeft(t, ns)
 	assert.NotContains(t, op.logs.String(), "forbidden")
 
 	// The mount-secret flow under the same identity.

@@ -14,6 +14,7 @@ import (
 
 func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
 	ns := operatorNamespace(t)
+	csrs := recordCSRs(t, ns)
 	env := k8sEnv(ns, "OPERATOR_LEASE_DURATION=3s", "OPERATOR_LEASE_RENEW_DEADLINE=2s", "OPERATOR_LEASE_RETRY_PERIOD=200ms")
 	a := startOperator(t, env)
 	b := startOperator(t, env)
@@ -24,7 +25,7 @@ func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
 		leafB, err := servedLeaf(b, ns, testCluster.KubeletServingCA)
 		return err == nil && leafB.SerialNumber.Cmp(leafA.SerialNumber) == 0
 	}, 5*time.Second, 10*time.Millisecond, "both replicas serve the Secret's certificate")
-	assert.Len(t, operatorCSRs(t, ns), 1, "only the leader files a CSR")
+	assert.Equal(t, 1, csrs.filed(), "only the leader files a CSR")
 
 	leader, follower := a, b
 	if !strings.Contains(a.logs.String(), "became leader") {
@@ -43,7 +44,8 @@ func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
 		leaf, err := servedLeaf(follower, ns, testCluster.KubeletServingCA)
 		return err == nil && leaf.SerialNumber.Cmp(leafA.SerialNumber) != 0
 	}, 10*time.Second, 20*time.Millisecond, "new certificate from the new leader")
-	assert.Len(t, operatorCSRs(t, ns), 2)
+	assert.Equal(t, 2, csrs.filed())
+	waitNoCSRLeft(t, ns)
 
 	// client-go's own lines (leader election, reflectors) are JSON too.
 	for _, line := range strings.Split(strings.TrimSpace(follower.logs.String()), "\n") {
@@ -57,6 +59,7 @@ func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
 // again in the new term.
 func TestLeaderThatLeadsAgainStillIssues(t *testing.T) {
 	ns := operatorNamespace(t)
+	csrs := recordCSRs(t, ns)
 	op := startOperator(t, k8sEnv(ns, "OPERATOR_LEASE_DURATION=3s", "OPERATOR_LEASE_RENEW_DEADLINE=2s", "OPERATOR_LEASE_RETRY_PERIOD=200ms"))
 	first, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err)
@@ -79,5 +82,6 @@ func TestLeaderThatLeadsAgainStillIssues(t *testing.T) {
 		leaf, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 		return err == nil && leaf.SerialNumber.Cmp(first.SerialNumber) != 0
 	}, 15*time.Second, 20*time.Millisecond, "the second term's issuer reissues")
-	assert.Len(t, operatorCSRs(t, ns), 2)
+	assert.Equal(t, 2, csrs.filed())
+	waitNoCSRLeft(t, ns)
 }

@@ -1,0 +1,43 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestTrimForCacheDropsManagedFieldsAndLastApplied(t *testing.T) {
+	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "pool-0",
+		Annotations: map[string]string{
+			corev1.LastAppliedConfigAnnotation: `{"the":"whole object again"}`,
+			"aistor.min.io/objectstore-name":   "tenant",
+		},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}}
+	out, err := TrimForCache(s)
+	require.NoError(t, err)
+	got := out.(*appsv1.StatefulSet)
+	assert.Nil(t, got.ManagedFields)
+	assert.Equal(t, map[string]string{"aistor.min.io/objectstore-name": "tenant"}, got.Annotations, "other annotations stay")
+}
+
+func TestTermIsSetOnlyWhileLeading(t *testing.T) {
+	var term Term
+	assert.Nil(t, term.Context(), "following until Lead")
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan context.Context, 1)
+	done := make(chan struct{})
+	go func() {
+		term.Lead(ctx, func() { started <- term.Context() })
+		close(done)
+	}()
+	assert.Equal(t, ctx, <-started, "the term's context while leading")
+	cancel()
+	<-done
+	assert.Nil(t, term.Context(), "following again once the term ends")
+}

@@ -1,0 +1,127 @@
+package mountsecret
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+)
+
+// readerFixture is a secretReader over a fake apiserver whose metadata
+// indexer the test moves by hand, as the informer would.
+type readerFixture struct {
+	t      *testing.T
+	client *fake.Clientset
+	meta   cache.Indexer
+	r      *secretReader
+}
+
+func newReaderFixture(t *testing.T) *readerFixture {
+	f := &readerFixture{t: t, client: fake.NewClientset(), meta: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})}
+	f.r = newSecretReader(f.meta, f.client)
+	return f
+}
+
+// put writes s to the apiserver and its metadata to the informer.
+func (f *readerFixture) put(s *corev1.Secret) {
+	f.t.Helper()
+	s.ResourceVersion = ""
+	got, err := f.client.CoreV1().Secrets(s.Namespace).Get(context.Background(), s.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = f.client.CoreV1().Secrets(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{})
+	} else {
+		s.ResourceVersion = got.ResourceVersion
+		_, err = f.client.CoreV1().Secrets(s.Namespace).Update(context.Background(), s, metav1.UpdateOptions{})
+	}
+	require.NoError(f.t, err)
+	got, err = f.client.CoreV1().Secrets(s.Namespace).Get(context.Background(), s.Name, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	// The fake apiserver keeps no resource versions: number them.
+	got.ResourceVersion = s.Name + "-" + string(got.Data["v"])
+	_, err = f.client.CoreV1().Secrets(s.Namespace).Update(context.Background(), got, metav1.UpdateOptions{})
+	require.NoError(f.t, err)
+	require.NoError(f.t, f.meta.Add(&metav1.PartialObjectMetadata{ObjectMeta: got.ObjectMeta}))
+}
+
+func (f *readerFixture) gets() int {
+	n := 0
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "secrets" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestSecretReaderFetchesEachVersionOnce(t *testing.T) {
+	f := newReaderFixture(t)
+	f.put(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ca", Namespace: "t",
+		Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...the data again...}"}},
+		Data: map[string][]byte{"v": []byte("1")}})
+	f.client.ClearActions()
+
+	for range 3 {
+		s, err := f.r.Get(context.Background(), "t", "ca")
+		require.NoError(t, err)
+		assert.Equal(t, "1", string(s.Data["v"]))
+		assert.Empty(t, s.Annotations, "annotations of a referenced Secret are not kept")
+	}
+	assert.Equal(t, 1, f.gets(), "one GET while the resource version stays")
+
+	f.put(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ca", Namespace: "t"}, Data: map[string][]byte{"v": []byte("2")}})
+	f.client.ClearActions()
+	s, err := f.r.Get(context.Background(), "t", "ca")
+	require.NoError(t, err)
+	assert.Equal(t, "2", string(s.Data["v"]))
+	assert.Equal(t, 1, f.gets(), "a new version is fetched")
+	assert.Equal(t, 1, f.r.kept())
+
+	f.r.forget("t/ca")
+	assert.Zero(t, f.r.kept())
+}
+
+func TestSecretReaderDigestKeepsNoData(t *testing.T) {
+	f := newReaderFixture(t)
+	data := map[string][]byte{"v": []byte("1"), "tls.key": []byte("secret")}
+	f.put(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s-generated", Namespace: "t",
+		Annotations: map[string]string{HashAnnotation: "h"}}, Data: data})
+
+	s, digest, err := f.r.Digest(context.Background(), "t", "s-generated")
+	require.NoError(t, err)
+	assert.Nil(t, s.Data, "a generated Secret is kept without its data")
+	assert.Equal(t, "h", s.Annotations[HashAnnotation], "its annotations are kept: the controller compares them")
+	assert.Equal(t, contentHash(data), digest)
+
+	f.client.ClearActions()
+	full, err := f.r.Get(context.Background(), "t", "s-generated")
+	require.NoError(t, err)
+	assert.Equal(t, data, full.Data, "asked for data, the reader fetches it")
+	assert.Equal(t, 1, f.gets())
+}
+
+func TestSecretReaderSaysNotFoundFromTheInformer(t *testing.T) {
+	f := newReaderFixture(t)
+	_, err := f.r.Get(context.Background(), "t", "missing")
+	assert.True(t, apierrors.IsNotFound(err), "%v", err)
+	assert.Empty(t, f.client.Actions(), "no GET for a Secret the informer does not know")
+}
+
+func TestTrimSecretMetadataDropsAnnotations(t *testing.T) {
+	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x",
+		Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "big"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+		Labels:        map[string]string{"a": "b"}}}
+	out, err := TrimSecretMetadata(m)
+	require.NoError(t, err)
+	got := out.(*metav1.PartialObjectMetadata)
+	assert.Nil(t, got.Annotations)
+	assert.Nil(t, got.ManagedFields)
+	assert.Nil(t, got.Labels)
+	assert.Equal(t, "x", got.Name)
+}
