@@ -6,6 +6,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +62,11 @@ type Cluster struct {
 	// Dir holds the control plane's files, including one log per component.
 	Dir string
 
+	// AuditLog is the apiserver's audit log: the requests of the
+	// ServiceAccounts in namespace AuditedNamespace, nothing else.
+	AuditLog string
+
+	etcdURL   string
 	removeDir bool
 	pidsFile  string
 	watchdog  *exec.Cmd
@@ -68,6 +74,20 @@ type Cluster struct {
 	log       io.Writer
 	stopPods  context.CancelFunc
 }
+
+// AuditedNamespace is the namespace whose ServiceAccounts' requests go to
+// the audit log: a test runs the operator as one of them to count its
+// requests.
+const AuditedNamespace = "osop-audited"
+
+const auditPolicyYAML = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts:` + AuditedNamespace + `"]
+- level: None
+`
 
 // Start brings up etcd, kube-apiserver and kube-controller-manager on free
 // loopback ports and returns once the apiserver is ready. On error,
@@ -120,6 +140,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	c.AuditLog = filepath.Join(c.Dir, "audit.log")
+	auditPolicy := filepath.Join(c.Dir, "audit-policy.yaml")
+	if err := os.WriteFile(auditPolicy, []byte(auditPolicyYAML), 0o600); err != nil {
+		return nil, fmt.Errorf("write audit policy: %w", err)
+	}
 	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
@@ -128,6 +153,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 	start := time.Now()
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	c.etcdURL = etcdURL
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeerPort)
 	if err := c.run("etcd", filepath.Join(binDir, "etcd"),
 		"--name=default",
@@ -166,6 +192,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--service-account-signing-key-file="+files.saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--enable-priority-and-fairness=false",
+		"--audit-policy-file="+auditPolicy,
+		"--audit-log-path="+c.AuditLog,
+		"--audit-log-format=json",
 		"--profiling=false",
 		"--v=1",
 	); err != nil {
@@ -305,13 +334,110 @@ func (c *Cluster) run(name, binary string, args ...string) error {
 		return err
 	}
 	c.processes = append(c.processes, p)
+	return c.recordPID(p)
+}
+
+// component returns the running process called name.
+func (c *Cluster) component(name string) *process {
+	for _, p := range c.processes {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// restart starts the stopped component name again with the same binary,
+// flags and data.
+func (c *Cluster) restart(name string) error {
+	for i, old := range c.processes {
+		if old.name != name {
+			continue
+		}
+		p, err := startProcess(name, old.binary, old.logPath, old.args)
+		if err != nil {
+			return err
+		}
+		c.processes[i] = p
+		return c.recordPID(p)
+	}
+	return fmt.Errorf("no component %s", name)
+}
+
+// Outage stops kube-apiserver and etcd, runs during while both are down,
+// starts etcd again and compacts its history to the current revision, then
+// starts the apiserver again; it returns once the apiserver is ready.
+// After the compaction no watch can resume where it stopped: every client
+// gets 410 Gone and lists again, as after a long outage in production.
+func (c *Cluster) Outage(ctx context.Context, during func()) error {
+	c.component("kube-apiserver").stop(10 * time.Second)
+	c.component("etcd").stop(10 * time.Second)
+	during()
+	if err := c.restart("etcd"); err != nil {
+		return err
+	}
+	if err := c.compactEtcd(ctx); err != nil {
+		return err
+	}
+	if err := c.restart("kube-apiserver"); err != nil {
+		return err
+	}
+	return c.waitReady(ctx, "kube-apiserver", c.Config.Host+"/readyz", c.Config)
+}
+
+// compactEtcd compacts etcd to its current revision through its JSON
+// gateway (no etcd client library needed).
+func (c *Cluster) compactEtcd(ctx context.Context) error {
+	post := func(path, body string) (map[string]any, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.etcdURL+path, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return nil, fmt.Errorf("etcd %s: %s: %w", path, resp.Status, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("etcd %s: %s: %v", path, resp.Status, out)
+		}
+		return out, nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := post("/v3/kv/range", `{"key":"AA=="}`)
+		if err == nil {
+			header, _ := out["header"].(map[string]any)
+			rev, _ := header["revision"].(string)
+			if rev == "" {
+				return fmt.Errorf("etcd revision not in %v", out)
+			}
+			_, err = post("/v3/kv/compaction", `{"revision":"`+rev+`","physical":true}`)
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("etcd not back: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) recordPID(p *process) error {
 	f, err := os.OpenFile(c.pidsFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("record pid of %s: %w", name, err)
+		return fmt.Errorf("record pid of %s: %w", p.name, err)
 	}
 	defer f.Close()
 	if _, err := fmt.Fprintln(f, p.cmd.Process.Pid); err != nil {
-		return fmt.Errorf("record pid of %s: %w", name, err)
+		return fmt.Errorf("record pid of %s: %w", p.name, err)
 	}
 	return nil
 }
@@ -325,7 +451,7 @@ func (c *Cluster) waitReady(ctx context.Context, name, url string, cfg *rest.Con
 	client := &http.Client{Transport: transport, Timeout: 2 * time.Second}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	p := c.processes[len(c.processes)-1]
+	p := c.component(name)
 	var last error
 	for {
 		if exited, err := p.exited(); exited {

@@ -16,6 +16,8 @@ import (
 // has decided the order of shutdown.
 type process struct {
 	name    string
+	binary  string
+	args    []string
 	cmd     *exec.Cmd
 	logPath string
 	done    chan struct{}
@@ -40,7 +42,7 @@ func startProcess(name, binary, logPath string, args []string) (*process, error)
 		logFile.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", name, binary, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &process{name: name, binary: binary, args: args, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()

@@ -16,8 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
@@ -479,4 +481,123 @@ func TestLongNamesAndOversizedSecretsAreReported(t *testing.T) {
 	_, err = generated(t, ns, "big")
 	assert.True(t, apierrors.IsNotFound(err), "nothing was written")
 	assert.Contains(t, op.logs.String(), "TooLarge")
+}
+
+// writeWatch records every change the apiserver reports to a namespace's
+// generated Secrets and StatefulSet specs, from the moment it starts: what
+// a restart wrote, whoever wrote it. (StatefulSet status, which the
+// statefulset controller keeps writing, is not a change to the tenant.)
+type writeWatch struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func watchWrites(t *testing.T, ns string) *writeWatch {
+	t.Helper()
+	cs := adminClient(t)
+	ww := &writeWatch{}
+	// Watched from the resource version of a list: a watch without one
+	// would first replay what exists.
+	secretList, err := cs.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{LabelSelector: apiv1.ObjectStoreLabel})
+	require.NoError(t, err)
+	secrets, err := cs.CoreV1().Secrets(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: apiv1.ObjectStoreLabel, ResourceVersion: secretList.ResourceVersion})
+	require.NoError(t, err)
+	setList, err := cs.AppsV1().StatefulSets(ns).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	sets, err := cs.AppsV1().StatefulSets(ns).Watch(t.Context(), metav1.ListOptions{ResourceVersion: setList.ResourceVersion})
+	require.NoError(t, err)
+	t.Cleanup(secrets.Stop)
+	t.Cleanup(sets.Stop)
+	generations := map[string]int64{}
+	for _, s := range setList.Items {
+		generations[s.Name] = s.Generation
+	}
+	record := func(w watch.Interface, kind string) {
+		for ev := range w.ResultChan() {
+			m, err := meta.Accessor(ev.Object)
+			if err != nil {
+				continue
+			}
+			ww.mu.Lock()
+			if kind == "StatefulSet" && ev.Type == watch.Modified && generations[m.GetName()] == m.GetGeneration() {
+				ww.mu.Unlock()
+				continue
+			}
+			generations[m.GetName()] = m.GetGeneration()
+			ww.events = append(ww.events, fmt.Sprintf("%s %s %s", ev.Type, kind, m.GetName()))
+			ww.mu.Unlock()
+		}
+	}
+	go record(secrets, "Secret")
+	go record(sets, "StatefulSet")
+	return ww
+}
+
+func (ww *writeWatch) recorded() []string {
+	ww.mu.Lock()
+	defer ww.mu.Unlock()
+	return append([]string(nil), ww.events...)
+}
+
+// TestRestartInEveryCertificateModeWritesNothing: with an ObjectStore in
+// place, an operator restart in each certificate mode writes neither the
+// generated Secret nor a StatefulSet (a watch on the apiserver sees every
+// write, the operator's or anyone's).
+func TestRestartInEveryCertificateModeWritesNothing(t *testing.T) {
+	ensureCRD(t)
+	modes := []struct {
+		name string
+		// setup returns the operator's environment and arguments, and
+		// whether pods are given the operator's CA.
+		setup func(t *testing.T, opNS string) (env, args []string, ca bool)
+	}{
+		{"autocert", func(_ *testing.T, opNS string) ([]string, []string, bool) { return k8sEnv(opNS), nil, true }},
+		{"custom Secret", func(t *testing.T, opNS string) ([]string, []string, bool) {
+			now := time.Now()
+			certPEM, keyPEM, _ := selfSigned(t, nil, serviceDNSNames(opNS), now.Add(-time.Hour), now.Add(time.Hour))
+			putNamedSecret(t, opNS, customSecret, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": certPEM})
+			return k8sEnv(opNS, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret), nil, true
+		}},
+		{"files", func(t *testing.T, opNS string) ([]string, []string, bool) {
+			certFile, keyFile := kubeletServingCertFiles(t, opNS)
+			// The files carry no CA: pods get theirs some other way.
+			return k8sEnv(opNS), []string{"--tls-cert-file", certFile, "--tls-key-file", keyFile}, false
+		}},
+		{"plain HTTP", func(_ *testing.T, opNS string) ([]string, []string, bool) {
+			return k8sEnv(opNS, "OPERATOR_AUTO_CERT_DISABLED=on"), nil, false
+		}},
+	}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			opNS, ns := operatorNamespace(t), operatorNamespace(t)
+			env, args, withCA := mode.setup(t, opNS)
+			keyPairSecret(t, ns, "tenant-a-tls", true)
+			statefulSet(t, ns, "tenant-a")
+			op := startOperator(t, env, args...)
+			applyYAML(t, objectStoreYAML(ns, "tenant-a", []string{"tenant-a-tls"}, nil, nil))
+			require.Eventually(t, func() bool {
+				gen, err := generated(t, ns, "tenant-a")
+				return err == nil && (len(gen.Data["CAs.operator.crt"]) > 0) == withCA && restartValue(t, ns, "tenant-a") != ""
+			}, 15*time.Second, 20*time.Millisecond)
+			gen, err := generated(t, ns, "tenant-a")
+			require.NoError(t, err)
+
+			ww := watchWrites(t, ns)
+			op.stop()
+			op = startOperator(t, env, args...)
+			op.waitLog(t, "mount-secret controller started")
+			// The restarted leader syncs every ObjectStore at once; its
+			// condition says it looked. Absence of writes cannot be
+			// polled for: give the syncs a moment after that.
+			require.Eventually(t, func() bool {
+				return strings.Count(op.logs.String(), "mount-secret controller started") == 1 && condition(t, ns, "tenant-a").Status == metav1.ConditionTrue
+			}, 10*time.Second, 20*time.Millisecond)
+			time.Sleep(time.Second)
+			assert.Empty(t, ww.recorded(), "nothing written by the restart")
+			after, err := generated(t, ns, "tenant-a")
+			require.NoError(t, err)
+			assert.Equal(t, gen.ResourceVersion, after.ResourceVersion)
+			assert.NotContains(t, op.logs.String(), "mount secret rebuilt")
+		})
+	}
 }
