@@ -317,21 +317,40 @@ func TestAWatchThatFailsAtOnceIsRetriedWithBackoffNotInALoop(t *testing.T) {
 		w.Error(&metav1.Status{Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
 		return true, w, nil
 	})
-	i := &Issuer{cfg: IssuerConfig{Client: cs, Timeout: 700 * time.Millisecond, SignerName: certificatesv1.KubeletServingSignerName, Metrics: NewMetrics(nil), Approve: true}}
+	i := &Issuer{cfg: IssuerConfig{Client: cs, Timeout: 2 * time.Second, SignerName: certificatesv1.KubeletServingSignerName, Metrics: NewMetrics(nil), Approve: true}}
 	_, err := i.waitSigned(t.Context(), pending)
-	assert.ErrorContains(t, err, "not signed within 700ms")
-	// 100 ms doubling: 100, 200, 400 -> at most 4 rounds in 700 ms; a
-	// re-watch without backoff would make thousands.
+	assert.ErrorContains(t, err, "not signed within 2s")
+	// client-go's reflector backs off (800 ms doubling): a handful of
+	// watches in 2 s, where a re-watch without backoff would make thousands.
 	assert.LessOrEqual(t, watches.Load(), int64(5))
 	assert.GreaterOrEqual(t, watches.Load(), int64(2), "it did try again")
 
-	// The CSR is read every round, so a certificate issued while the watch
-	// was failing is still found.
+	// The CSR is listed again after a failed watch, so a certificate
+	// issued meanwhile is still found.
 	signed := pending.DeepCopy()
 	signed.Status.Certificate = []byte("chain")
+	signed.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
 	_, err = cs.CertificatesV1().CertificateSigningRequests().UpdateStatus(t.Context(), signed, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	chain, err := i.waitSigned(t.Context(), pending)
 	require.NoError(t, err)
 	assert.Equal(t, []byte("chain"), chain)
+}
+
+func TestANewTermDeletesOnlyItsInstallationsLeftoverCSRs(t *testing.T) {
+	csr := func(name, ns string) *certificatesv1.CertificateSigningRequest {
+		return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{ManagedByLabel: ManagedByValue, NamespaceLabel: ns}}}
+	}
+	cs := fake.NewClientset(csr("ours-1", "ops"), csr("ours-2", "ops"), csr("other-install", "ops-2"),
+		&certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "node-csr-abc"}})
+	i := &Issuer{cfg: IssuerConfig{Client: cs, Namespace: "ops"}, log: zerolog.Nop()}
+	i.deleteLeftoverCSRs(t.Context())
+	list, err := cs.CertificatesV1().CertificateSigningRequests().List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var left []string
+	for _, c := range list.Items {
+		left = append(left, c.Name)
+	}
+	assert.ElementsMatch(t, []string{"other-install", "node-csr-abc"}, left)
 }
