@@ -133,9 +133,7 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 }
 
 func (i *Issuer) enqueue(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = controller.Unwrap(obj)
 	if s, ok := obj.(*corev1.Secret); ok && s.Namespace == i.cfg.Namespace && s.Name == i.cfg.SecretName {
 		i.queue.Add(s.Name)
 	}

@@ -93,9 +93,7 @@ func NewSecretSource(kind, namespace, name, caSecret string, secrets coreinforme
 }
 
 func (s *SecretSource) enqueue(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = controller.Unwrap(obj)
 	secret, ok := obj.(*corev1.Secret)
 	if !ok || secret.Namespace != s.namespace || (secret.Name != s.name && secret.Name != s.caSecret) {
 		return

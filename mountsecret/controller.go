@@ -206,9 +206,7 @@ func resourceVersion(obj any) string {
 
 func (c *Controller) secretChanged(obj any) {
 	controller.EnqueueReferrers(c.queue, c.stores, secretRefIndex, obj)
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = controller.Unwrap(obj)
 	s, err := meta.Accessor(obj)
 	if err != nil {
 		return
@@ -222,9 +220,7 @@ func (c *Controller) secretChanged(obj any) {
 // forgetUnreferenced drops the kept data of the Secrets obj (an
 // ObjectStore as it was) referenced that no ObjectStore references now.
 func (c *Controller) forgetUnreferenced(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = controller.Unwrap(obj)
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return

@@ -111,9 +111,7 @@ func New(cfg Config) (*Pool, error) {
 }
 
 func (p *Pool) enqueue(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = controller.Unwrap(obj)
 	if s, ok := obj.(*corev1.Secret); ok && s.Namespace == p.cfg.Namespace && strings.HasPrefix(s.Name, SecretPrefix) {
 		// Any change rebuilds the one pool: one key.
 		p.queue.Add("pool")

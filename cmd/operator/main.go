@@ -16,10 +16,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/object-store-operator/operator/autocert"
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/health"
+	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/logging"
 	"github.com/object-store-operator/operator/upgradeserver"
 )
@@ -50,6 +52,8 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	log.Info().Str("version", version).Msg("object-store-operator starting")
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Before any queue exists: client-go reads the provider when a queue is made.
+	workqueue.SetProvider(controller.NewWorkqueueMetrics(reg))
 	checks := &health.Checks{}
 
 	kube, err := newKube(cfg)

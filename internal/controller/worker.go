@@ -6,7 +6,7 @@ package controller
 import (
 	"context"
 	"maps"
-	"sync"
+	stdsync "sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,20 +16,25 @@ import (
 )
 
 // Run starts workers that call sync for each queued key until ctx ends,
-// then shuts the queue down and returns. A key whose sync fails is
-// requeued with the queue's rate limiter and reported to onError (which
-// may be nil); a key that syncs is forgotten by the rate limiter.
+// then shuts the queue down and returns once every sync in flight has
+// returned: nothing of one run overlaps what follows it. A key whose sync
+// fails is requeued with the queue's rate limiter and reported, with the
+// key: to onError, the controller's own log line, or when onError is nil
+// to utilruntime's error handlers (the log too). A key that syncs is
+// forgotten by the rate limiter.
 func Run(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], workers int,
 	sync func(context.Context, string) error, onError func(key string, err error)) {
-	defer utilruntime.HandleCrash()
-	defer queue.ShutDown()
+	defer utilruntime.HandleCrashWithContext(ctx)
+	var wg stdsync.WaitGroup
 	for range max(workers, 1) {
-		go func() {
+		wg.Go(func() {
 			for processNext(ctx, queue, sync, onError) {
 			}
-		}()
+		})
 	}
 	<-ctx.Done()
+	queue.ShutDown()
+	wg.Wait()
 }
 
 func processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string],
@@ -42,6 +47,8 @@ func processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface
 	if err := sync(ctx, key); err != nil && ctx.Err() == nil {
 		if onError != nil {
 			onError(key, err)
+		} else {
+			utilruntime.HandleErrorWithContext(ctx, err, "sync failed; retrying with backoff", "key", key)
 		}
 		queue.AddRateLimited(key)
 		return true
@@ -61,14 +68,19 @@ func EnqueueObject(queue workqueue.TypedInterface[string], obj any) {
 	queue.Add(key)
 }
 
+// Unwrap returns the object a deletion tombstone stands for, or obj.
+func Unwrap(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}
+
 // EnqueueReferrers adds the key of every object that indexer files under
 // index for obj's namespace/name: the ObjectStores that reference a Secret,
 // say. A change then touches only those objects, never a scan of all.
 func EnqueueReferrers(queue workqueue.TypedInterface[string], indexer cache.Indexer, index string, obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	m, err := meta.Accessor(obj)
+	m, err := meta.Accessor(Unwrap(obj))
 	if err != nil {
 		utilruntime.HandleError(err)
 		return
@@ -117,7 +129,7 @@ func TrimForCache(obj any) (any, error) {
 // the leader's syncs act. This is the one leadership rule of the operator
 // (docs/development.md).
 type Term struct {
-	mu  sync.Mutex
+	mu  stdsync.Mutex
 	ctx context.Context
 }
 

@@ -2,13 +2,16 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 )
 
 func TestTrimForCacheDropsManagedFieldsAndLastApplied(t *testing.T) {
@@ -40,4 +43,38 @@ func TestTermIsSetOnlyWhileLeading(t *testing.T) {
 	cancel()
 	<-done
 	assert.Nil(t, term.Context(), "following again once the term ends")
+}
+
+func TestRunWaitsForSyncsInFlightAndReportsErrorsWithTheKey(t *testing.T) {
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Hour, time.Hour))
+	started, release := make(chan struct{}), make(chan struct{})
+	var failed []string
+	sync := func(_ context.Context, key string) error {
+		if key == "ns/fails" {
+			return errors.New("boom")
+		}
+		close(started)
+		<-release
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
+	queue.Add("ns/fails")
+	go func() {
+		Run(ctx, queue, 1, sync, func(key string, err error) { failed = append(failed, key+": "+err.Error()) })
+		close(returned)
+	}()
+	queue.Add("ns/slow")
+	<-started
+	assert.Equal(t, []string{"ns/fails: boom"}, failed, "the error is reported with its key")
+	assert.Equal(t, 1, queue.NumRequeues("ns/fails"), "and the key requeued with backoff")
+	cancel()
+	select {
+	case <-returned:
+		t.Fatal("Run returned while a sync was still running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-returned
+	assert.True(t, queue.ShuttingDown())
 }
