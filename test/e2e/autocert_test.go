@@ -169,6 +169,8 @@ func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
 
 	metrics := string(get(t, http.DefaultClient, "http://"+op.metricsAddr+"/metrics"))
 	assert.Contains(t, metrics, `objectstore_operator_csr_total{outcome="issued"} 1`)
+	assert.Contains(t, metrics, `workqueue_adds_total{name="autocert"}`, "client-go's workqueue metrics are exported")
+	assert.Contains(t, metrics, `workqueue_depth{name="mountsecret"}`)
 	assert.Contains(t, metrics, `objectstore_operator_serving_certificate_source{source="autocert certificate"} 1`)
 	assert.Contains(t, metrics, fmt.Sprintf("objectstore_operator_serving_certificate_expiry_timestamp_seconds %s",
 		strconv.FormatFloat(float64(leaf.NotAfter.Unix()), 'g', -1, 64)))
