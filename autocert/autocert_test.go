@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"os"
@@ -22,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -162,7 +165,7 @@ func TestCandidateValidation(t *testing.T) {
 
 func TestRejectedCandidateNeverReplacesTheServedCertificate(t *testing.T) {
 	now := time.Now()
-	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName}, nil)
+	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName}, nil, nil)
 	assert.Error(t, cur.Ready())
 
 	good := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
@@ -190,7 +193,7 @@ func TestWatchFilesReloadsAndKeepsTheLastGoodCertificate(t *testing.T) {
 	first := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
 	write(first)
 	logs := &lockedBuffer{}
-	cur := NewCurrent(zerolog.New(logs), Validator{DNSName: svcName}, nil)
+	cur := NewCurrent(zerolog.New(logs), Validator{DNSName: svcName}, nil, nil)
 	go func() { _ = WatchFiles(t.Context(), cur, certFile, keyFile, 50*time.Millisecond) }()
 	require.Eventually(t, func() bool { return cur.Ready() == nil }, 5*time.Second, 10*time.Millisecond)
 	firstSerial := cur.Leaf().SerialNumber
@@ -291,7 +294,7 @@ func TestDetectSignerAsksAgainWhileTheAPIServerDoesNotAnswer(t *testing.T) {
 func TestReadinessFailsOnceTheServedCertificateHasExpired(t *testing.T) {
 	now := time.Now()
 	clock := now
-	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName, Now: func() time.Time { return clock }}, nil)
+	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName, Now: func() time.Time { return clock }}, nil, nil)
 	p := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
 	cert, err := ParseKeyPair(p.cert, p.key)
 	require.NoError(t, err)
@@ -353,4 +356,26 @@ func TestANewTermDeletesOnlyItsInstallationsLeftoverCSRs(t *testing.T) {
 		left = append(left, c.Name)
 	}
 	assert.ElementsMatch(t, []string{"other-install", "node-csr-abc"}, left)
+}
+
+func TestServedCertificateMetricsReadTheCurrentCertificate(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName}, NewMetrics(reg), nil)
+	count, err := testutil.GatherAndCount(reg, "objectstore_operator_serving_certificate_expiry_timestamp_seconds")
+	require.NoError(t, err)
+	assert.Zero(t, count, "nothing served, nothing reported")
+
+	now := time.Now()
+	p := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
+	cert, err := ParseKeyPair(p.cert, p.key)
+	require.NoError(t, err)
+	require.NoError(t, cur.Offer(KindFiles, "test", cert, nil))
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`
+# HELP objectstore_operator_serving_certificate_expiry_timestamp_seconds NotAfter of the served certificate, as a Unix timestamp.
+# TYPE objectstore_operator_serving_certificate_expiry_timestamp_seconds gauge
+objectstore_operator_serving_certificate_expiry_timestamp_seconds %d
+# HELP objectstore_operator_serving_certificate_source 1 for the source of the served certificate (autocert, custom certificate, certificate files).
+# TYPE objectstore_operator_serving_certificate_source gauge
+objectstore_operator_serving_certificate_source{source=%q} 1
+`, cert.Leaf.NotAfter.Unix(), KindFiles)), "objectstore_operator_serving_certificate_expiry_timestamp_seconds", "objectstore_operator_serving_certificate_source"))
 }

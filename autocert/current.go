@@ -39,6 +39,7 @@ type Current struct {
 	log       zerolog.Logger
 	validator Validator
 	metrics   *Metrics
+	remedy    Remedy
 	cur       atomic.Pointer[served]
 	changed   chan struct{}
 
@@ -47,18 +48,21 @@ type Current struct {
 }
 
 // NewCurrent returns an empty Current; it is not ready until a source
-// offers a valid certificate. metrics may be nil.
-func NewCurrent(log zerolog.Logger, v Validator, metrics *Metrics) *Current {
+// offers a valid certificate. metrics and remedy may be nil.
+func NewCurrent(log zerolog.Logger, v Validator, metrics *Metrics, remedy Remedy) *Current {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
-	return &Current{
+	c := &Current{
 		log:       log.With().Str("component", "autocert").Logger(),
 		validator: v,
 		metrics:   metrics,
+		remedy:    remedy,
 		changed:   make(chan struct{}, 1),
 		rejected:  map[string]string{},
 	}
+	metrics.served.Store(c)
+	return c
 }
 
 // GetCertificate returns the current certificate; it is called on every
@@ -140,9 +144,6 @@ func (c *Current) Offer(kind, origin string, cert *tls.Certificate, caBundle []b
 	c.checkTrust(kind, origin, cert, caBundle)
 	leaf := cert.Leaf
 	c.metrics.reloads.Inc()
-	c.metrics.expiry.Set(float64(leaf.NotAfter.Unix()))
-	c.metrics.source.Reset()
-	c.metrics.source.WithLabelValues(kind).Set(1)
 	c.log.Info().
 		Str("source", kind).
 		Str("origin", origin).
@@ -200,9 +201,8 @@ func (c *Current) checkTrust(kind, origin string, cert *tls.Certificate, caBundl
 		Msg("MinIO pods will fail to update with \"x509: certificate signed by unknown authority\": the served certificate " +
 			"does not verify against the CA bundle (ca.crt) the operator gives the pods. Likely causes: the kubelet-serving " +
 			"signer's CA differs from the cluster CA; the certificate was renewed by a CA the pods do not trust; the cluster " +
-			"uses a non-standard CSR signer. Remedy: put the signing CA into ca.crt of the Secret named by " +
-			"OPERATOR_SERVING_CA_SECRET, or serve a custom certificate (OPERATOR_AUTO_CERT_DISABLED=on, " +
-			"OPERATOR_CUSTOM_TLS_SECRET_NAME) signed by a CA the pods trust")
+			"uses a non-standard CSR signer. Remedy: " +
+			c.remedy.or(ProblemUntrustedCA, "give the pods the CA that signed the served certificate, or serve one signed by a CA they trust"))
 }
 
 var errEmptyBundle = errors.New("no CA certificate in the bundle")

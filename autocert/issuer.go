@@ -80,9 +80,11 @@ type IssuerConfig struct {
 	// and the kube-root-ca.crt ConfigMap cannot be read.
 	ClusterCA []byte
 	Validator Validator
-	Clock     clock.WithTicker
-	Metrics   *Metrics
-	Log       zerolog.Logger
+	// Remedy words what the user can do about a problem; nil: generic.
+	Remedy  Remedy
+	Clock   clock.WithTicker
+	Metrics *Metrics
+	Log     zerolog.Logger
 }
 
 // Issuer keeps Secret object-store-operator-tls filled with a certificate
@@ -179,9 +181,9 @@ func (i *Issuer) sync(_ context.Context, key string) error {
 		if i.foreign != secret.ResourceVersion {
 			i.foreign = secret.ResourceVersion
 			i.log.Error().Str("reason", "Secret exists and was not created by the operator").
-				Msgf("autocert will not overwrite Secret %s/%s (it lacks the label %s=%s; cert-manager may manage it). "+
-					"To serve it, set OPERATOR_AUTO_CERT_DISABLED=on and OPERATOR_CUSTOM_TLS_SECRET_NAME=%s; "+
-					"to let autocert manage it, delete it", i.cfg.Namespace, key, ManagedByLabel, ManagedByValue, key)
+				Msgf("autocert will not overwrite Secret %s/%s (it lacks the label %s=%s; cert-manager may manage it). %s",
+					i.cfg.Namespace, key, ManagedByLabel, ManagedByValue,
+					i.cfg.Remedy.or(ProblemForeignSecret, "Serve it as a custom certificate, or delete it to let autocert manage it"))
 		}
 		// Nothing to retry: the next change to the Secret brings us back.
 		return nil
@@ -271,7 +273,8 @@ func (i *Issuer) issue(ctx context.Context, existing *corev1.Secret) error {
 			return i.fail(csr.Name, fmt.Errorf("approve: %w (the operator needs update on certificatesigningrequests/approval and approve on signers/%s)", err, i.cfg.SignerName))
 		}
 	} else {
-		log.Info().Msg("waiting for someone else to approve the CSR (OPERATOR_AUTOCERT_APPROVE=off): kubectl certificate approve " + csr.Name)
+		log.Info().Msg("waiting for someone else to approve the CSR (" +
+			i.cfg.Remedy.or(ProblemAwaitingApproval, "self-approval off") + "): kubectl certificate approve " + csr.Name)
 	}
 
 	chainPEM, err := i.waitSigned(ctx, csr)
@@ -308,9 +311,8 @@ func (i *Issuer) fail(csr string, err error) error {
 	if csr != "" {
 		ev = ev.Str("csr", csr)
 	}
-	ev.Msg("autocert could not get a serving certificate; retrying with backoff. If the signer does not sign " +
-		"(not kubernetes.io/kubelet-serving-capable, EKS, or approvals are blocked), set OPERATOR_CSR_SIGNER_NAME, " +
-		"or use a custom certificate: OPERATOR_AUTO_CERT_DISABLED=on and OPERATOR_CUSTOM_TLS_SECRET_NAME=<secret>")
+	ev.Msg("autocert could not get a serving certificate; retrying with backoff. " +
+		i.cfg.Remedy.or(ProblemCSRFailed, "If the signer does not sign, choose another signer or serve a custom certificate"))
 	return err
 }
 
@@ -397,7 +399,7 @@ func (i *Issuer) timedOut(csr *certificatesv1.CertificateSigningRequest) error {
 	i.cfg.Metrics.csrOutcomes.WithLabelValues("timeout").Inc()
 	state := "approved but not signed: no controller signs for this signer"
 	if !i.cfg.Approve {
-		state = "not approved (OPERATOR_AUTOCERT_APPROVE=off) or approved but not signed"
+		state = "not approved (approval is left to an admin or a policy engine) or approved but not signed"
 	}
 	return fmt.Errorf("CSR %s for signer %s not signed within %s: %s", csr.Name, i.cfg.SignerName, i.cfg.Timeout, state)
 }
@@ -431,7 +433,8 @@ func (i *Issuer) caBundle(ctx context.Context, chain []*x509.Certificate) []byte
 		if ca := servingCAOverride(i.lister, i.cfg.Namespace, i.cfg.ServingCASecret); len(ca) > 0 {
 			return ca
 		}
-		i.log.Warn().Str("caSecret", i.cfg.ServingCASecret).Msg("OPERATOR_SERVING_CA_SECRET missing or without ca.crt; working out the CA instead")
+		i.log.Warn().Str("caSecret", i.cfg.Namespace+"/"+i.cfg.ServingCASecret).Str("reason", "missing or without ca.crt").
+			Msg("serving CA Secret unusable; working out the CA instead")
 	}
 	if len(chain) > 1 {
 		var out []byte

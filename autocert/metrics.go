@@ -1,11 +1,17 @@
 package autocert
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync/atomic"
 
-// Metrics are the serving certificate's Prometheus metrics.
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the serving certificate's Prometheus metrics. The expiry and
+// source are read from the Current they were given to when scraped.
 type Metrics struct {
-	expiry      prometheus.Gauge
-	source      *prometheus.GaugeVec
+	served      atomic.Pointer[Current]
+	expiry      *prometheus.Desc
+	source      *prometheus.Desc
 	reloads     prometheus.Counter
 	rejected    *prometheus.CounterVec
 	csrOutcomes *prometheus.CounterVec
@@ -14,14 +20,10 @@ type Metrics struct {
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		expiry: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "objectstore_operator_serving_certificate_expiry_timestamp_seconds",
-			Help: "NotAfter of the served certificate, as a Unix timestamp.",
-		}),
-		source: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "objectstore_operator_serving_certificate_source",
-			Help: "1 for the source of the served certificate (autocert, custom certificate, certificate files).",
-		}, []string{"source"}),
+		expiry: prometheus.NewDesc("objectstore_operator_serving_certificate_expiry_timestamp_seconds",
+			"NotAfter of the served certificate, as a Unix timestamp.", nil, nil),
+		source: prometheus.NewDesc("objectstore_operator_serving_certificate_source",
+			"1 for the source of the served certificate (autocert, custom certificate, certificate files).", []string{"source"}, nil),
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "objectstore_operator_serving_certificate_reloads_total",
 			Help: "Times a new serving certificate was swapped in.",
@@ -36,7 +38,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.expiry, m.source, m.reloads, m.rejected, m.csrOutcomes)
+		reg.MustRegister(servedCollector{m}, m.reloads, m.rejected, m.csrOutcomes)
 	}
 	return m
+}
+
+// servedCollector reports the certificate being served, if any.
+type servedCollector struct{ m *Metrics }
+
+func (c servedCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.m.expiry
+	ch <- c.m.source
+}
+
+func (c servedCollector) Collect(ch chan<- prometheus.Metric) {
+	cur := c.m.served.Load()
+	if cur == nil {
+		return
+	}
+	s := cur.cur.Load()
+	if s == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.m.expiry, prometheus.GaugeValue, float64(s.cert.Leaf.NotAfter.Unix()))
+	ch <- prometheus.MustNewConstMetric(c.m.source, prometheus.GaugeValue, 1, s.kind)
 }

@@ -16,6 +16,38 @@ var (
 	errDeleted     = errors.New("deleted")
 )
 
+// Problem is a situation whose remedy depends on how the operator is
+// configured. The package says what happened; whoever wires it supplies
+// the remedy in the user's words (Remedy).
+type Problem string
+
+// Problems with a remedy.
+const (
+	// ProblemUntrustedCA: the served certificate does not verify against
+	// the CA bundle pods are given.
+	ProblemUntrustedCA Problem = "UntrustedCA"
+	// ProblemForeignSecret: the autocert Secret exists and was not created
+	// by the operator.
+	ProblemForeignSecret Problem = "ForeignSecret"
+	// ProblemCSRFailed: an attempt to get a certificate failed.
+	ProblemCSRFailed Problem = "CSRFailed"
+	// ProblemAwaitingApproval: the operator does not approve its own CSR.
+	ProblemAwaitingApproval Problem = "AwaitingApproval"
+)
+
+// Remedy returns what the user can do about a problem; "" for nothing to
+// add.
+type Remedy func(Problem) string
+
+func (r Remedy) or(p Problem, fallback string) string {
+	if r != nil {
+		if s := r(p); s != "" {
+			return s
+		}
+	}
+	return fallback
+}
+
 func reasonOf(err error) string {
 	for _, r := range []struct {
 		err   error

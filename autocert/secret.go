@@ -43,8 +43,9 @@ func KeyPairFromSecret(s *corev1.Secret) (certPEM, keyPEM []byte, cert *tls.Cert
 	return certPEM, keyPEM, cert, nil
 }
 
-// servingCAOverride returns ca.crt of the OPERATOR_SERVING_CA_SECRET
-// Secret, or nil when it is missing or holds none.
+// servingCAOverride returns ca.crt of the serving CA Secret (the bundle
+// pods must trust, set by the user), or nil when it is missing or holds
+// none.
 func servingCAOverride(secrets corelisters.SecretLister, namespace, name string) []byte {
 	s, err := secrets.Secrets(namespace).Get(name)
 	if err != nil {
@@ -151,6 +152,6 @@ func (s *SecretSource) overrideCA(fallback []byte) []byte {
 		return ca
 	}
 	s.log.Warn().Str("caSecret", s.namespace+"/"+s.caSecret).Str("reason", "missing or without ca.crt").
-		Msg("OPERATOR_SERVING_CA_SECRET unusable; using the serving Secret's own ca.crt")
+		Msg("serving CA Secret unusable; using the serving Secret's own ca.crt")
 	return fallback
 }

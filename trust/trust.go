@@ -57,8 +57,7 @@ type Pool struct {
 	lister corelisters.SecretLister
 	synced cache.InformerSynced
 	queue  workqueue.TypedRateLimitingInterface[string]
-	pool   atomic.Pointer[x509.CertPool]
-	cas    prometheus.Gauge
+	pool   atomic.Pointer[trusted]
 
 	fingerprint [32]byte // of the last pool built; only the sync goroutine touches it
 	loaded      map[string][32]byte
@@ -85,20 +84,20 @@ func New(cfg Config) (*Pool, error) {
 		synced: cfg.Secrets.Informer().HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "trust"}),
-		cas: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "objectstore_operator_trusted_cas",
-			Help: "CA certificates trusted from aistor-ca-tls* Secrets (besides the system roots and the cluster CA).",
-		}),
 		loaded: map[string][32]byte{},
 	}
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(p.cas); err != nil {
+		cas := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "objectstore_operator_trusted_cas",
+			Help: "CA certificates trusted from aistor-ca-tls* Secrets (besides the system roots and the cluster CA).",
+		}, func() float64 { return float64(p.pool.Load().cas) })
+		if err := cfg.Registerer.Register(cas); err != nil {
 			return nil, fmt.Errorf("register trust metrics: %w", err)
 		}
 	}
 	base := cfg.SystemRoots.Clone()
 	base.AppendCertsFromPEM(cfg.ClusterCA)
-	p.pool.Store(base)
+	p.pool.Store(&trusted{pool: base})
 	_, err := cfg.Secrets.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.enqueue,
 		UpdateFunc: func(_, obj any) { p.enqueue(obj) },
@@ -119,7 +118,13 @@ func (p *Pool) enqueue(obj any) {
 }
 
 // CertPool returns the current pool. Do not modify it.
-func (p *Pool) CertPool() *x509.CertPool { return p.pool.Load() }
+func (p *Pool) CertPool() *x509.CertPool { return p.pool.Load().pool }
+
+// trusted is one state of the pool, swapped whole.
+type trusted struct {
+	pool *x509.CertPool
+	cas  int // certificates from CA Secrets in pool
+}
 
 // ClientTLSConfig returns a client configuration with the pool current at
 // the time of the call; call it per connection, or use Transport.
@@ -214,8 +219,7 @@ func (p *Pool) sync() error {
 	copy(fp[:], h.Sum(nil))
 	if fp != p.fingerprint {
 		p.fingerprint = fp
-		p.pool.Store(pool)
-		p.cas.Set(float64(count))
+		p.pool.Store(&trusted{pool: pool, cas: count})
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/object-store-operator/operator/autocert"
 	"github.com/object-store-operator/operator/updates"
 )
 
@@ -83,4 +84,25 @@ func updateRemedy(cause string) string {
 		return "bring the node back; the update starts when every node is online"
 	}
 	return ""
+}
+
+// certRemedy words autocert's problems in terms of this operator's
+// settings (docs/tls.md, docs/troubleshooting.md).
+func certRemedy(autocertSecret string) autocert.Remedy {
+	return func(p autocert.Problem) string {
+		switch p {
+		case autocert.ProblemUntrustedCA:
+			return "put the signing CA into ca.crt of the Secret named by OPERATOR_SERVING_CA_SECRET, or serve a custom " +
+				"certificate (OPERATOR_AUTO_CERT_DISABLED=on, OPERATOR_CUSTOM_TLS_SECRET_NAME) signed by a CA the pods trust"
+		case autocert.ProblemForeignSecret:
+			return "To serve it, set OPERATOR_AUTO_CERT_DISABLED=on and OPERATOR_CUSTOM_TLS_SECRET_NAME=" + autocertSecret +
+				"; to let autocert manage it, delete it"
+		case autocert.ProblemCSRFailed:
+			return "If the signer does not sign (not kubernetes.io/kubelet-serving-capable, EKS, or approvals are blocked), " +
+				"set OPERATOR_CSR_SIGNER_NAME, or use a custom certificate: OPERATOR_AUTO_CERT_DISABLED=on and OPERATOR_CUSTOM_TLS_SECRET_NAME=<secret>"
+		case autocert.ProblemAwaitingApproval:
+			return "OPERATOR_AUTOCERT_APPROVE=off"
+		}
+		return ""
+	}
 }

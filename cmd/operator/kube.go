@@ -205,7 +205,7 @@ func newIssuer(ctx context.Context, cfg config, k *kube, log zerolog.Logger, met
 		DNSNames: cfg.dnsNames(), IPAddresses: cfg.ipAddresses(), SignerName: signer, Approve: cfg.approve,
 		Timeout: cfg.csrTimeout, Expiration: cfg.expiration, RenewBefore: cfg.renewBefore,
 		ServingCASecret: cfg.servingCASecret, ClusterCA: clusterCA(k.rest),
-		Validator: autocert.Validator{DNSName: cfg.dnsNames()[0]}, Metrics: metrics, Log: log,
+		Validator: autocert.Validator{DNSName: cfg.dnsNames()[0]}, Remedy: certRemedy(cfg.autocertSecret), Metrics: metrics, Log: log,
 	})
 }
 
