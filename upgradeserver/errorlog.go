@@ -9,8 +9,8 @@ import (
 
 // newErrorLog routes net/http's own messages, TLS handshake errors among
 // them ("http: TLS handshake error from <IP>: remote error: tls: bad
-// certificate", the line seed 000 tells users to look for), into the
-// structured log.
+// certificate", the line the AIStor troubleshooting steps tell users to look
+// for), into the structured log.
 func newErrorLog(l zerolog.Logger) *log.Logger {
 	return log.New(errorLogWriter{l}, "", 0)
 }

@@ -198,7 +198,10 @@ var traversalTargets = []string{
 	UpdatePath + "/../secret",
 	UpdatePath + "/linux-amd64/../../secret",
 	UpdatePath + "/%252e%252e/secret",
-	UpdatePath + "/outside/minio." + release,
+	// A platform directory that is a symlink to a signed release outside
+	// the store (see the test below).
+	UpdatePath + "/linux-arm64/minio." + release,
+	UpdatePath + "/linux-arm64/minio." + release + ".sha256sum",
 }
 
 func TestTraversalNeverServesAFileOutsideTheStore(t *testing.T) {
@@ -206,8 +209,16 @@ func TestTraversalNeverServesAFileOutsideTheStore(t *testing.T) {
 	dir := filepath.Join(parent, "store")
 	writeRelease(t, dir, "linux-amd64", release, []byte("inside"))
 	require.NoError(t, os.WriteFile(filepath.Join(parent, "secret"), []byte("TOP-SECRET"), 0o644))
-	require.NoError(t, os.Symlink(parent, filepath.Join(dir, "outside")))
-	h := newTestHandler(t, newTestStore(t, dir))
+	// A complete, correctly signed release outside the store, reachable
+	// through a symlink named like a platform: only the store's refusal
+	// to follow links out of its root keeps it out.
+	writeRelease(t, filepath.Join(parent, "elsewhere"), "linux-arm64", release, []byte("TOP-SECRET"))
+	require.NoError(t, os.Symlink(filepath.Join(parent, "elsewhere", "linux-arm64"), filepath.Join(dir, "linux-arm64")))
+	store := newTestStore(t, dir)
+	for _, b := range store.Current().Binaries() {
+		assert.NotEqual(t, "linux-arm64", b.Platform, "a release behind a symlink out of the store is never listed")
+	}
+	h := newTestHandler(t, store)
 
 	for _, target := range traversalTargets {
 		t.Run(target, func(t *testing.T) {

@@ -88,7 +88,7 @@ func TestModeFollowsSeedSettings(t *testing.T) {
 		want mode
 	}{
 		{"default is autocert", nil, nil, modeAutocert},
-		{"seed 000 custom certificate", map[string]string{"OPERATOR_AUTO_CERT_DISABLED": "on", "OPERATOR_CUSTOM_TLS_SECRET_NAME": "object-store-operator-tls"}, nil, modeCustomSecret},
+		{"AIStor documentation custom certificate", map[string]string{"OPERATOR_AUTO_CERT_DISABLED": "on", "OPERATOR_CUSTOM_TLS_SECRET_NAME": "object-store-operator-tls"}, nil, modeCustomSecret},
 		{"autocert off alone is plain HTTP", map[string]string{"OPERATOR_AUTO_CERT_DISABLED": "on"}, nil, modePlainHTTP},
 		{"files win", nil, []string{"--tls-cert-file", "a", "--tls-key-file", "b"}, modeFiles},
 	}

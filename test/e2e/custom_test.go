@@ -98,7 +98,7 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 			line = l
 		}
 	}
-	require.NotEmpty(t, line, "seed 000 step 4 greps for a line with 'custom certificate' and 'TLS'")
+	require.NotEmpty(t, line, "the AIStor documentation's troubleshooting step greps the log for 'custom certificate' and 'TLS'")
 	assert.Contains(t, line, customSecret)
 	assert.Contains(t, line, names[0])
 	assert.Contains(t, line, "notAfter")

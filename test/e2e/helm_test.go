@@ -19,7 +19,8 @@ import (
 	"github.com/object-store-operator/operator/test/cluster"
 )
 
-// seedValues is seed 000's example, verbatim.
+// seedValues is the AIStor documentation's example values for a custom
+// certificate, verbatim.
 const seedValues = `global:
   operator:
     extraEnv:
@@ -131,7 +132,7 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	require.NoError(t, err)
 	notes := helm(t, "install", "osop", chartDir(t), "-n", ns)
 	assert.Contains(t, notes, "TLS: autocert", "NOTES.txt says which TLS mode is on")
-	assert.Contains(t, notes, `grep -i "custom certificate\|TLS"`, "seed 000 step 4's log check")
+	assert.Contains(t, notes, `grep -i "custom certificate\|TLS"`, "the AIStor troubleshooting steps' log check")
 	assert.Contains(t, notes, "curl -v https://object-store-operator."+ns+".svc.cluster.local:4221/webhook/v1/update")
 	t.Cleanup(func() {
 		_ = adminClient(t).CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{})
@@ -186,7 +187,8 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	assert.True(t, apierrors.IsForbidden(err), "listing pods must be forbidden, got %v", err)
 	op.stop()
 
-	// Seed 000: switch to a custom certificate through extraEnv.
+	// As the AIStor documentation does it: switch to a custom certificate
+	// through extraEnv.
 	now := time.Now()
 	certPEM, keyPEM, serial := selfSigned(t, nil, serviceDNSNames(ns), now.Add(-time.Hour), now.Add(time.Hour))
 	_, err = adminClient(t).CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{

@@ -146,7 +146,8 @@ func TestCurlFromAPodGetsTheListOverVerifiedTLS(t *testing.T) {
 	assert.Error(t, err)
 
 	// A Go client (MinIO's update client is one) that does not trust the
-	// CA sees seed 000's symptom, and the operator logs seed 000's line.
+	// CA sees the symptom the AIStor troubleshooting steps describe, and the
+	// operator logs the line they tell users to grep for.
 	_, err = op.client(t, testCluster.ClusterCA, 1).Get(url)
 	require.ErrorContains(t, err, "x509: certificate signed by unknown authority")
 	require.Eventually(t, func() bool {
