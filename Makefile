@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILD_FLAGS := -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
 IMAGE   ?= object-store-operator:$(VERSION)
 
-.PHONY: all build tools test run bench bench-scale bench-pull bench-update fuzz image clean
+.PHONY: all build tools test run bench bench-scale bench-pull bench-update bench-rotation fuzz image clean
 
 all: build
 
@@ -60,3 +60,7 @@ bench-pull: tools
 ## bench-update: image change -> four MinIO nodes updated in place (real MinIO, pinned module)
 bench-update: tools
 	$(GO) test ./test/e2e -run '^$$' -bench BenchmarkImageChangeToUpdatedInPlace -benchtime 1x -timeout 20m
+
+## bench-rotation: a custom certificate Secret updated -> the new certificate served (20 rotations; median and max)
+bench-rotation: tools
+	$(GO) test ./test/e2e -run '^$$' -bench BenchmarkCustomCertificateRotation -benchtime 20x -timeout 10m

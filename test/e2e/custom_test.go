@@ -18,7 +18,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -58,21 +57,7 @@ func selfSignedFor(t testing.TB, key crypto.Signer, names []string, notBefore, n
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), serial
 }
 
-func putSecret(t *testing.T, ns string, data map[string][]byte) {
-	t.Helper()
-	api := adminClient(t).CoreV1().Secrets(ns)
-	s, err := api.Get(t.Context(), customSecret, metav1.GetOptions{})
-	if err != nil {
-		_, err = api.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: customSecret}, Data: data}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		return
-	}
-	s.Data = data
-	_, err = api.Update(t.Context(), s, metav1.UpdateOptions{})
-	require.NoError(t, err)
-}
-
-func waitServed(t *testing.T, op *operator, ns string, serial *big.Int) time.Duration {
+func waitServed(t testing.TB, op *operator, ns string, serial *big.Int) time.Duration {
 	t.Helper()
 	start := time.Now()
 	require.Eventually(t, func() bool {
@@ -88,7 +73,7 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 	now := time.Now()
 	certPEM, keyPEM, serial := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
 	// cert-manager's shape: kubernetes.io/tls keys plus ca.crt.
-	putSecret(t, ns, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": certPEM})
+	putNamedSecret(t, ns, customSecret, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": certPEM})
 	op := startOperator(t, k8sEnv(ns, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret))
 	waitServed(t, op, ns, serial)
 
@@ -107,7 +92,7 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 
 	// MinIO-style keys work too, and the change is live.
 	certPEM2, keyPEM2, serial2 := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
-	putSecret(t, ns, map[string][]byte{"public.crt": certPEM2, "private.key": keyPEM2})
+	putNamedSecret(t, ns, customSecret, map[string][]byte{"public.crt": certPEM2, "private.key": keyPEM2})
 	t.Logf("Secret update -> new certificate served in %s", waitServed(t, op, ns, serial2).Round(time.Millisecond))
 
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -141,7 +126,7 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
-			putSecret(t, ns, tt.data)
+			putNamedSecret(t, ns, customSecret, tt.data)
 			require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), tt.reason) }, 5*time.Second, 10*time.Millisecond)
 			leaf, err := servedLeaf(op, ns, nil)
 			require.NoError(t, err)
@@ -158,7 +143,7 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 	})
 	t.Run("fixed again", func(t *testing.T) {
 		certPEM3, keyPEM3, serial3 := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
-		putSecret(t, ns, map[string][]byte{"tls.crt": certPEM3, "tls.key": keyPEM3})
+		putNamedSecret(t, ns, customSecret, map[string][]byte{"tls.crt": certPEM3, "tls.key": keyPEM3})
 		waitServed(t, op, ns, serial3)
 	})
 }
@@ -172,26 +157,27 @@ func TestPlainHTTPWhenAutocertDisabledWithoutSecret(t *testing.T) {
 	assert.Contains(t, op.logs.String(), "plain HTTP")
 }
 
-// TestCustomCertificateRotationLatency reports the time from a Secret
-// update to the new certificate being served, over 20 rotations.
-func TestCustomCertificateRotationLatency(t *testing.T) {
-	ns := operatorNamespace(t)
+// BenchmarkCustomCertificateRotation: the time from a custom Secret's
+// update to the new certificate being served (`make bench-rotation`);
+// reports the median and the slowest of the rotations.
+func BenchmarkCustomCertificateRotation(b *testing.B) {
+	ns := operatorNamespace(b)
 	names := serviceDNSNames(ns)
 	now := time.Now()
-	certPEM, keyPEM, serial := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
-	putSecret(t, ns, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
-	op := startOperator(t, k8sEnv(ns, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret))
-	waitServed(t, op, ns, serial)
+	certPEM, keyPEM, serial := selfSigned(b, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+	putNamedSecret(b, ns, customSecret, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
+	op := startOperator(b, k8sEnv(ns, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret))
+	waitServed(b, op, ns, serial)
 
 	var took []time.Duration
-	for range 20 {
-		certPEM, keyPEM, serial := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+	for b.Loop() {
+		certPEM, keyPEM, serial := selfSigned(b, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
 		start := time.Now()
-		putSecret(t, ns, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
-		waitServed(t, op, ns, serial)
+		putNamedSecret(b, ns, customSecret, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
+		waitServed(b, op, ns, serial)
 		took = append(took, time.Since(start))
 	}
 	slices.Sort(took)
-	t.Logf("Secret update -> new certificate served over %d rotations: median %s, max %s",
-		len(took), took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+	b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "median-ms")
+	b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "max-ms")
 }
