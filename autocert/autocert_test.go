@@ -9,22 +9,18 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,6 +32,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
 const svcName = "object-store-operator.ops.svc"
@@ -50,29 +48,11 @@ func newPair(t *testing.T, key crypto.Signer, dnsNames []string, notBefore, notA
 // newPairFor is newPair with the given extended key usages.
 func newPairFor(t *testing.T, key crypto.Signer, dnsNames []string, notBefore, notAfter time.Time, usages ...x509.ExtKeyUsage) pair {
 	t.Helper()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: dnsNames[0]},
-		DNSNames:     dnsNames,
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		ExtKeyUsage:  usages,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	return pair{
-		cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		key:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	}
+	cert, k, _ := testutil.KeyPair(t, key, dnsNames, notBefore, notAfter, usages...)
+	return pair{cert: cert, key: k}
 }
 
-func ecKey(t *testing.T) crypto.Signer {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	return k
-}
+func ecKey(t *testing.T) crypto.Signer { return testutil.ECKey(t) }
 
 func TestCandidateValidation(t *testing.T) {
 	now := time.Now()
@@ -192,7 +172,7 @@ func TestWatchFilesReloadsAndKeepsTheLastGoodCertificate(t *testing.T) {
 	}
 	first := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
 	write(first)
-	logs := &lockedBuffer{}
+	logs := &testutil.LockedBuffer{}
 	cur := NewCurrent(zerolog.New(logs), Validator{DNSName: svcName}, nil, nil)
 	go func() { _ = WatchFiles(t.Context(), cur, certFile, keyFile, 50*time.Millisecond) }()
 	require.Eventually(t, func() bool { return cur.Ready() == nil }, 5*time.Second, 10*time.Millisecond)
@@ -207,24 +187,6 @@ func TestWatchFilesReloadsAndKeepsTheLastGoodCertificate(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "no PEM CERTIFICATE block") }, 5*time.Second, 10*time.Millisecond)
 	assert.Contains(t, logs.String(), "keeping the certificate already served")
 	assert.Equal(t, secondSerial, cur.Leaf().SerialNumber)
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }
 
 func TestRenewalIsDueAtTwoThirdsOfTheLifetimeByDefault(t *testing.T) {
@@ -361,7 +323,7 @@ func TestANewTermDeletesOnlyItsInstallationsLeftoverCSRs(t *testing.T) {
 func TestServedCertificateMetricsReadTheCurrentCertificate(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName}, NewMetrics(reg), nil)
-	count, err := testutil.GatherAndCount(reg, "objectstore_operator_serving_certificate_expiry_timestamp_seconds")
+	count, err := promtest.GatherAndCount(reg, "objectstore_operator_serving_certificate_expiry_timestamp_seconds")
 	require.NoError(t, err)
 	assert.Zero(t, count, "nothing served, nothing reported")
 
@@ -370,7 +332,7 @@ func TestServedCertificateMetricsReadTheCurrentCertificate(t *testing.T) {
 	cert, err := ParseKeyPair(p.cert, p.key)
 	require.NoError(t, err)
 	require.NoError(t, cur.Offer(KindFiles, "test", cert, nil))
-	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`
+	require.NoError(t, promtest.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`
 # HELP objectstore_operator_serving_certificate_expiry_timestamp_seconds NotAfter of the served certificate, as a Unix timestamp.
 # TYPE objectstore_operator_serving_certificate_expiry_timestamp_seconds gauge
 objectstore_operator_serving_certificate_expiry_timestamp_seconds %d

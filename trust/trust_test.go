@@ -15,12 +15,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,6 +28,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/object-store-operator/operator/internal/testutil"
 	"github.com/object-store-operator/operator/test/cluster"
 	"github.com/object-store-operator/operator/trust"
 )
@@ -79,24 +79,7 @@ func serverSignedBy(t *testing.T, c ca) *httptest.Server {
 	return srv
 }
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func startPool(t *testing.T, cs kubernetes.Interface, ns string, logs *logBuffer, reg prometheus.Registerer) *trust.Pool {
+func startPool(t *testing.T, cs kubernetes.Interface, ns string, logs *testutil.LockedBuffer, reg prometheus.Registerer) *trust.Pool {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -125,7 +108,7 @@ func TestCASecretIsTrustedWhileItExists(t *testing.T) {
 	ns := namespace(t, cs)
 	registryCA := newCA(t, "private registry CA")
 	srv := serverSignedBy(t, registryCA)
-	logs := &logBuffer{}
+	logs := &testutil.LockedBuffer{}
 	reg := prometheus.NewRegistry()
 	p := startPool(t, cs, ns, logs, reg)
 	client := &http.Client{Transport: p.Transport(), Timeout: 5 * time.Second}
@@ -147,7 +130,7 @@ func TestCASecretIsTrustedWhileItExists(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, reachable, 5*time.Second, 10*time.Millisecond, "trusted once the Secret exists")
 	assert.Contains(t, logs.String(), `"subjects":["CN=private registry CA"]`)
-	count, err := testutil.GatherAndCount(reg, "objectstore_operator_trusted_cas")
+	count, err := promtest.GatherAndCount(reg, "objectstore_operator_trusted_cas")
 	require.NoError(t, err)
 	assert.Equal(t, 1, count)
 	mfs, err := reg.Gather()
@@ -166,7 +149,7 @@ func TestGarbageInOneSecretDoesNotDisturbTheOthers(t *testing.T) {
 	ns := namespace(t, cs)
 	good := newCA(t, "good CA")
 	srv := serverSignedBy(t, good)
-	logs := &logBuffer{}
+	logs := &testutil.LockedBuffer{}
 	p := startPool(t, cs, ns, logs, nil)
 	for name, data := range map[string]map[string][]byte{
 		"aistor-ca-tls-good":    {"public.crt": good.pem},

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
 // ServiceAccountIssuer is the issuer of the control plane's service-account tokens.
@@ -145,7 +146,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := os.WriteFile(auditPolicy, []byte(auditPolicyYAML), 0o600); err != nil {
 		return nil, fmt.Errorf("write audit policy: %w", err)
 	}
-	ports, err := freePorts(4)
+	ports, err := testutil.FreePorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -556,25 +557,6 @@ func writeKubeconfig(path string, cfg *rest.Config) error {
 		return fmt.Errorf("write kubeconfig %s: %w", path, err)
 	}
 	return nil
-}
-
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free loopback port: %w", err)
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // BinDir finds the repository's bin/ directory by walking up from the

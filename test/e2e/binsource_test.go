@@ -23,6 +23,7 @@ import (
 	apiv1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/binstore/binstoretest"
+	"github.com/object-store-operator/operator/internal/testutil"
 	"github.com/object-store-operator/operator/upgradeserver"
 )
 
@@ -239,7 +240,7 @@ func TestReleaseMirrorFillsWhatNoImageProvides(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(mirrorDir, "releases", p, name+".minisig"), testKey.Sign(t, bins[p]), 0o644))
 	}
 	now := time.Now()
-	certPEM, keyPEM, _ := selfSigned(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
+	certPEM, keyPEM, _ := testutil.KeyPair(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
 	mirror := httptest.NewUnstartedServer(http.FileServer(http.Dir(mirrorDir)))
 	cert, err := tlsKeyPair(certPEM, keyPEM)
 	require.NoError(t, err)

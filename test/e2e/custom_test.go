@@ -1,16 +1,10 @@
 package e2e
 
 import (
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"math/big"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -19,43 +13,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
 const customSecret = "operator-webhook-tls"
-
-// selfSigned makes a serving key pair for names, valid between the times.
-func selfSigned(t testing.TB, key crypto.Signer, names []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, serial *big.Int) {
-	t.Helper()
-	return selfSignedFor(t, key, names, notBefore, notAfter, x509.ExtKeyUsageServerAuth)
-}
-
-// selfSignedFor is selfSigned with the given extended key usages.
-func selfSignedFor(t testing.TB, key crypto.Signer, names []string, notBefore, notAfter time.Time, usages ...x509.ExtKeyUsage) (certPEM, keyPEM []byte, serial *big.Int) {
-	t.Helper()
-	if key == nil {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		require.NoError(t, err)
-		key = k
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: names[0]},
-		NotBefore: notBefore, NotAfter: notAfter, ExtKeyUsage: usages,
-	}
-	for _, n := range names {
-		if ip := net.ParseIP(n); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, n)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), serial
-}
 
 func waitServed(t testing.TB, op *operator, ns string, serial *big.Int) time.Duration {
 	t.Helper()
@@ -71,7 +33,7 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 	ns := operatorNamespace(t)
 	names := serviceDNSNames(ns)
 	now := time.Now()
-	certPEM, keyPEM, serial := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+	certPEM, keyPEM, serial := testutil.KeyPair(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
 	// cert-manager's shape: kubernetes.io/tls keys plus ca.crt.
 	putNamedSecret(t, ns, customSecret, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": certPEM})
 	op := startOperator(t, k8sEnv(ns, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret))
@@ -91,21 +53,21 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 	assert.Empty(t, operatorCSRs(t, ns), "custom mode files no CSR")
 
 	// MinIO-style keys work too, and the change is live.
-	certPEM2, keyPEM2, serial2 := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+	certPEM2, keyPEM2, serial2 := testutil.KeyPair(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
 	putNamedSecret(t, ns, customSecret, map[string][]byte{"public.crt": certPEM2, "private.key": keyPEM2})
 	t.Logf("Secret update -> new certificate served in %s", waitServed(t, op, ns, serial2).Round(time.Millisecond))
 
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
-	otherCert, _, _ := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
-	rsaCert, _, _ := selfSigned(t, rsaKey, names, now.Add(-time.Hour), now.Add(time.Hour))
-	expired, expiredKey, _ := selfSigned(t, nil, names, now.Add(-2*time.Hour), now.Add(-time.Hour))
-	future, futureKey, _ := selfSigned(t, nil, names, now.Add(time.Hour), now.Add(2*time.Hour))
-	otherSvc, otherSvcKey, _ := selfSigned(t, nil, []string{"minio.tenant.svc"}, now.Add(-time.Hour), now.Add(time.Hour))
+	otherCert, _, _ := testutil.KeyPair(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+	rsaCert, _, _ := testutil.KeyPair(t, rsaKey, names, now.Add(-time.Hour), now.Add(time.Hour))
+	expired, expiredKey, _ := testutil.KeyPair(t, nil, names, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	future, futureKey, _ := testutil.KeyPair(t, nil, names, now.Add(time.Hour), now.Add(2*time.Hour))
+	otherSvc, otherSvcKey, _ := testutil.KeyPair(t, nil, []string{"minio.tenant.svc"}, now.Add(-time.Hour), now.Add(time.Hour))
 	rsa1024, err := rsa.GenerateKey(rand.Reader, 1024)
 	require.NoError(t, err)
-	weak, weakKey, _ := selfSigned(t, rsa1024, names, now.Add(-time.Hour), now.Add(time.Hour))
-	clientOnly, clientOnlyKey, _ := selfSignedFor(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour), x509.ExtKeyUsageClientAuth)
+	weak, weakKey, _ := testutil.KeyPair(t, rsa1024, names, now.Add(-time.Hour), now.Add(time.Hour))
+	clientOnly, clientOnlyKey, _ := testutil.KeyPair(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour), x509.ExtKeyUsageClientAuth)
 
 	bad := []struct {
 		name   string
@@ -142,7 +104,7 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 		assert.Equal(t, serial2, leaf.SerialNumber)
 	})
 	t.Run("fixed again", func(t *testing.T) {
-		certPEM3, keyPEM3, serial3 := selfSigned(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+		certPEM3, keyPEM3, serial3 := testutil.KeyPair(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
 		putNamedSecret(t, ns, customSecret, map[string][]byte{"tls.crt": certPEM3, "tls.key": keyPEM3})
 		waitServed(t, op, ns, serial3)
 	})
@@ -164,14 +126,14 @@ func BenchmarkCustomCertificateRotation(b *testing.B) {
 	ns := operatorNamespace(b)
 	names := serviceDNSNames(ns)
 	now := time.Now()
-	certPEM, keyPEM, serial := selfSigned(b, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+	certPEM, keyPEM, serial := testutil.KeyPair(b, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
 	putNamedSecret(b, ns, customSecret, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
 	op := startOperator(b, k8sEnv(ns, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret))
 	waitServed(b, op, ns, serial)
 
 	var took []time.Duration
 	for b.Loop() {
-		certPEM, keyPEM, serial := selfSigned(b, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+		certPEM, keyPEM, serial := testutil.KeyPair(b, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
 		start := time.Now()
 		putNamedSecret(b, ns, customSecret, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
 		waitServed(b, op, ns, serial)

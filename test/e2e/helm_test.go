@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/object-store-operator/operator/internal/testutil"
 	"github.com/object-store-operator/operator/test/cluster"
 )
 
@@ -190,7 +191,7 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	// As the AIStor documentation does it: switch to a custom certificate
 	// through extraEnv.
 	now := time.Now()
-	certPEM, keyPEM, serial := selfSigned(t, nil, serviceDNSNames(ns), now.Add(-time.Hour), now.Add(time.Hour))
+	certPEM, keyPEM, serial := testutil.KeyPair(t, nil, serviceDNSNames(ns), now.Add(-time.Hour), now.Add(time.Hour))
 	_, err = adminClient(t).CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "object-store-operator-tls-custom"},
 		Type:       corev1.SecretTypeTLS,

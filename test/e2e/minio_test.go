@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/object-store-operator/operator/internal/testutil"
 	"github.com/object-store-operator/operator/test/cluster"
 )
 
@@ -42,7 +43,7 @@ type minioCluster struct {
 
 type minioNode struct {
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *testutil.LockedBuffer
 	done chan struct{}
 }
 
@@ -67,7 +68,7 @@ func startMinIO(t testing.TB, ports []int, releases []string, certs map[string][
 		}
 		bin, err := cluster.InstallMinIO(release, filepath.Join(dir, "bin"))
 		require.NoError(t, err)
-		n := &minioNode{logs: &syncBuffer{}, done: make(chan struct{})}
+		n := &minioNode{logs: &testutil.LockedBuffer{}, done: make(chan struct{})}
 		args := append([]string{"server", "--address", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--certs-dir", filepath.Join(dir, "certs")}, endpoints...)
 		n.cmd = exec.Command(bin, args...)
 		n.cmd.Env = append(os.Environ(),

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/testutil"
 	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/test/cluster"
 )
@@ -66,7 +67,7 @@ type tenant struct {
 func keyPairSecret(t *testing.T, ns, name string, withCA bool) {
 	t.Helper()
 	now := time.Now()
-	certPEM, keyPEM, _ := selfSigned(t, nil, []string{name + "." + ns + ".svc"}, now.Add(-time.Hour), now.Add(time.Hour))
+	certPEM, keyPEM, _ := testutil.KeyPair(t, nil, []string{name + "." + ns + ".svc"}, now.Add(-time.Hour), now.Add(time.Hour))
 	data := map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}
 	if withCA {
 		data["ca.crt"] = certPEM
@@ -175,7 +176,7 @@ func newTenant(t *testing.T, extraEnv ...string) *tenant {
 	keyPairSecret(t, ns, "tenant-a-tls", true)
 	keyPairSecret(t, ns, "tenant-a-extra-tls", false)
 	keyPairSecret(t, ns, "tenant-a-client", false)
-	ca, _, _ := selfSigned(t, nil, []string{"kms-ca"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	ca, _, _ := testutil.KeyPair(t, nil, []string{"kms-ca"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	putNamedSecret(t, ns, "kms-ca", map[string][]byte{"ca.crt": ca})
 	statefulSet(t, ns, tn.store)
 	tn.op = startOperator(t, k8sEnv(opNS, extraEnv...))
@@ -287,7 +288,7 @@ func TestMissingSecretWritesNothingAndIsReported(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, s.ResourceVersion, now.ResourceVersion, "nothing written while a Secret is missing")
 
-	ca, _, _ := selfSigned(t, nil, []string{"missing-ca"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	ca, _, _ := testutil.KeyPair(t, nil, []string{"missing-ca"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	putNamedSecret(t, tn.ns, "missing-ca", map[string][]byte{"ca.crt": ca})
 	require.Eventually(t, func() bool { return condition(t, tn.ns, tn.store).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
 	fixed, err := generated(t, tn.ns, tn.store)
@@ -410,7 +411,7 @@ func TestRestartBeforeTheServingCertificateWritesNothing(t *testing.T) {
 	ensureCRD(t)
 	opNS, ns := operatorNamespace(t), operatorNamespace(t)
 	now := time.Now()
-	certPEM, keyPEM, _ := selfSigned(t, nil, serviceDNSNames(opNS), now.Add(-time.Hour), now.Add(time.Hour))
+	certPEM, keyPEM, _ := testutil.KeyPair(t, nil, serviceDNSNames(opNS), now.Add(-time.Hour), now.Add(time.Hour))
 	opCert := map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": certPEM}
 	putNamedSecret(t, opNS, customSecret, opCert)
 	keyPairSecret(t, ns, "tenant-a-tls", true)
@@ -465,7 +466,7 @@ func TestLongNamesAndOversizedSecretsAreReported(t *testing.T) {
 	assert.Equal(t, apiv1.ObjectStoreLabelValue(long), s.Labels[apiv1.ObjectStoreLabel])
 	require.Eventually(t, func() bool { return condition(t, ns, long).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
 
-	ca, _, _ := selfSigned(t, nil, []string{"big-ca"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	ca, _, _ := testutil.KeyPair(t, nil, []string{"big-ca"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	var bundle []byte
 	for len(bundle) < 768<<10 { // two Secrets of 0.75 MiB: each fits, together they do not
 		bundle = append(bundle, ca...)
@@ -554,7 +555,7 @@ func TestRestartInEveryCertificateModeWritesNothing(t *testing.T) {
 		{"autocert", func(_ *testing.T, opNS string) ([]string, []string, bool) { return k8sEnv(opNS), nil, true }},
 		{"custom Secret", func(t *testing.T, opNS string) ([]string, []string, bool) {
 			now := time.Now()
-			certPEM, keyPEM, _ := selfSigned(t, nil, serviceDNSNames(opNS), now.Add(-time.Hour), now.Add(time.Hour))
+			certPEM, keyPEM, _ := testutil.KeyPair(t, nil, serviceDNSNames(opNS), now.Add(-time.Hour), now.Add(time.Hour))
 			putNamedSecret(t, opNS, customSecret, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": certPEM})
 			return k8sEnv(opNS, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret), nil, true
 		}},

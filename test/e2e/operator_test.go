@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,12 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
 // operator is the operator binary running as its own process.
@@ -24,25 +24,8 @@ type operator struct {
 	cmd         *exec.Cmd
 	upgradeAddr string
 	metricsAddr string
-	logs        *syncBuffer
+	logs        *testutil.LockedBuffer
 	done        chan struct{}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startOperator runs the operator with env (KEY=VALUE) on free loopback
@@ -62,7 +45,7 @@ func launchOperator(t testing.TB, env []string, args ...string) *operator {
 	op := &operator{
 		upgradeAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		metricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		logs:        &syncBuffer{},
+		logs:        &testutil.LockedBuffer{},
 		done:        make(chan struct{}),
 	}
 	// A test that must know the upgrade port before the start (to put it
@@ -160,13 +143,8 @@ func (op *operator) port() string {
 
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
+	ports, err := testutil.FreePorts(n)
+	require.NoError(t, err)
 	return ports
 }
 

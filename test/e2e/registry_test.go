@@ -38,6 +38,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/object-store-operator/operator/binstore/binstoretest"
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
 // testRegistry is go-containerregistry's registry served over TLS behind
@@ -60,7 +61,7 @@ func startRegistry(t testing.TB) *testRegistry {
 	t.Helper()
 	r := &testRegistry{user: "puller", pass: "s3cret"}
 	now := time.Now()
-	certPEM, keyPEM, _ := selfSigned(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
+	certPEM, keyPEM, _ := testutil.KeyPair(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	require.NoError(t, err)
 	r.caPEM = certPEM

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
 // BenchmarkMountSecretScale: 10,000 ObjectStores across 1,000 namespaces,
@@ -48,7 +49,7 @@ func BenchmarkMountSecretScale(b *testing.B) {
 		}
 		now := time.Now()
 		caPEM := func() []byte {
-			c, _, _ := selfSigned(b, nil, []string{"shared-ca"}, now.Add(-time.Hour), now.Add(time.Hour))
+			c, _, _ := testutil.KeyPair(b, nil, []string{"shared-ca"}, now.Add(-time.Hour), now.Add(time.Hour))
 			return c
 		}
 		parallel(b, nss, func(ns string) error {
@@ -63,7 +64,7 @@ func BenchmarkMountSecretScale(b *testing.B) {
 			}
 			for i := range perNamespace {
 				name := fmt.Sprintf("store-%02d", i)
-				certPEM, keyPEM, _ := selfSigned(b, nil, []string{name + "." + ns + ".svc"}, now.Add(-time.Hour), now.Add(time.Hour))
+				certPEM, keyPEM, _ := testutil.KeyPair(b, nil, []string{name + "." + ns + ".svc"}, now.Add(-time.Hour), now.Add(time.Hour))
 				if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-tls"},
 					Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}}, metav1.CreateOptions{}); err != nil {
 					return err

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/testutil"
 	"github.com/object-store-operator/operator/upgradeserver"
 )
 
@@ -102,7 +103,7 @@ func TestHangingRegistryDoesNotHoldOtherTenants(t *testing.T) {
 	e := newBinEnv(t, "OPERATOR_PULL_TIMEOUT=4s")
 	hang := make(chan struct{})
 	now := time.Now()
-	certPEM, keyPEM, _ := selfSigned(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
+	certPEM, keyPEM, _ := testutil.KeyPair(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
 	hanging := httpsServer(t, certPEM, keyPEM, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-hang:
@@ -130,7 +131,7 @@ func TestNoPlainHTTPFallbackForPrivateRegistries(t *testing.T) {
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	var plain atomic.Int64
 	now := time.Now()
-	certPEM, keyPEM, _ := selfSigned(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour)) // trusted by no one
+	certPEM, keyPEM, _ := testutil.KeyPair(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour)) // trusted by no one
 	host := dualServer(t, certPEM, keyPEM, inner, &plain)
 	ref, err := name.ParseReference(host+"/minio/aistor:"+release, name.Insecure)
 	require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binstore/binstoretest"
+	"github.com/object-store-operator/operator/internal/testutil"
 	"github.com/object-store-operator/operator/test/cluster"
 )
 
@@ -60,7 +61,7 @@ func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 	// Pods reach the upgrade server at 127.0.0.1 here, so its certificate
 	// carries that address.
 	now := time.Now()
-	opCert, opKey, _ := selfSigned(t, nil, append(serviceDNSNames(e.opNS), "127.0.0.1"), now.Add(-time.Hour), now.Add(24*time.Hour))
+	opCert, opKey, _ := testutil.KeyPair(t, nil, append(serviceDNSNames(e.opNS), "127.0.0.1"), now.Add(-time.Hour), now.Add(24*time.Hour))
 	putNamedSecret(t, e.opNS, customSecret, map[string][]byte{"tls.crt": opCert, "tls.key": opKey, "ca.crt": opCert})
 	upgradePort := freePorts(t, 1)[0]
 	env := []string{
@@ -86,7 +87,7 @@ func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 
 	// The tenant: a server certificate for 127.0.0.1, credentials in the
 	// format MinIO's operator writes, a StatefulSet.
-	srvCert, srvKey, _ := selfSigned(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(24*time.Hour))
+	srvCert, srvKey, _ := testutil.KeyPair(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(24*time.Hour))
 	putNamedSecret(t, e.tenantNS, "tenant-tls", map[string][]byte{"tls.crt": srvCert, "tls.key": srvKey, "ca.crt": srvCert})
 	m := &minioCluster{user: "tenant-admin", pass: "tenant-secret-123"}
 	putNamedSecret(t, e.tenantNS, "tenant-env", map[string][]byte{apiv1.ConfigEnvKey: []byte(
@@ -313,7 +314,7 @@ func TestSignatureMinIODoesNotTrustFallsBack(t *testing.T) {
 // why and what to do.
 func TestTenantThatDoesNotTrustTheOperatorGetsNoCall(t *testing.T) {
 	now := time.Now()
-	wrongCA, _, _ := selfSigned(t, nil, []string{"some-other-ca"}, now.Add(-time.Hour), now.Add(time.Hour))
+	wrongCA, _, _ := testutil.KeyPair(t, nil, []string{"some-other-ca"}, now.Add(-time.Hour), now.Add(time.Hour))
 	e := newUpdateEnv(t, updateOpts{servingCA: wrongCA})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	e.setImage(t, e.newImage)
