@@ -77,8 +77,14 @@ func TestKeychainFromPullSecrets(t *testing.T) {
 	k, err := newKeychain([]*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "t"}, Type: corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"https://registry.example:5000/v1/":{"auth":"` + auth + `"}}}`)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "t"},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "t"}, Type: corev1.SecretTypeDockercfg,
 			Data: map[string][]byte{corev1.DockerConfigKey: []byte(`{"quay.io":{"username":"robot","password":"token"}}`)}},
+		// kubelet's rules: a wildcard host, and a path scope more specific
+		// than a host-wide entry.
+		{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "t"}, Type: corev1.SecretTypeDockerConfigJson,
+			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{
+				"*.corp.example":{"username":"wild","password":"card"},
+				"registry.corp.example/team-a":{"username":"team-a","password":"a"}}}`)}},
 	})
 	require.NoError(t, err)
 	for _, tt := range []struct {
@@ -88,6 +94,9 @@ func TestKeychainFromPullSecrets(t *testing.T) {
 		{"registry.example:5000/minio/aistor:x", "user", "pa:ss"},
 		{"quay.io/minio/minio:x", "robot", "token"},
 		{"docker.io/library/busybox", "", ""},
+		{"mirror.corp.example/minio/aistor:x", "wild", "card"},
+		{"registry.corp.example/team-a/minio:x", "team-a", "a"},
+		{"registry.corp.example/team-b/minio:x", "wild", "card"},
 	} {
 		ref, err := name.ParseReference(tt.image)
 		require.NoError(t, err)
@@ -99,7 +108,7 @@ func TestKeychainFromPullSecrets(t *testing.T) {
 		assert.Equal(t, tt.pass, cfg.Password, tt.image)
 	}
 	_, err = newKeychain([]*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "t"}, Data: map[string][]byte{"x": nil}}})
-	assert.ErrorContains(t, err, "pull Secret t/c has neither")
+	assert.ErrorContains(t, err, "pull Secret t/c is neither of type kubernetes.io/dockerconfigjson")
 	var _ authn.Keychain = k
 }
 
