@@ -358,7 +358,10 @@ func (c *Controller) sync(_ context.Context, key string) error {
 		}
 		return c.refused(ctx, u, err)
 	}
-	restart := a.hash[:16] + "-" + string(generated.UID)[:8]
+	// The UID tells a recreated Secret from the old one: pods restart to
+	// mount the new object even when its content is the same.
+	uid := string(generated.UID)
+	restart := a.hash[:16] + "-" + uid[:min(8, len(uid))]
 	restarted, err := c.rollStatefulSets(ctx, store, restart)
 	if err != nil {
 		return c.refused(ctx, u, err)

@@ -1,0 +1,192 @@
+package mountsecret
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+// fixture is kubernetes/sample-controller's: fake clients preloaded with
+// the objects, the informers' indexers filled by hand (never started),
+// one sync called directly, and the API actions it took checked.
+type fixture struct {
+	t       *testing.T
+	kube    *fake.Clientset
+	dynamic *dynamicfake.FakeDynamicClient
+	meta    cache.SharedIndexInformer // Secrets, metadata only
+	stores  cache.SharedIndexInformer
+	sets    cache.SharedIndexInformer
+	c       *Controller
+}
+
+// catchUp does what the informers would after the sync's writes: the
+// generated Secret's metadata and the ObjectStore's new status reach the
+// caches.
+func (f *fixture) catchUp() {
+	f.t.Helper()
+	secrets, err := f.kube.CoreV1().Secrets("t").List(context.Background(), metav1.ListOptions{})
+	require.NoError(f.t, err)
+	for i := range secrets.Items {
+		require.NoError(f.t, f.meta.GetIndexer().Update(&metav1.PartialObjectMetadata{ObjectMeta: secrets.Items[i].ObjectMeta}))
+	}
+	u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
+	require.NoError(f.t, err)
+	require.NoError(f.t, f.stores.GetIndexer().Update(u))
+	sets, err := f.kube.AppsV1().StatefulSets("t").List(context.Background(), metav1.ListOptions{})
+	require.NoError(f.t, err)
+	for i := range sets.Items {
+		require.NoError(f.t, f.sets.GetIndexer().Update(&sets.Items[i]))
+	}
+	f.kube.ClearActions()
+	f.dynamic.ClearActions()
+}
+
+type staticCA []byte
+
+func (s staticCA) CABundle() []byte         { return s }
+func (s staticCA) Changed() <-chan struct{} { return nil }
+func (s staticCA) Loaded() bool             { return true }
+
+func newFixture(t *testing.T, store *unstructured.Unstructured, secrets []*corev1.Secret, sets []*appsv1.StatefulSet) *fixture {
+	t.Helper()
+	var objs []runtime.Object
+	for _, s := range secrets {
+		objs = append(objs, s)
+	}
+	for _, s := range sets {
+		objs = append(objs, s)
+	}
+	f := &fixture{t: t, kube: fake.NewClientset(objs...)}
+	f.meta = cache.NewSharedIndexInformer(&cache.ListWatch{}, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
+	f.stores = cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	scheme := runtime.NewScheme()
+	f.dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
+		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, store)
+
+	stores, meta := f.stores, f.meta
+	factory := informers.NewSharedInformerFactory(f.kube, 0)
+	f.sets = factory.Apps().V1().StatefulSets().Informer()
+	var err error
+	f.c, err = New(Config{
+		Kube: f.kube, Dynamic: f.dynamic, Secrets: meta, StatefulSets: factory.Apps().V1().StatefulSets(),
+		ObjectStores: stores, OperatorCA: staticCA("operator-ca"), Recorder: record.NewFakeRecorder(10), Log: zerolog.Nop(),
+	})
+	require.NoError(t, err)
+	require.NoError(t, stores.GetIndexer().Add(store))
+	for _, s := range secrets {
+		require.NoError(t, meta.GetIndexer().Add(&metav1.PartialObjectMetadata{ObjectMeta: s.ObjectMeta}))
+	}
+	for _, s := range sets {
+		require.NoError(t, factory.Apps().V1().StatefulSets().Informer().GetIndexer().Add(s))
+	}
+	return f
+}
+
+// lead makes the controller act as the leader for the rest of the test.
+func (f *fixture) lead() {
+	ctx, cancel := context.WithCancel(context.Background())
+	f.t.Cleanup(cancel)
+	go f.c.term.Lead(ctx, nil)
+	require.Eventually(f.t, func() bool { return f.c.term.Context() != nil }, time.Second, time.Millisecond)
+}
+
+// actions lists the API calls made since the last call, as "verb resource".
+func (f *fixture) actions() []string {
+	var out []string
+	for _, list := range [][]k8stesting.Action{f.kube.Actions(), f.dynamic.Actions()} {
+		for _, a := range list {
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+subresource(a))
+		}
+	}
+	f.kube.ClearActions()
+	f.dynamic.ClearActions()
+	return out
+}
+
+func subresource(a k8stesting.Action) string {
+	if s := a.GetSubresource(); s != "" {
+		return "/" + s
+	}
+	return ""
+}
+
+func objectStore(refs ...string) *unstructured.Unstructured {
+	var server []any
+	for _, r := range refs {
+		server = append(server, map[string]any{"name": r})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
+		"metadata": map[string]any{"name": "s", "namespace": "t", "uid": "uid-of-s"},
+		"spec":     map[string]any{"certificates": map[string]any{"server": server}},
+	}}
+}
+
+func tenantStatefulSet() *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "s-pool-0", Namespace: "t",
+		Labels: map[string]string{v1.ObjectStoreLabel: "s"}}}
+}
+
+func TestSyncCreatesTheSecretRollsThePodsAndSaysSo(t *testing.T) {
+	cert, key := pair(t, "s.t.svc")
+	tls := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s-tls", Namespace: "t", ResourceVersion: "1"},
+		Data: map[string][]byte{"tls.crt": cert, "tls.key": key}}
+	f := newFixture(t, objectStore("s-tls"), []*corev1.Secret{tls}, []*appsv1.StatefulSet{tenantStatefulSet()})
+	f.lead()
+
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Equal(t, []string{
+		"get secrets",                // the referenced Secret's data, once
+		"create secrets",             // s-generated
+		"patch statefulsets",         // the restart annotation
+		"update objectstores/status", // CertificatesReady=True
+	}, f.actions())
+	gen, err := f.kube.CoreV1().Secrets("t").Get(context.Background(), "s-generated", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, cert, gen.Data[KeyPublicCert])
+	assert.Equal(t, []byte("operator-ca"), gen.Data[KeyOperatorCA])
+	assert.Equal(t, "uid-of-s", string(metav1.GetControllerOf(gen).UID))
+
+	// Level-based: the same world again (a resync, a restart) is no news.
+	f.catchUp()
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Empty(t, f.actions(), "nothing changed: no read, no write")
+}
+
+func TestSyncWhileFollowingDoesNothing(t *testing.T) {
+	f := newFixture(t, objectStore("s-tls"), nil, nil)
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Empty(t, f.actions(), "only the leader reads and writes")
+}
+
+func TestSyncOfAMissingSecretWritesOnlyTheCondition(t *testing.T) {
+	f := newFixture(t, objectStore("absent"), nil, []*appsv1.StatefulSet{tenantStatefulSet()})
+	f.lead()
+	require.NoError(t, f.c.sync(context.Background(), "t/s"), "nothing to retry: the Secret's creation syncs again")
+	assert.Equal(t, []string{"update objectstores/status"}, f.actions(),
+		"no GET for a Secret the informer does not know, no generated Secret, no roll")
+	u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
+	require.NoError(t, err)
+	store, err := v1.FromUnstructured(u)
+	require.NoError(t, err)
+	require.Len(t, store.Status.Conditions, 1)
+	assert.Equal(t, "SecretNotFound", store.Status.Conditions[0].Reason)
+}
