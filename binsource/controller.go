@@ -24,6 +24,7 @@ import (
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/status"
 )
 
 // ControllerConfig configures the controller.
@@ -60,6 +61,7 @@ type Controller struct {
 	synced cache.InformerSynced
 	queue  workqueue.TypedRateLimitingInterface[string]
 	term   controller.Term
+	status *status.Writer
 
 	mu       sync.Mutex
 	outcomes map[string]outcome // ObjectStore key -> what its last sync found
@@ -92,6 +94,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "binsource"}),
 		outcomes: map[string]outcome{},
+		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
 	}
 	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
@@ -277,9 +280,12 @@ func (c *Controller) report(u *unstructured.Unstructured) error {
 	if !ok {
 		return nil
 	}
-	_, err := v1.SetCondition(ctx, c.cfg.Dynamic, c.cfg.Recorder, u, o.condition)
+	_, err := c.status.SetCondition(ctx, u, o.condition)
 	return err
 }
+
+// FieldManager owns the BinaryAvailable condition.
+const FieldManager = "object-store-operator-binsource"
 
 // Resolution is what the binary source found for an ObjectStore's image.
 type Resolution struct {

@@ -39,6 +39,7 @@ import (
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/status"
 )
 
 // Annotations the controller writes.
@@ -123,7 +124,11 @@ type Controller struct {
 	// caLoaded is closed once the operator CA is known (at once without
 	// one): the first rebuild waits for it.
 	caLoaded chan struct{}
+	status   *status.Writer
 }
+
+// FieldManager owns the CertificatesReady condition.
+const FieldManager = "object-store-operator-mountsecret"
 
 // New wires the controller's event handlers; call Run to work.
 func New(cfg Config) (*Controller, error) {
@@ -145,6 +150,7 @@ func New(cfg Config) (*Controller, error) {
 		writes:   cfg.Metrics.writes,
 		rebuild:  cfg.Metrics.rebuild,
 		caLoaded: make(chan struct{}),
+		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
 	}
 	if cfg.OperatorCA == nil {
 		close(c.caLoaded)
@@ -473,7 +479,7 @@ func (c *Controller) refused(ctx context.Context, u *unstructured.Unstructured, 
 }
 
 func (c *Controller) setCondition(ctx context.Context, u *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) error {
-	wrote, err := v1.SetCondition(ctx, c.cfg.Dynamic, c.cfg.Recorder, u, metav1.Condition{
+	wrote, err := c.status.SetCondition(ctx, u, metav1.Condition{
 		Type: v1.ConditionCertificatesReady, Status: status, Reason: reason, Message: message,
 	})
 	if wrote {

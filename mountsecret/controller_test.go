@@ -2,6 +2,7 @@ package mountsecret
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -80,6 +82,7 @@ func newFixture(t *testing.T, store *unstructured.Unstructured, secrets []*corev
 	scheme := runtime.NewScheme()
 	f.dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, store)
+	f.dynamic.PrependReactor("patch", "objectstores", f.applyConditions)
 
 	stores, meta := f.stores, f.meta
 	factory := informers.NewSharedInformerFactory(f.kube, 0)
@@ -98,6 +101,42 @@ func newFixture(t *testing.T, store *unstructured.Unstructured, secrets []*corev
 		require.NoError(t, factory.Apps().V1().StatefulSets().Informer().GetIndexer().Add(s))
 	}
 	return f
+}
+
+// applyConditions does what the apiserver's server-side apply does with
+// the conditions of a status apply (a list keyed by type): it merges them
+// into the stored object. The fake dynamic client cannot apply.
+func (f *fixture) applyConditions(a k8stesting.Action) (bool, runtime.Object, error) {
+	p := a.(k8stesting.PatchAction)
+	if p.GetPatchType() != types.ApplyPatchType || p.GetSubresource() != "status" {
+		return false, nil, nil
+	}
+	var applied unstructured.Unstructured
+	if err := json.Unmarshal(p.GetPatch(), &applied.Object); err != nil {
+		return true, nil, err
+	}
+	obj, err := f.dynamic.Tracker().Get(v1.Resource, p.GetNamespace(), p.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	u := obj.(*unstructured.Unstructured).DeepCopy()
+	have, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	want, _, _ := unstructured.NestedSlice(applied.Object, "status", "conditions")
+	for _, w := range want {
+		replaced := false
+		for i, h := range have {
+			if h.(map[string]any)["type"] == w.(map[string]any)["type"] {
+				have[i], replaced = w, true
+			}
+		}
+		if !replaced {
+			have = append(have, w)
+		}
+	}
+	if err := unstructured.SetNestedSlice(u.Object, have, "status", "conditions"); err != nil {
+		return true, nil, err
+	}
+	return true, u, f.dynamic.Tracker().Update(v1.Resource, u, p.GetNamespace())
 }
 
 // lead makes the controller act as the leader for the rest of the test.
@@ -154,10 +193,10 @@ func TestSyncCreatesTheSecretRollsThePodsAndSaysSo(t *testing.T) {
 
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
 	assert.Equal(t, []string{
-		"get secrets",                // the referenced Secret's data, once
-		"create secrets",             // s-generated
-		"patch statefulsets",         // the restart annotation
-		"update objectstores/status", // CertificatesReady=True
+		"get secrets",               // the referenced Secret's data, once
+		"create secrets",            // s-generated
+		"patch statefulsets",        // the restart annotation
+		"patch objectstores/status", // CertificatesReady=True, applied
 	}, f.actions())
 	gen, err := f.kube.CoreV1().Secrets("t").Get(context.Background(), "s-generated", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -181,7 +220,7 @@ func TestSyncOfAMissingSecretWritesOnlyTheCondition(t *testing.T) {
 	f := newFixture(t, objectStore("absent"), nil, []*appsv1.StatefulSet{tenantStatefulSet()})
 	f.lead()
 	require.NoError(t, f.c.sync(context.Background(), "t/s"), "nothing to retry: the Secret's creation syncs again")
-	assert.Equal(t, []string{"update objectstores/status"}, f.actions(),
+	assert.Equal(t, []string{"patch objectstores/status"}, f.actions(),
 		"no GET for a Secret the informer does not know, no generated Secret, no roll")
 	u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
 	require.NoError(t, err)

@@ -1,0 +1,95 @@
+// Package status writes the conditions of ObjectStores. Each controller
+// applies its own condition by server-side apply under its own field
+// manager: conditions are a list keyed by type, so the apiserver merges
+// them and no controller can drop or overwrite another's, whatever version
+// of the object it read (there is no read-modify-write of the list).
+package status
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+// Writer applies one controller's condition.
+type Writer struct {
+	Client dynamic.Interface
+	// Manager is the field manager: one per controller.
+	Manager string
+	// Recorder may be nil: no Events.
+	Recorder record.EventRecorder
+	// Clock stamps transitions; nil is the real clock.
+	Clock clock.PassiveClock
+}
+
+// SetCondition applies want to u's status when its status, reason,
+// message or observed generation differ from what u carries, keeping the
+// transition time while the status stays, and then records an Event on u
+// (Warning unless the condition is True). It reports whether it wrote.
+func (w *Writer) SetCondition(ctx context.Context, u *unstructured.Unstructured, want metav1.Condition) (bool, error) {
+	want.ObservedGeneration = u.GetGeneration()
+	have, found := Condition(u, want.Type)
+	if found && have.Status == want.Status && have.Reason == want.Reason && have.Message == want.Message &&
+		have.ObservedGeneration == want.ObservedGeneration {
+		return false, nil
+	}
+	if found && have.Status == want.Status {
+		want.LastTransitionTime = have.LastTransitionTime
+	} else {
+		now := clock.PassiveClock(clock.RealClock{})
+		if w.Clock != nil {
+			now = w.Clock
+		}
+		want.LastTransitionTime = metav1.NewTime(now.Now())
+	}
+	cond, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&want)
+	if err != nil {
+		return false, fmt.Errorf("encode condition %s: %w", want.Type, err)
+	}
+	apply := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
+		"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()},
+		"status":   map[string]any{"conditions": []any{cond}},
+	}}
+	if _, err := w.Client.Resource(v1.Resource).Namespace(u.GetNamespace()).ApplyStatus(ctx, u.GetName(), apply,
+		metav1.ApplyOptions{FieldManager: w.Manager, Force: true}); err != nil {
+		return false, fmt.Errorf("apply condition %s of ObjectStore %s/%s: %w", want.Type, u.GetNamespace(), u.GetName(), err)
+	}
+	if w.Recorder != nil && (!found || have.Status != want.Status || have.Reason != want.Reason || have.Message != want.Message) {
+		eventType := corev1.EventTypeNormal
+		if want.Status != metav1.ConditionTrue {
+			eventType = corev1.EventTypeWarning
+		}
+		w.Recorder.Event(u, eventType, want.Reason, want.Message)
+	}
+	return true, nil
+}
+
+// Condition returns u's condition of type t. It reads that one entry, so
+// a malformed entry elsewhere in the status does not hide it.
+func Condition(u *unstructured.Unstructured, t string) (metav1.Condition, bool) {
+	// No copy: the object is the informer's, and only read here.
+	field, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "conditions")
+	list, _ := field.([]any)
+	for _, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok || m["type"] != t {
+			continue
+		}
+		var c metav1.Condition
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c); err != nil {
+			return metav1.Condition{}, false
+		}
+		return c, true
+	}
+	return metav1.Condition{}, false
+}

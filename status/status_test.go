@@ -1,0 +1,86 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func store(conditions ...any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
+		"metadata": map[string]any{"name": "s", "namespace": "t", "generation": int64(2)},
+		"status":   map[string]any{"conditions": conditions},
+	}}
+}
+
+// writer returns a Writer whose applies are captured, not sent.
+func writer(t *testing.T) (*Writer, *[]map[string]any, *record.FakeRecorder) {
+	client := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	var applied []map[string]any
+	client.PrependReactor("patch", "objectstores", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchAction)
+		require.Equal(t, types.ApplyPatchType, p.GetPatchType())
+		require.Equal(t, "status", p.GetSubresource())
+		var obj map[string]any
+		require.NoError(t, json.Unmarshal(p.GetPatch(), &obj))
+		applied = append(applied, obj)
+		return true, &unstructured.Unstructured{Object: obj}, nil
+	})
+	rec := record.NewFakeRecorder(10)
+	return &Writer{Client: client, Manager: "m", Recorder: rec, Clock: clocktesting.NewFakePassiveClock(time.Unix(2000, 0))}, &applied, rec
+}
+
+func TestSetConditionAppliesOnlyItsOwnConditionWhenItChanges(t *testing.T) {
+	w, applied, rec := writer(t)
+	other := map[string]any{"type": "BinaryAvailable", "status": "True", "reason": "Available", "message": "m",
+		"lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": int64(2)}
+	mine := map[string]any{"type": "CertificatesReady", "status": "True", "reason": "Old", "message": "old",
+		"lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": int64(2)}
+	u := store(other, mine)
+
+	wrote, err := w.SetCondition(context.Background(), u, metav1.Condition{Type: "CertificatesReady", Status: metav1.ConditionTrue, Reason: "Old", Message: "old"})
+	require.NoError(t, err)
+	assert.False(t, wrote, "same condition: nothing written")
+	assert.Empty(t, *applied)
+
+	wrote, err = w.SetCondition(context.Background(), u, metav1.Condition{Type: "CertificatesReady", Status: metav1.ConditionTrue, Reason: "New", Message: "new"})
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	require.Len(t, *applied, 1)
+	conds, _, _ := unstructured.NestedSlice((*applied)[0], "status", "conditions")
+	require.Len(t, conds, 1, "only this writer's condition is applied; the other controller's is the apiserver's to keep")
+	c := conds[0].(map[string]any)
+	assert.Equal(t, "New", c["reason"])
+	assert.Equal(t, "2026-01-01T00:00:00Z", c["lastTransitionTime"], "the status stayed True: the transition time stays")
+	assert.EqualValues(t, 2, c["observedGeneration"])
+	assert.Equal(t, "Normal New new", <-rec.Events)
+
+	_, err = w.SetCondition(context.Background(), u, metav1.Condition{Type: "CertificatesReady", Status: metav1.ConditionFalse, Reason: "Broken", Message: "why"})
+	require.NoError(t, err)
+	conds, _, _ = unstructured.NestedSlice((*applied)[1], "status", "conditions")
+	assert.Equal(t, time.Unix(2000, 0).UTC().Format(time.RFC3339), conds[0].(map[string]any)["lastTransitionTime"], "a new status is a transition")
+	assert.Equal(t, "Warning Broken why", <-rec.Events)
+}
+
+func TestConditionIgnoresAMalformedSibling(t *testing.T) {
+	u := store("not a map", map[string]any{"type": "Other", "status": int64(42)},
+		map[string]any{"type": "CertificatesReady", "status": "False", "reason": "R", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+	c, ok := Condition(u, "CertificatesReady")
+	require.True(t, ok)
+	assert.Equal(t, "R", c.Reason)
+	_, ok = Condition(u, "Missing")
+	assert.False(t, ok)
+}
