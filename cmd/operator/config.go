@@ -27,13 +27,14 @@ import (
 // update client trusts when MINIO_UPDATE_MINISIGN_PUBKEY is unset.
 const minioReleaseKey = "RWTx5Zr1tiHQLwG9keckT0c45M3AGeHD6IvimQHpyRywVWGbP1aVSGav"
 
-// setting is one configuration value: a flag, the environment variable
-// behind its default, and the built-in default. Flags win over env vars,
-// env vars over defaults. docs/configuration.md lists every one of them
-// (a test keeps it honest).
+// setting is one configuration value, declared once: its flag, the
+// environment variable behind the flag's default, the built-in default,
+// the help line, and how a value is parsed into config. Flags win over
+// env vars, env vars over defaults. docs/configuration.md and the chart's
+// values comments list every one (a test keeps them honest).
 type setting struct {
 	flag, env, def, help string
-	value                *string
+	parse                func(string) error
 }
 
 type config struct {
@@ -81,215 +82,227 @@ type config struct {
 	maxConns        int
 }
 
-type rawConfig struct {
-	upgradeAddress, updateDir, metricsAddress string
-	tlsCertFile, tlsKeyFile                   string
-	autoCertDisabled, customSecret            string
-	shutdownGrace, logLevel                   string
-
-	kubeconfig, namespace, serviceName, clusterDomain string
-	signerName, approve, csrTimeout                   string
-	expiration, renewBefore                           string
-	autocertSecret, servingCASecret                   string
-	leaderElection                                    string
-	leaseDuration, renewDeadline, retryPeriod         string
-	resync                                            string
-	qps, burst                                        string
-	mirrorURL, storeKeep, pullConcurrency             string
-	maxBinarySize, platforms                          string
-	minisignKeys, signingKey, insecureRegs            string
-	pullTimeout, pullMaxBytes                         string
-	updateURL, updateTimeout, maxDownloads, maxConns  string
-}
-
-func (r *rawConfig) settings() []setting {
+func (c *config) settings() []setting {
 	return []setting{
-		{"upgrade-address", "OPERATOR_UPGRADE_ADDRESS", ":4221", "address of the TLS upgrade server", &r.upgradeAddress},
-		{"update-dir", "OPERATOR_UPDATE_DIR", "/var/lib/object-store-operator/updates", "directory of MinIO binaries to serve", &r.updateDir},
-		{"metrics-address", "OPERATOR_METRICS_ADDRESS", ":8080", "plain-HTTP address for /healthz, /readyz and /metrics", &r.metricsAddress},
-		{"tls-cert-file", "OPERATOR_TLS_CERT_FILE", "", "serve the certificate (chain) in this PEM file; reloaded when it changes", &r.tlsCertFile},
-		{"tls-key-file", "OPERATOR_TLS_KEY_FILE", "", "private key for --tls-cert-file", &r.tlsKeyFile},
-		{"auto-cert-disabled", "OPERATOR_AUTO_CERT_DISABLED", "off", "on: do not request a certificate from the Kubernetes CSR API", &r.autoCertDisabled},
-		{"custom-tls-secret-name", "OPERATOR_CUSTOM_TLS_SECRET_NAME", "", "Secret in the operator namespace with the serving certificate (when autocert is disabled)", &r.customSecret},
-		{"max-downloads", "OPERATOR_MAX_DOWNLOADS", "64", "binary downloads served at once; more are answered 503 with Retry-After (each holds a 256 KiB buffer)", &r.maxDownloads},
-		{"max-connections", "OPERATOR_MAX_CONNECTIONS", "4096", "connections to the upgrade server open at once; more are closed on accept (about 64 KiB each)", &r.maxConns},
-		{"shutdown-grace", "OPERATOR_SHUTDOWN_GRACE", "30s", "how long running downloads may finish after a shutdown signal", &r.shutdownGrace},
-		{"log-level", "OPERATOR_LOG_LEVEL", "info", "log level: debug, info, warn or error", &r.logLevel},
-		{"kubeconfig", "KUBECONFIG", "", "kubeconfig file; empty means the in-cluster service account", &r.kubeconfig},
-		{"namespace", "OPERATOR_NAMESPACE", serviceAccountNamespace(), "the operator's namespace (downward API); default: the service account's", &r.namespace},
-		{"service-name", "OPERATOR_SERVICE_NAME", "object-store-operator", "name of the Service in front of the upgrade server", &r.serviceName},
-		{"cluster-domain", "CLUSTER_DOMAIN", "cluster.local", "cluster DNS domain, for the certificate's SANs", &r.clusterDomain},
-		{"csr-signer-name", "OPERATOR_CSR_SIGNER_NAME", "", "signer for the autocert CSR; empty: kubernetes.io/kubelet-serving, or beta.eks.amazonaws.com/app-serving on EKS", &r.signerName},
-		{"autocert-approve", "OPERATOR_AUTOCERT_APPROVE", "on", "on: the operator approves its own CSR; off: an admin or policy engine approves", &r.approve},
-		{"autocert-timeout", "OPERATOR_AUTOCERT_TIMEOUT", "5m", "how long one CSR may wait for approval and signing before it is retried", &r.csrTimeout},
-		{"autocert-expiration", "OPERATOR_AUTOCERT_EXPIRATION", "8760h", "requested certificate lifetime (spec.expirationSeconds, at least 10m; the signer may shorten it)", &r.expiration},
-		{"autocert-renew-before", "OPERATOR_AUTOCERT_RENEW_BEFORE", "", "renew this long before expiry; empty: a third of the certificate's lifetime", &r.renewBefore},
-		{"autocert-secret-name", "OPERATOR_AUTOCERT_SECRET_NAME", "object-store-operator-tls", "Secret in the operator namespace where autocert stores tls.crt, tls.key and ca.crt", &r.autocertSecret},
-		{"serving-ca-secret", "OPERATOR_SERVING_CA_SECRET", "", "Secret in the operator namespace whose ca.crt is the CA pods must trust for the upgrade server (overrides what the operator works out)", &r.servingCASecret},
-		{"leader-election", "OPERATOR_LEADER_ELECTION", "on", "on: replicas elect a leader (Lease object-store-operator) that files CSRs and writes Secrets", &r.leaderElection},
-		{"lease-duration", "OPERATOR_LEASE_DURATION", "15s", "leader election: how long a lease is valid", &r.leaseDuration},
-		{"lease-renew-deadline", "OPERATOR_LEASE_RENEW_DEADLINE", "10s", "leader election: how long the leader tries to renew before giving up", &r.renewDeadline},
-		{"lease-retry-period", "OPERATOR_LEASE_RETRY_PERIOD", "2s", "leader election: how often candidates retry", &r.retryPeriod},
-		{"resync-period", "OPERATOR_RESYNC_PERIOD", "10m", "how often every watched object is re-checked even without events", &r.resync},
-		{"kube-api-qps", "OPERATOR_KUBE_API_QPS", "300", "sustained requests per second to the Kubernetes API (a shared CA rotates into every generated Secret at about this rate)", &r.qps},
-		{"kube-api-burst", "OPERATOR_KUBE_API_BURST", "600", "burst of requests to the Kubernetes API", &r.burst},
-		{"release-mirror-url", "OPERATOR_RELEASE_MIRROR_URL", "", "mirror of MinIO release directories (<url>/<os>-<arch>/minio.<RELEASE>) for releases no image provides", &r.mirrorURL},
-		{"store-keep", "OPERATOR_STORE_KEEP", "3", "unreferenced releases are removed once this many newer ones exist", &r.storeKeep},
-		{"pull-concurrency", "OPERATOR_PULL_CONCURRENCY", "2", "image pulls and mirror downloads running at once", &r.pullConcurrency},
-		{"max-binary-size", "OPERATOR_MAX_BINARY_SIZE", "1Gi", "largest binary accepted from an image or mirror (Kubernetes quantity)", &r.maxBinarySize},
-		{"platforms", "OPERATOR_PLATFORMS", "linux/amd64,linux/arm64", "platforms fetched into <os>-<arch>/ directories", &r.platforms},
-		{"minisign-pubkeys", "OPERATOR_MINISIGN_PUBKEYS", minioReleaseKey, "comma-separated minisign public keys a binary's .minisig must verify against (default: MinIO's release key)", &r.minisignKeys},
-		{"signing-key-secret", "OPERATOR_SIGNING_KEY_SECRET", "", "Secret in the operator namespace with a platform minisign secret key (minisign.key, optional password) that signs binaries from verified images that ship none", &r.signingKey},
-		{"insecure-registries", "OPERATOR_INSECURE_REGISTRIES", "", "comma-separated registry hosts (host[:port]) reached over plain HTTP; every other registry over HTTPS only", &r.insecureRegs},
-		{"pull-timeout", "OPERATOR_PULL_TIMEOUT", "10m", "deadline of one image pull or mirror download", &r.pullTimeout},
-		{"pull-max-bytes", "OPERATOR_PULL_MAX_BYTES", "4Gi", "most bytes one pull reads from a registry, compressed and uncompressed alike (Kubernetes quantity)", &r.pullMaxBytes},
-		{"update-url", "OPERATOR_UPDATE_URL", "", "base URL (up to /webhook/v1/update) MinIO pods fetch in-place updates from; empty: https://<service>.<namespace>.svc.<cluster-domain>:<upgrade port>/webhook/v1/update", &r.updateURL},
-		{"update-timeout", "OPERATOR_UPDATE_TIMEOUT", "10m", "how long an in-place update may take, from the call until every node runs the release, before the operator rolls the StatefulSets instead", &r.updateTimeout},
+		{"upgrade-address", "OPERATOR_UPGRADE_ADDRESS", ":4221", "address of the TLS upgrade server", text(&c.upgradeAddress)},
+		{"update-dir", "OPERATOR_UPDATE_DIR", "/var/lib/object-store-operator/updates", "directory of MinIO binaries to serve", nonEmpty(&c.updateDir)},
+		{"metrics-address", "OPERATOR_METRICS_ADDRESS", ":8080", "plain-HTTP address for /healthz, /readyz and /metrics", text(&c.metricsAddress)},
+		{"tls-cert-file", "OPERATOR_TLS_CERT_FILE", "", "serve the certificate (chain) in this PEM file; reloaded when it changes", text(&c.tlsCertFile)},
+		{"tls-key-file", "OPERATOR_TLS_KEY_FILE", "", "private key for --tls-cert-file", text(&c.tlsKeyFile)},
+		{"auto-cert-disabled", "OPERATOR_AUTO_CERT_DISABLED", "off", "on: do not request a certificate from the Kubernetes CSR API", onOff(&c.autoCertOff)},
+		{"custom-tls-secret-name", "OPERATOR_CUSTOM_TLS_SECRET_NAME", "", "Secret in the operator namespace with the serving certificate (when autocert is disabled)", text(&c.customSecret)},
+		{"max-downloads", "OPERATOR_MAX_DOWNLOADS", "64", "binary downloads served at once; more are answered 503 with Retry-After (each holds a 256 KiB buffer)", atLeast(&c.maxDownloads, 1)},
+		{"max-connections", "OPERATOR_MAX_CONNECTIONS", "4096", "connections to the upgrade server open at once; more are closed on accept (about 64 KiB each)", atLeast(&c.maxConns, 1)},
+		{"shutdown-grace", "OPERATOR_SHUTDOWN_GRACE", "30s", "how long running downloads may finish after a shutdown signal", duration(&c.shutdownGrace, 0)},
+		{"log-level", "OPERATOR_LOG_LEVEL", "info", "log level: debug, info, warn or error", logLevel(&c.logLevel)},
+		{"kubeconfig", "KUBECONFIG", "", "kubeconfig file; empty means the in-cluster service account", text(&c.kubeconfig)},
+		{"namespace", "OPERATOR_NAMESPACE", serviceAccountNamespace(), "the operator's namespace (downward API); default: the service account's", text(&c.namespace)},
+		{"service-name", "OPERATOR_SERVICE_NAME", "object-store-operator", "name of the Service in front of the upgrade server", text(&c.serviceName)},
+		{"cluster-domain", "CLUSTER_DOMAIN", "cluster.local", "cluster DNS domain, for the certificate's SANs", text(&c.clusterDomain)},
+		{"csr-signer-name", "OPERATOR_CSR_SIGNER_NAME", "", "signer for the autocert CSR; empty: kubernetes.io/kubelet-serving, or beta.eks.amazonaws.com/app-serving on EKS", text(&c.signerName)},
+		{"autocert-approve", "OPERATOR_AUTOCERT_APPROVE", "on", "on: the operator approves its own CSR; off: an admin or policy engine approves", onOff(&c.approve)},
+		{"autocert-timeout", "OPERATOR_AUTOCERT_TIMEOUT", "5m", "how long one CSR may wait for approval and signing before it is retried", duration(&c.csrTimeout, time.Second)},
+		{"autocert-expiration", "OPERATOR_AUTOCERT_EXPIRATION", "8760h", "requested certificate lifetime (spec.expirationSeconds, at least 10m; the signer may shorten it)", duration(&c.expiration, 10*time.Minute)},
+		{"autocert-renew-before", "OPERATOR_AUTOCERT_RENEW_BEFORE", "", "renew this long before expiry; empty: a third of the certificate's lifetime", optional(duration(&c.renewBefore, time.Second))},
+		{"autocert-secret-name", "OPERATOR_AUTOCERT_SECRET_NAME", "object-store-operator-tls", "Secret in the operator namespace where autocert stores tls.crt, tls.key and ca.crt", text(&c.autocertSecret)},
+		{"serving-ca-secret", "OPERATOR_SERVING_CA_SECRET", "", "Secret in the operator namespace whose ca.crt is the CA pods must trust for the upgrade server (overrides what the operator works out)", text(&c.servingCASecret)},
+		{"leader-election", "OPERATOR_LEADER_ELECTION", "on", "on: replicas elect a leader (Lease object-store-operator) that files CSRs and writes Secrets", onOff(&c.leaderElection)},
+		{"lease-duration", "OPERATOR_LEASE_DURATION", "15s", "leader election: how long a lease is valid", duration(&c.leaseDuration, time.Second)},
+		{"lease-renew-deadline", "OPERATOR_LEASE_RENEW_DEADLINE", "10s", "leader election: how long the leader tries to renew before giving up", duration(&c.renewDeadline, time.Second)},
+		{"lease-retry-period", "OPERATOR_LEASE_RETRY_PERIOD", "2s", "leader election: how often candidates retry", duration(&c.retryPeriod, 100*time.Millisecond)},
+		{"resync-period", "OPERATOR_RESYNC_PERIOD", "10m", "how often every watched object is re-checked even without events", duration(&c.resync, time.Second)},
+		{"kube-api-qps", "OPERATOR_KUBE_API_QPS", "300", "sustained requests per second to the Kubernetes API (a shared CA rotates into every generated Secret at about this rate)", positive(&c.qps)},
+		{"kube-api-burst", "OPERATOR_KUBE_API_BURST", "600", "burst of requests to the Kubernetes API", atLeast(&c.burst, 1)},
+		{"release-mirror-url", "OPERATOR_RELEASE_MIRROR_URL", "", "mirror of MinIO release directories (<url>/<os>-<arch>/minio.<RELEASE>) for releases no image provides", optional(httpURL(&c.mirrorURL, ""))},
+		{"store-keep", "OPERATOR_STORE_KEEP", "3", "unreferenced releases are removed once this many newer ones exist", atLeast(&c.storeKeep, 0)},
+		{"pull-concurrency", "OPERATOR_PULL_CONCURRENCY", "2", "image pulls and mirror downloads running at once", atLeast(&c.pullConcurrency, 1)},
+		{"max-binary-size", "OPERATOR_MAX_BINARY_SIZE", "1Gi", "largest binary accepted from an image or mirror (Kubernetes quantity)", size(&c.maxBinarySize)},
+		{"platforms", "OPERATOR_PLATFORMS", "linux/amd64,linux/arm64", "platforms fetched into <os>-<arch>/ directories", func(v string) (err error) {
+			c.platforms, err = binsource.ParsePlatforms(v)
+			return err
+		}},
+		{"minisign-pubkeys", "OPERATOR_MINISIGN_PUBKEYS", minioReleaseKey, "comma-separated minisign public keys a binary's .minisig must verify against (default: MinIO's release key)", func(v string) (err error) {
+			c.minisignKeys, err = binstore.ParsePublicKeys(v)
+			return err
+		}},
+		{"signing-key-secret", "OPERATOR_SIGNING_KEY_SECRET", "", "Secret in the operator namespace with a platform minisign secret key (minisign.key, optional password) that signs binaries from verified images that ship none", text(&c.signingKey)},
+		{"insecure-registries", "OPERATOR_INSECURE_REGISTRIES", "", "comma-separated registry hosts (host[:port]) reached over plain HTTP; every other registry over HTTPS only", list(&c.insecureRegs)},
+		{"pull-timeout", "OPERATOR_PULL_TIMEOUT", "10m", "deadline of one image pull or mirror download", duration(&c.pullTimeout, time.Second)},
+		{"pull-max-bytes", "OPERATOR_PULL_MAX_BYTES", "4Gi", "most bytes one pull reads from a registry, compressed and uncompressed alike (Kubernetes quantity)", size(&c.pullMaxBytes)},
+		{"update-url", "OPERATOR_UPDATE_URL", "", "base URL (up to /webhook/v1/update) MinIO pods fetch in-place updates from; empty: https://<service>.<namespace>.svc.<cluster-domain>:<upgrade port>/webhook/v1/update", optional(httpURL(&c.updateURL, upgradeserver.UpdatePath))},
+		{"update-timeout", "OPERATOR_UPDATE_TIMEOUT", "10m", "how long an in-place update may take, from the call until every node runs the release, before the operator rolls the StatefulSets instead", duration(&c.updateTimeout, time.Second)},
 	}
 }
 
 // loadConfig reads flags from args, with defaults from the environment.
-func loadConfig(args []string, out io.Writer) (config, error) {
-	var raw rawConfig
+// Errors name what the user set (the flag, or the environment variable);
+// unknown are the OPERATOR_* variables no setting reads: a typo, or a
+// setting of another version.
+func loadConfig(args []string, out io.Writer) (c config, unknown []string, err error) {
+	settings := c.settings()
 	fs := flag.NewFlagSet("object-store-operator", flag.ContinueOnError)
 	fs.SetOutput(out)
-	for _, s := range raw.settings() {
-		fs.StringVar(s.value, s.flag, env.Get(s.env, s.def), fmt.Sprintf("%s (env %s)", s.help, s.env))
+	values := make([]*string, len(settings))
+	known := map[string]bool{}
+	for i, s := range settings {
+		values[i] = fs.String(s.flag, env.Get(s.env, s.def), fmt.Sprintf("%s (env %s)", s.help, s.env))
+		known[s.env] = true
 	}
 	if err := fs.Parse(args); err != nil {
-		return config{}, err
+		return config{}, nil, err
 	}
 	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return config{}, nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	return raw.resolve()
-}
-
-func (r *rawConfig) resolve() (config, error) {
-	c := config{
-		upgradeAddress: r.upgradeAddress,
-		updateDir:      r.updateDir,
-		metricsAddress: r.metricsAddress,
-		tlsCertFile:    r.tlsCertFile,
-		tlsKeyFile:     r.tlsKeyFile,
-		customSecret:   r.customSecret,
-
-		kubeconfig:      r.kubeconfig,
-		namespace:       r.namespace,
-		serviceName:     r.serviceName,
-		clusterDomain:   r.clusterDomain,
-		signerName:      r.signerName,
-		autocertSecret:  r.autocertSecret,
-		servingCASecret: r.servingCASecret,
+	flagSet := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { flagSet[f.Name] = true })
+	// what names a setting as the user gave it.
+	what := func(s setting) string {
+		if flagSet[s.flag] {
+			return "--" + s.flag
+		}
+		return s.env
 	}
+	byFlag := map[string]setting{}
 	var errs []error
-	var err error
-	if c.autoCertOff, err = parseOnOff(r.autoCertDisabled); err != nil {
-		errs = append(errs, fmt.Errorf("OPERATOR_AUTO_CERT_DISABLED: %w", err))
-	}
-	if c.shutdownGrace, err = time.ParseDuration(r.shutdownGrace); err != nil || c.shutdownGrace < 0 {
-		errs = append(errs, fmt.Errorf("OPERATOR_SHUTDOWN_GRACE: %q is not a non-negative duration such as 30s", r.shutdownGrace))
-	}
-	if c.logLevel, err = zerolog.ParseLevel(strings.ToLower(r.logLevel)); err != nil || r.logLevel == "" {
-		errs = append(errs, fmt.Errorf("OPERATOR_LOG_LEVEL: %q is not one of debug, info, warn, error", r.logLevel))
-	}
-	if c.approve, err = parseOnOff(r.approve); err != nil {
-		errs = append(errs, fmt.Errorf("OPERATOR_AUTOCERT_APPROVE: %w", err))
-	}
-	if c.leaderElection, err = parseOnOff(r.leaderElection); err != nil {
-		errs = append(errs, fmt.Errorf("OPERATOR_LEADER_ELECTION: %w", err))
-	}
-	for _, d := range []struct {
-		name string
-		raw  string
-		dst  *time.Duration
-		min  time.Duration
-	}{
-		{"OPERATOR_AUTOCERT_TIMEOUT", r.csrTimeout, &c.csrTimeout, time.Second},
-		{"OPERATOR_AUTOCERT_EXPIRATION", r.expiration, &c.expiration, 10 * time.Minute},
-		{"OPERATOR_LEASE_DURATION", r.leaseDuration, &c.leaseDuration, time.Second},
-		{"OPERATOR_LEASE_RENEW_DEADLINE", r.renewDeadline, &c.renewDeadline, time.Second},
-		{"OPERATOR_LEASE_RETRY_PERIOD", r.retryPeriod, &c.retryPeriod, 100 * time.Millisecond},
-		{"OPERATOR_RESYNC_PERIOD", r.resync, &c.resync, time.Second},
-		{"OPERATOR_PULL_TIMEOUT", r.pullTimeout, &c.pullTimeout, time.Second},
-		{"OPERATOR_UPDATE_TIMEOUT", r.updateTimeout, &c.updateTimeout, time.Second},
-	} {
-		v, err := time.ParseDuration(d.raw)
-		if err != nil || v < d.min {
-			errs = append(errs, fmt.Errorf("%s: %q is not a duration of at least %s", d.name, d.raw, d.min))
-		}
-		*d.dst = v
-	}
-	if q, err := strconv.ParseFloat(r.qps, 32); err != nil || q <= 0 {
-		errs = append(errs, fmt.Errorf("OPERATOR_KUBE_API_QPS: %q is not a positive number", r.qps))
-	} else {
-		c.qps = float32(q)
-	}
-	if c.burst, err = strconv.Atoi(r.burst); err != nil || c.burst < 1 {
-		errs = append(errs, fmt.Errorf("OPERATOR_KUBE_API_BURST: %q is not a positive integer", r.burst))
-	}
-	c.mirrorURL = r.mirrorURL
-	if r.mirrorURL != "" {
-		if u, err := url.Parse(r.mirrorURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("OPERATOR_RELEASE_MIRROR_URL: %q is not an http(s) URL", r.mirrorURL))
+	for i, s := range settings {
+		byFlag[s.flag] = s
+		if err := s.parse(*values[i]); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q %w", what(s), *values[i], err))
 		}
 	}
-	if c.storeKeep, err = strconv.Atoi(r.storeKeep); err != nil || c.storeKeep < 0 {
-		errs = append(errs, fmt.Errorf("OPERATOR_STORE_KEEP: %q is not a non-negative integer", r.storeKeep))
-	}
-	if c.maxDownloads, err = strconv.Atoi(r.maxDownloads); err != nil || c.maxDownloads < 1 {
-		errs = append(errs, fmt.Errorf("OPERATOR_MAX_DOWNLOADS: %q is not a positive integer", r.maxDownloads))
-	}
-	if c.maxConns, err = strconv.Atoi(r.maxConns); err != nil || c.maxConns < 1 {
-		errs = append(errs, fmt.Errorf("OPERATOR_MAX_CONNECTIONS: %q is not a positive integer", r.maxConns))
-	}
-	if c.pullConcurrency, err = strconv.Atoi(r.pullConcurrency); err != nil || c.pullConcurrency < 1 {
-		errs = append(errs, fmt.Errorf("OPERATOR_PULL_CONCURRENCY: %q is not a positive integer", r.pullConcurrency))
-	}
-	if q, err := resource.ParseQuantity(r.maxBinarySize); err != nil || q.Value() <= 0 {
-		errs = append(errs, fmt.Errorf("OPERATOR_MAX_BINARY_SIZE: %q is not a size such as 1Gi", r.maxBinarySize))
-	} else {
-		c.maxBinarySize = q.Value()
-	}
-	if q, err := resource.ParseQuantity(r.pullMaxBytes); err != nil || q.Value() <= 0 {
-		errs = append(errs, fmt.Errorf("OPERATOR_PULL_MAX_BYTES: %q is not a size such as 4Gi", r.pullMaxBytes))
-	} else {
-		c.pullMaxBytes = q.Value()
-	}
-	if c.minisignKeys, err = binstore.ParsePublicKeys(r.minisignKeys); err != nil {
-		errs = append(errs, fmt.Errorf("OPERATOR_MINISIGN_PUBKEYS: %w", err))
-	}
-	c.signingKey = r.signingKey
-	c.updateURL = strings.TrimSuffix(r.updateURL, "/")
-	if r.updateURL != "" {
-		if u, err := url.Parse(r.updateURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
-			!strings.HasSuffix(c.updateURL, "/webhook/v1/update") {
-			errs = append(errs, fmt.Errorf("OPERATOR_UPDATE_URL: %q is not an http(s) URL ending in /webhook/v1/update", r.updateURL))
-		}
-	}
-	for _, host := range strings.Split(r.insecureRegs, ",") {
-		if host = strings.TrimSpace(host); host != "" {
-			c.insecureRegs = append(c.insecureRegs, host)
-		}
-	}
-	if c.platforms, err = binsource.ParsePlatforms(r.platforms); err != nil {
-		errs = append(errs, fmt.Errorf("OPERATOR_PLATFORMS: %w", err))
-	}
-	if r.renewBefore != "" {
-		if c.renewBefore, err = time.ParseDuration(r.renewBefore); err != nil || c.renewBefore <= 0 || c.renewBefore >= c.expiration {
-			errs = append(errs, fmt.Errorf("OPERATOR_AUTOCERT_RENEW_BEFORE: %q must be a positive duration shorter than OPERATOR_AUTOCERT_EXPIRATION", r.renewBefore))
-		}
+	if c.renewBefore >= c.expiration {
+		errs = append(errs, fmt.Errorf("%s must be shorter than %s", what(byFlag["autocert-renew-before"]), what(byFlag["autocert-expiration"])))
 	}
 	if c.renewDeadline >= c.leaseDuration {
-		errs = append(errs, errors.New("OPERATOR_LEASE_RENEW_DEADLINE must be shorter than OPERATOR_LEASE_DURATION"))
+		errs = append(errs, fmt.Errorf("%s must be shorter than %s", what(byFlag["lease-renew-deadline"]), what(byFlag["lease-duration"])))
 	}
 	if (c.tlsCertFile == "") != (c.tlsKeyFile == "") {
-		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file go together: set both or neither"))
+		errs = append(errs, fmt.Errorf("%s and %s go together: set both or neither", what(byFlag["tls-cert-file"]), what(byFlag["tls-key-file"])))
 	}
-	if c.updateDir == "" {
-		errs = append(errs, errors.New("OPERATOR_UPDATE_DIR must not be empty"))
+	for _, name := range env.List("OPERATOR_") {
+		if !known[name] {
+			unknown = append(unknown, name)
+		}
 	}
-	return c, errors.Join(errs...)
+	slices.Sort(unknown)
+	return c, unknown, errors.Join(errs...)
+}
+
+// Parsers of setting values; an error completes "<what>: <value> ...".
+
+func text(dst *string) func(string) error {
+	return func(v string) error { *dst = v; return nil }
+}
+
+func nonEmpty(dst *string) func(string) error {
+	return func(v string) error {
+		if v == "" {
+			return errors.New("must not be empty")
+		}
+		*dst = v
+		return nil
+	}
+}
+
+// optional leaves the value at its zero when empty.
+func optional(parse func(string) error) func(string) error {
+	return func(v string) error {
+		if v == "" {
+			return nil
+		}
+		return parse(v)
+	}
+}
+
+func onOff(dst *bool) func(string) error {
+	return func(v string) (err error) {
+		*dst, err = parseOnOff(v)
+		return err
+	}
+}
+
+func duration(dst *time.Duration, least time.Duration) func(string) error {
+	return func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < least {
+			return fmt.Errorf("is not a duration of at least %s (such as 30s or 10m)", least)
+		}
+		*dst = d
+		return nil
+	}
+}
+
+func atLeast(dst *int, least int) func(string) error {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < least {
+			return fmt.Errorf("is not an integer of at least %d", least)
+		}
+		*dst = n
+		return nil
+	}
+}
+
+func positive(dst *float32) func(string) error {
+	return func(v string) error {
+		q, err := strconv.ParseFloat(v, 32)
+		if err != nil || q <= 0 {
+			return errors.New("is not a positive number")
+		}
+		*dst = float32(q)
+		return nil
+	}
+}
+
+func size(dst *int64) func(string) error {
+	return func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Value() <= 0 {
+			return errors.New("is not a size such as 1Gi")
+		}
+		*dst = q.Value()
+		return nil
+	}
+}
+
+func list(dst *[]string) func(string) error {
+	return func(v string) error {
+		for _, item := range strings.Split(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				*dst = append(*dst, item)
+			}
+		}
+		return nil
+	}
+}
+
+// httpURL accepts an http(s) URL with a host, ending in suffix when one
+// is given; a trailing slash is dropped.
+func httpURL(dst *string, suffix string) func(string) error {
+	return func(v string) error {
+		trimmed := strings.TrimSuffix(v, "/")
+		u, err := url.Parse(trimmed)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !strings.HasSuffix(trimmed, suffix) {
+			if suffix != "" {
+				return fmt.Errorf("is not an http(s) URL ending in %s", suffix)
+			}
+			return errors.New("is not an http(s) URL")
+		}
+		*dst = trimmed
+		return nil
+	}
+}
+
+func logLevel(dst *zerolog.Level) func(string) error {
+	return func(v string) error {
+		l, err := zerolog.ParseLevel(strings.ToLower(v))
+		if err != nil || v == "" {
+			return errors.New("is not one of debug, info, warn, error")
+		}
+		*dst = l
+		return nil
+	}
 }
 
 // parseOnOff accepts the spellings AIStor's env vars use.
@@ -300,7 +313,7 @@ func parseOnOff(v string) (bool, error) {
 	case "off", "false", "no", "0", "disable", "disabled", "":
 		return false, nil
 	}
-	return false, fmt.Errorf("%q is neither on nor off", v)
+	return false, errors.New("is neither on nor off")
 }
 
 // serviceAccountNamespace is the namespace Kubernetes mounts into every pod.

@@ -15,7 +15,7 @@ import (
 func TestConfigPrecedenceIsFlagThenEnvThenDefault(t *testing.T) {
 	t.Setenv("OPERATOR_UPDATE_DIR", "/from/env")
 	t.Setenv("OPERATOR_SHUTDOWN_GRACE", "5s")
-	cfg, err := loadConfig([]string{"--update-dir", "/from/flag"}, io.Discard)
+	cfg, _, err := loadConfig([]string{"--update-dir", "/from/flag"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "/from/flag", cfg.updateDir)
 	assert.Equal(t, 5*time.Second, cfg.shutdownGrace)
@@ -39,7 +39,11 @@ func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
 		{"expiration below the signer's minimum", map[string]string{"OPERATOR_AUTOCERT_EXPIRATION": "5m"}, nil, "OPERATOR_AUTOCERT_EXPIRATION"},
 		{"renew before longer than the lifetime", map[string]string{"OPERATOR_AUTOCERT_EXPIRATION": "1h", "OPERATOR_AUTOCERT_RENEW_BEFORE": "2h"}, nil, "OPERATOR_AUTOCERT_RENEW_BEFORE"},
-		{"renew deadline not shorter than the lease", map[string]string{"OPERATOR_LEASE_RENEW_DEADLINE": "20s"}, nil, "OPERATOR_LEASE_RENEW_DEADLINE must be shorter"},
+		{"renew deadline not shorter than the lease", map[string]string{"OPERATOR_LEASE_RENEW_DEADLINE": "20s"}, nil, "OPERATOR_LEASE_RENEW_DEADLINE must be shorter than OPERATOR_LEASE_DURATION"},
+		{"a flag is named as a flag", nil, []string{"--shutdown-grace", "soon"}, `--shutdown-grace: "soon" is not a duration`},
+		{"so is a pair", map[string]string{"OPERATOR_LEASE_DURATION": "5s"}, []string{"--lease-renew-deadline", "6s"}, "--lease-renew-deadline must be shorter than OPERATOR_LEASE_DURATION"},
+		{"empty update dir", nil, []string{"--update-dir", ""}, `--update-dir: "" must not be empty`},
+		{"burst", map[string]string{"OPERATOR_KUBE_API_BURST": "0"}, nil, `OPERATOR_KUBE_API_BURST: "0" is not an integer of at least 1`},
 		{"approve flag", map[string]string{"OPERATOR_AUTOCERT_APPROVE": "sometimes"}, nil, "OPERATOR_AUTOCERT_APPROVE"},
 		{"update URL without the path", map[string]string{"OPERATOR_UPDATE_URL": "https://operator.example.com:4221"}, nil, "OPERATOR_UPDATE_URL"},
 		{"update URL not http", map[string]string{"OPERATOR_UPDATE_URL": "ftp://x/webhook/v1/update"}, nil, "OPERATOR_UPDATE_URL"},
@@ -50,7 +54,7 @@ func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			_, err := loadConfig(tt.args, io.Discard)
+			_, _, err := loadConfig(tt.args, io.Discard)
 			assert.ErrorContains(t, err, tt.wantErr)
 		})
 	}
@@ -59,7 +63,7 @@ func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
 func TestAutoCertDisabledAcceptsAIStorSpellings(t *testing.T) {
 	for _, v := range []string{"on", "ON", "true", "1", "yes"} {
 		t.Setenv("OPERATOR_AUTO_CERT_DISABLED", v)
-		cfg, err := loadConfig(nil, io.Discard)
+		cfg, _, err := loadConfig(nil, io.Discard)
 		require.NoError(t, err)
 		assert.True(t, cfg.autoCertOff, v)
 	}
@@ -72,8 +76,8 @@ func TestEverySettingIsDocumented(t *testing.T) {
 	require.NoError(t, err)
 	values, err := os.ReadFile("../../helm/object-store-operator/values.yaml")
 	require.NoError(t, err)
-	var raw rawConfig
-	for _, s := range raw.settings() {
+	var c config
+	for _, s := range c.settings() {
 		assert.True(t, strings.Contains(string(doc), "`"+s.env+"`"), "%s missing from docs/configuration.md", s.env)
 		assert.True(t, strings.Contains(string(doc), "`--"+s.flag+"`"), "--%s missing from docs/configuration.md", s.flag)
 		assert.True(t, strings.Contains(string(values), "#   "+s.env+" "), "%s missing from the chart's values.yaml comments", s.env)
@@ -97,7 +101,7 @@ func TestModeFollowsSeedSettings(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			cfg, err := loadConfig(tt.args, io.Discard)
+			cfg, _, err := loadConfig(tt.args, io.Discard)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, cfg.mode())
 		})
@@ -106,7 +110,7 @@ func TestModeFollowsSeedSettings(t *testing.T) {
 
 func TestCertificateCoversEveryServiceName(t *testing.T) {
 	t.Setenv("OPERATOR_NAMESPACE", "ops")
-	cfg, err := loadConfig(nil, io.Discard)
+	cfg, _, err := loadConfig(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, []string{
 		"object-store-operator.ops.svc", "object-store-operator", "object-store-operator.ops",
@@ -116,26 +120,34 @@ func TestCertificateCoversEveryServiceName(t *testing.T) {
 
 func TestUpdateURLDefaultsToTheServiceAndItsHostIsCertified(t *testing.T) {
 	t.Setenv("OPERATOR_NAMESPACE", "ops")
-	cfg, err := loadConfig(nil, io.Discard)
+	cfg, _, err := loadConfig(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "https://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", cfg.podUpdateURL())
 	assert.Empty(t, cfg.ipAddresses())
 
 	t.Setenv("OPERATOR_UPDATE_URL", "https://minio-updates.example.com:8443/webhook/v1/update/")
-	cfg, err = loadConfig(nil, io.Discard)
+	cfg, _, err = loadConfig(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "https://minio-updates.example.com:8443/webhook/v1/update", cfg.podUpdateURL())
 	assert.Contains(t, cfg.dnsNames(), "minio-updates.example.com", "autocert asks for the name pods use")
 
 	t.Setenv("OPERATOR_UPDATE_URL", "https://10.1.2.3:4221/webhook/v1/update")
-	cfg, err = loadConfig(nil, io.Discard)
+	cfg, _, err = loadConfig(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "10.1.2.3", cfg.ipAddresses()[0].String())
 	assert.Len(t, cfg.dnsNames(), 4, "an address is an IP SAN, not a DNS name")
 
 	t.Setenv("OPERATOR_UPDATE_URL", "")
 	t.Setenv("OPERATOR_AUTO_CERT_DISABLED", "on")
-	cfg, err = loadConfig(nil, io.Discard)
+	cfg, _, err = loadConfig(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "http://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", cfg.podUpdateURL(), "plain-HTTP mode")
+}
+
+func TestUnknownOperatorVariablesAreNamed(t *testing.T) {
+	t.Setenv("OPERATOR_AUTO_CERT_DISABLE", "on") // a typo of OPERATOR_AUTO_CERT_DISABLED
+	t.Setenv("OPERATOR_NAMESPACE", "ops")
+	_, unknown, err := loadConfig(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"OPERATOR_AUTO_CERT_DISABLE"}, unknown)
 }

@@ -30,13 +30,17 @@ import (
 var version = "dev"
 
 func main() {
-	cfg, err := loadConfig(os.Args[1:], os.Stderr)
+	cfg, unknown, err := loadConfig(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
 	log := zerolog.New(os.Stderr).Level(cfg.logLevel).With().Timestamp().Logger()
 	if err != nil {
 		log.Fatal().Err(err).Msg("invalid configuration")
+	}
+	if len(unknown) > 0 {
+		log.Warn().Strs("variables", unknown).Str("reason", "unknown setting").
+			Msg("ignoring OPERATOR_* environment variables this version does not know: a typo, or a setting of another version (docs/configuration.md lists them)")
 	}
 	logging.RouteKlog(log)
 	setMemoryLimit(log)
