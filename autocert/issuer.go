@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -24,7 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	certutil "k8s.io/client-go/util/cert"
 	csrutil "k8s.io/client-go/util/certificate/csr"
+	"k8s.io/client-go/util/keyutil"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
@@ -228,12 +229,9 @@ func (i *Issuer) issue(ctx context.Context, existing *corev1.Secret) error {
 	if err != nil {
 		return fmt.Errorf("generate key: %w", err)
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		// What the kubelet-serving signer insists on.
-		Subject:     pkix.Name{CommonName: "system:node:" + i.cfg.DNSNames[0], Organization: []string{"system:nodes"}},
-		DNSNames:    i.cfg.DNSNames,
-		IPAddresses: i.cfg.IPAddresses,
-	}, key)
+	// The subject is what the kubelet-serving signer insists on.
+	request, err := certutil.MakeCSR(key, &pkix.Name{CommonName: "system:node:" + i.cfg.DNSNames[0], Organization: []string{"system:nodes"}},
+		i.cfg.DNSNames, i.cfg.IPAddresses)
 	if err != nil {
 		return fmt.Errorf("create certificate request: %w", err)
 	}
@@ -244,7 +242,7 @@ func (i *Issuer) issue(ctx context.Context, existing *corev1.Secret) error {
 			Labels:       map[string]string{ManagedByLabel: ManagedByValue, NamespaceLabel: i.cfg.Namespace},
 		},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request:           pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			Request:           request,
 			SignerName:        i.cfg.SignerName,
 			ExpirationSeconds: &seconds,
 			Usages: []certificatesv1.KeyUsage{
@@ -280,7 +278,7 @@ func (i *Issuer) issue(ctx context.Context, existing *corev1.Secret) error {
 	if err != nil {
 		return i.fail(csr.Name, err)
 	}
-	chain, err := parseChain(chainPEM)
+	chain, err := certutil.ParseCertsPEM(chainPEM)
 	if err == nil {
 		err = i.matches(chain[0], key)
 	}
@@ -290,12 +288,12 @@ func (i *Issuer) issue(ctx context.Context, existing *corev1.Secret) error {
 	}
 	i.cfg.Metrics.csrOutcomes.WithLabelValues("issued").Inc()
 
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
 	if err != nil {
 		return fmt.Errorf("marshal key: %w", err)
 	}
 	ca := i.caBundle(ctx, chain)
-	if err := i.store(ctx, existing, csr.Name, chainPEM, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), ca); err != nil {
+	if err := i.store(ctx, existing, csr.Name, chainPEM, keyPEM, ca); err != nil {
 		return err
 	}
 	log.Info().Str("serial", chain[0].SerialNumber.Text(16)).Time("notAfter", chain[0].NotAfter).
@@ -478,27 +476,4 @@ func (i *Issuer) store(ctx context.Context, existing *corev1.Secret, csrName str
 		return fmt.Errorf("store certificate in Secret %s/%s: %w", i.cfg.Namespace, i.cfg.SecretName, err)
 	}
 	return nil
-}
-
-func parseChain(data []byte) ([]*x509.Certificate, error) {
-	var chain []*x509.Certificate
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("parse issued certificate: %w", err)
-		}
-		chain = append(chain, c)
-	}
-	if len(chain) == 0 {
-		return nil, errors.New("no certificate in the CSR status")
-	}
-	return chain, nil
 }
