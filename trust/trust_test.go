@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -27,15 +26,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/object-store-operator/operator/internal/testutil"
-	"github.com/object-store-operator/operator/test/cluster"
 	"github.com/object-store-operator/operator/trust"
 )
-
-var testCluster *cluster.Cluster
-
-func TestMain(m *testing.M) { os.Exit(cluster.Main(m, &testCluster)) }
 
 type ca struct {
 	cert *x509.Certificate
@@ -85,7 +80,7 @@ func startPool(t *testing.T, cs kubernetes.Interface, ns string, logs *testutil.
 	t.Cleanup(cancel)
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	p, err := trust.New(trust.Config{
-		Namespace: ns, Secrets: factory.Core().V1().Secrets(), ClusterCA: testCluster.ClusterCA,
+		Namespace: ns, Secrets: factory.Core().V1().Secrets(), ClusterCA: newCA(t, "cluster CA").pem,
 		SystemRoots: x509.NewCertPool(), Log: zerolog.New(logs), Registerer: reg,
 	})
 	require.NoError(t, err)
@@ -94,18 +89,12 @@ func startPool(t *testing.T, cs kubernetes.Interface, ns string, logs *testutil.
 	return p
 }
 
-func namespace(t *testing.T, cs kubernetes.Interface) string {
-	t.Helper()
-	ns, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "trust-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
-	return ns.Name
-}
+// The pool only watches Secrets of its namespace: a fake clientset and a
+// real informer over it cover it, no control plane needed.
+const ns = "ops"
 
 func TestCASecretIsTrustedWhileItExists(t *testing.T) {
-	cs, err := testCluster.Clientset()
-	require.NoError(t, err)
-	ns := namespace(t, cs)
+	cs := fake.NewClientset()
 	registryCA := newCA(t, "private registry CA")
 	srv := serverSignedBy(t, registryCA)
 	logs := &testutil.LockedBuffer{}
@@ -123,7 +112,7 @@ func TestCASecretIsTrustedWhileItExists(t *testing.T) {
 	}
 	assert.False(t, reachable(), "not trusted before the Secret exists")
 
-	_, err = cs.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+	_, err := cs.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "aistor-ca-tls-registry"},
 		Data:       map[string][]byte{"ca.crt": registryCA.pem},
 	}, metav1.CreateOptions{})
@@ -144,9 +133,7 @@ func TestCASecretIsTrustedWhileItExists(t *testing.T) {
 }
 
 func TestGarbageInOneSecretDoesNotDisturbTheOthers(t *testing.T) {
-	cs, err := testCluster.Clientset()
-	require.NoError(t, err)
-	ns := namespace(t, cs)
+	cs := fake.NewClientset()
 	good := newCA(t, "good CA")
 	srv := serverSignedBy(t, good)
 	logs := &testutil.LockedBuffer{}
