@@ -2,7 +2,6 @@ package mountsecret
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -24,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
 // fixture is kubernetes/sample-controller's: fake clients preloaded with
@@ -82,7 +81,7 @@ func newFixture(t *testing.T, store *unstructured.Unstructured, secrets []*corev
 	scheme := runtime.NewScheme()
 	f.dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, store)
-	f.dynamic.PrependReactor("patch", "objectstores", f.applyConditions)
+	f.dynamic.PrependReactor("patch", "objectstores", testutil.ApplyStatusConditions(f.dynamic, v1.Resource))
 
 	stores, meta := f.stores, f.meta
 	factory := informers.NewSharedInformerFactory(f.kube, 0)
@@ -101,42 +100,6 @@ func newFixture(t *testing.T, store *unstructured.Unstructured, secrets []*corev
 		require.NoError(t, factory.Apps().V1().StatefulSets().Informer().GetIndexer().Add(s))
 	}
 	return f
-}
-
-// applyConditions does what the apiserver's server-side apply does with
-// the conditions of a status apply (a list keyed by type): it merges them
-// into the stored object. The fake dynamic client cannot apply.
-func (f *fixture) applyConditions(a k8stesting.Action) (bool, runtime.Object, error) {
-	p := a.(k8stesting.PatchAction)
-	if p.GetPatchType() != types.ApplyPatchType || p.GetSubresource() != "status" {
-		return false, nil, nil
-	}
-	var applied unstructured.Unstructured
-	if err := json.Unmarshal(p.GetPatch(), &applied.Object); err != nil {
-		return true, nil, err
-	}
-	obj, err := f.dynamic.Tracker().Get(v1.Resource, p.GetNamespace(), p.GetName())
-	if err != nil {
-		return true, nil, err
-	}
-	u := obj.(*unstructured.Unstructured).DeepCopy()
-	have, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	want, _, _ := unstructured.NestedSlice(applied.Object, "status", "conditions")
-	for _, w := range want {
-		replaced := false
-		for i, h := range have {
-			if h.(map[string]any)["type"] == w.(map[string]any)["type"] {
-				have[i], replaced = w, true
-			}
-		}
-		if !replaced {
-			have = append(have, w)
-		}
-	}
-	if err := unstructured.SetNestedSlice(u.Object, have, "status", "conditions"); err != nil {
-		return true, nil, err
-	}
-	return true, u, f.dynamic.Tracker().Update(v1.Resource, u, p.GetNamespace())
 }
 
 // lead makes the controller act as the leader for the rest of the test.

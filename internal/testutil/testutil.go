@@ -1,6 +1,7 @@
 // Package testutil holds what the tests of several packages need: a log
-// buffer safe for concurrent writers, certificate makers and free loopback
-// ports. Only tests import it.
+// buffer safe for concurrent writers, certificate makers, free loopback
+// ports, and server-side apply of conditions for fake dynamic clients.
+// Only tests import it.
 package testutil
 
 import (
@@ -11,6 +12,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -20,6 +22,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // LockedBuffer collects a log written from several goroutines.
@@ -98,4 +106,44 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// ApplyStatusConditions is a reactor for a fake dynamic client: it does
+// what the apiserver's server-side apply does with the conditions of a
+// status apply (a list keyed by type), merging them into the stored
+// object, which the fake client cannot do itself. Install it with
+// client.PrependReactor("patch", resource, ApplyStatusConditions(client, gvr)).
+func ApplyStatusConditions(client *dynamicfake.FakeDynamicClient, gvr schema.GroupVersionResource) k8stesting.ReactionFunc {
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchAction)
+		if p.GetPatchType() != types.ApplyPatchType || p.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		var applied unstructured.Unstructured
+		if err := json.Unmarshal(p.GetPatch(), &applied.Object); err != nil {
+			return true, nil, err
+		}
+		obj, err := client.Tracker().Get(gvr, p.GetNamespace(), p.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		u := obj.(*unstructured.Unstructured).DeepCopy()
+		have, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		want, _, _ := unstructured.NestedSlice(applied.Object, "status", "conditions")
+		for _, w := range want {
+			replaced := false
+			for i, h := range have {
+				if h.(map[string]any)["type"] == w.(map[string]any)["type"] {
+					have[i], replaced = w, true
+				}
+			}
+			if !replaced {
+				have = append(have, w)
+			}
+		}
+		if err := unstructured.SetNestedSlice(u.Object, have, "status", "conditions"); err != nil {
+			return true, nil, err
+		}
+		return true, u, client.Tracker().Update(gvr, u, p.GetNamespace())
+	}
 }

@@ -1,0 +1,140 @@
+package binsource
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/internal/testutil"
+)
+
+// controllerFixture is kubernetes/sample-controller's shape: fake clients
+// preloaded, the ObjectStore informer's indexer filled by hand, one sync
+// called directly and the API actions it took checked. The pull Secret
+// cases never reach a registry.
+type controllerFixture struct {
+	kube    *fake.Clientset
+	dynamic *dynamicfake.FakeDynamicClient
+	c       *Controller
+}
+
+func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs ...runtime.Object) *controllerFixture {
+	t.Helper()
+	bs, err := binstore.New(t.TempDir(), zerolog.Nop(), binstore.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { bs.Close() })
+	fetcher, err := NewFetcher(FetcherConfig{Store: bs, PullTimeout: time.Second})
+	require.NoError(t, err)
+	f := &controllerFixture{kube: fake.NewClientset(objs...)}
+	f.dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, store)
+	f.dynamic.PrependReactor("patch", "objectstores", testutil.ApplyStatusConditions(f.dynamic, v1.Resource))
+	stores := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	f.c, err = NewController(ControllerConfig{
+		Kube: f.kube, Dynamic: f.dynamic, ObjectStores: stores, Fetcher: fetcher, Recorder: record.NewFakeRecorder(10),
+		Remedy: func(r string) string { return "remedy for " + r }, Log: zerolog.Nop(),
+	})
+	require.NoError(t, err)
+	require.NoError(t, stores.GetIndexer().Add(store))
+	return f
+}
+
+func (f *controllerFixture) lead(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = f.c.Lead(ctx) }()
+	require.Eventually(t, func() bool { return f.c.term.Context() != nil }, time.Second, time.Millisecond)
+}
+
+func (f *controllerFixture) actions() []string {
+	var out []string
+	for _, a := range append(f.kube.Actions(), f.dynamic.Actions()...) {
+		verb := a.GetVerb() + " " + a.GetResource().Resource
+		if s := a.GetSubresource(); s != "" {
+			verb += "/" + s
+		}
+		out = append(out, verb)
+	}
+	return out
+}
+
+func objectStoreWithImage(image string, pullSecrets ...string) *unstructured.Unstructured {
+	spec := map[string]any{"image": image}
+	var refs []any
+	for _, s := range pullSecrets {
+		refs = append(refs, map[string]any{"name": s})
+	}
+	if refs != nil {
+		spec["imagePullSecrets"] = refs
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
+		"metadata": map[string]any{"name": "s", "namespace": "t"}, "spec": spec,
+	}}
+}
+
+func condition(t *testing.T, f *controllerFixture) metav1.Condition {
+	t.Helper()
+	u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
+	require.NoError(t, err)
+	store, err := v1.FromUnstructured(u)
+	require.NoError(t, err)
+	require.Len(t, store.Status.Conditions, 1)
+	return store.Status.Conditions[0]
+}
+
+func TestSyncWithAMissingPullSecretReportsItAndPullsNothing(t *testing.T) {
+	f := newControllerFixture(t, objectStoreWithImage("registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", "regcred"))
+	f.lead(t)
+	err := f.c.sync(context.Background(), "t/s")
+	require.Error(t, err, "retried with backoff: the Secret may be created any time")
+	assert.Equal(t, []string{"get secrets", "patch objectstores/status"}, f.actions())
+	c := condition(t, f)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Equal(t, "PullSecretUnusable", c.Reason)
+	assert.Contains(t, c.Message, "pull Secret regcred not found in namespace t. remedy for PullSecretUnusable")
+	r, ok := f.c.Resolution("t/s", "registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z")
+	require.True(t, ok, "resolved, unavailable")
+	assert.False(t, r.Available)
+}
+
+func TestSyncWithAPullSecretOfTheWrongTypeSaysSo(t *testing.T) {
+	wrong := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: "t"}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
+	f := newControllerFixture(t, objectStoreWithImage("registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", "regcred"), wrong)
+	f.lead(t)
+	require.Error(t, f.c.sync(context.Background(), "t/s"))
+	c := condition(t, f)
+	assert.Equal(t, "PullSecretUnusable", c.Reason)
+	assert.Contains(t, c.Message, "pull Secret t/regcred is neither of type kubernetes.io/dockerconfigjson")
+}
+
+func TestSyncWhileFollowingResolvesButWritesNothing(t *testing.T) {
+	f := newControllerFixture(t, objectStoreWithImage("registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", "regcred"))
+	require.Error(t, f.c.sync(context.Background(), "t/s"))
+	assert.Equal(t, []string{"get secrets"}, f.actions(), "every replica resolves; only the leader writes the condition")
+	_, ok := f.c.Resolution("t/s", "registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z")
+	assert.True(t, ok, "what it found is kept for when it leads")
+}
+
+func TestSyncOfAnObjectStoreWithoutImageDoesNothing(t *testing.T) {
+	f := newControllerFixture(t, objectStoreWithImage(""))
+	f.lead(t)
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Empty(t, f.actions())
+}
