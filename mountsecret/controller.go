@@ -165,7 +165,10 @@ func New(cfg Config) (*Controller, error) {
 		{cfg.ObjectStores, cache.ResourceEventHandlerFuncs{
 			AddFunc: c.enqueueStore,
 			UpdateFunc: func(old, obj any) {
-				c.forgetUnreferenced(old)
+				// References are in the spec: status writes change none.
+				if controller.SpecChangedOrResync(old, obj) {
+					c.forgetUnreferenced(old)
+				}
 				c.enqueueStore(obj)
 			},
 			DeleteFunc: func(obj any) {

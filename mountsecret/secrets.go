@@ -29,7 +29,16 @@ type secretReader struct {
 	reads singleflight.Group
 
 	mu   sync.Mutex
-	data map[string]cachedSecret // namespace/name
+	data map[viewKey]cachedSecret
+}
+
+// viewKey names one view of a Secret: with its data (a referenced
+// Secret), or its metadata and digest (a generated one). A generated
+// Secret can also be referenced as an input; each view is kept apart, so
+// neither answers for the other.
+type viewKey struct {
+	key  string // namespace/name
+	data bool
 }
 
 type cachedSecret struct {
@@ -38,12 +47,11 @@ type cachedSecret struct {
 	// metadata assemble needs), or the metadata of a generated Secret
 	// without its data: for those the controller compares digest only.
 	secret *corev1.Secret
-	digest string // contentHash of the data
-	data   bool   // secret.Data is kept
+	digest string // contentHash of the data, in the metadata view only
 }
 
 func newSecretReader(meta cache.Indexer, client kubernetes.Interface) *secretReader {
-	return &secretReader{meta: meta, client: client, data: map[string]cachedSecret{}}
+	return &secretReader{meta: meta, client: client, data: map[viewKey]cachedSecret{}}
 }
 
 // Get returns the Secret namespace/name with its data, as the informer
@@ -77,9 +85,9 @@ func (r *secretReader) lookup(ctx context.Context, namespace, name string, data 
 		return cachedSecret{}, fmt.Errorf("look up Secret %s: unexpected %T in the cache", key, obj)
 	}
 	r.mu.Lock()
-	c, ok := r.data[key]
+	c, ok := r.data[viewKey{key, data}]
 	r.mu.Unlock()
-	if ok && c.resourceVersion == m.GetResourceVersion() && (c.data || !data) {
+	if ok && c.resourceVersion == m.GetResourceVersion() {
 		return c, nil
 	}
 	// Keyed by the version wanted: a GET that started before this
@@ -104,19 +112,20 @@ func (r *secretReader) lookup(ctx context.Context, namespace, name string, data 
 // version newer than the informer's is fetched once more when the
 // informer catches up: harmless.
 func (r *secretReader) remember(s *corev1.Secret, data bool) cachedSecret {
-	c := cachedSecret{resourceVersion: s.ResourceVersion, digest: contentHash(s.Data), data: data}
+	c := cachedSecret{resourceVersion: s.ResourceVersion}
 	if data {
 		c.secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion},
 			Type:       s.Type, Data: s.Data,
 		}
 	} else {
+		c.digest = contentHash(s.Data)
 		slim := *s
 		slim.ManagedFields, slim.Data, slim.StringData = nil, nil, nil
 		c.secret = &slim
 	}
 	r.mu.Lock()
-	r.data[s.Namespace+"/"+s.Name] = c
+	r.data[viewKey{s.Namespace + "/" + s.Name, data}] = c
 	r.mu.Unlock()
 	return c
 }
@@ -125,11 +134,12 @@ func (r *secretReader) remember(s *corev1.Secret, data bool) cachedSecret {
 // or no ObjectStore references it any more.
 func (r *secretReader) forget(key string) {
 	r.mu.Lock()
-	delete(r.data, key)
+	delete(r.data, viewKey{key, true})
+	delete(r.data, viewKey{key, false})
 	r.mu.Unlock()
 }
 
-// kept is how many Secrets' data is held in memory.
+// kept is how many Secret views are held in memory.
 func (r *secretReader) kept() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -103,6 +103,15 @@ func TestSecretReaderDigestKeepsNoData(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, data, full.Data, "asked for data, the reader fetches it")
 	assert.Equal(t, 1, f.gets())
+
+	// A generated Secret that another ObjectStore references as an input:
+	// the data view never answers for the metadata view.
+	f.client.ClearActions()
+	again, digest, err := f.r.Digest(context.Background(), "t", "s-generated")
+	require.NoError(t, err)
+	assert.Equal(t, "h", again.Annotations[HashAnnotation])
+	assert.Equal(t, contentHash(data), digest)
+	assert.Zero(t, f.gets(), "both views are kept")
 }
 
 func TestSecretReaderSaysNotFoundFromTheInformer(t *testing.T) {

@@ -8,6 +8,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,7 @@ type Writer struct {
 // (Warning unless the condition is True). It reports whether it wrote.
 func (w *Writer) SetCondition(ctx context.Context, u *unstructured.Unstructured, want metav1.Condition) (bool, error) {
 	want.ObservedGeneration = u.GetGeneration()
+	want.Message = BoundMessage(want.Message)
 	have, found := Condition(u, want.Type)
 	if found && have.Status == want.Status && have.Reason == want.Reason && have.Message == want.Message &&
 		have.ObservedGeneration == want.ObservedGeneration {
@@ -51,18 +53,8 @@ func (w *Writer) SetCondition(ctx context.Context, u *unstructured.Unstructured,
 		}
 		want.LastTransitionTime = metav1.NewTime(now.Now())
 	}
-	cond, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&want)
-	if err != nil {
-		return false, fmt.Errorf("encode condition %s: %w", want.Type, err)
-	}
-	apply := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
-		"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()},
-		"status":   map[string]any{"conditions": []any{cond}},
-	}}
-	if _, err := w.Client.Resource(v1.Resource).Namespace(u.GetNamespace()).ApplyStatus(ctx, u.GetName(), apply,
-		metav1.ApplyOptions{FieldManager: w.Manager, Force: true}); err != nil {
-		return false, fmt.Errorf("apply condition %s of ObjectStore %s/%s: %w", want.Type, u.GetNamespace(), u.GetName(), err)
+	if err := Apply(ctx, w.Client, w.Manager, u, &v1.ObjectStoreStatus{Conditions: []metav1.Condition{want}}); err != nil {
+		return false, fmt.Errorf("condition %s: %w", want.Type, err)
 	}
 	if w.Recorder != nil && (!found || have.Status != want.Status || have.Reason != want.Reason || have.Message != want.Message) {
 		eventType := corev1.EventTypeNormal
@@ -72,6 +64,43 @@ func (w *Writer) SetCondition(ctx context.Context, u *unstructured.Unstructured,
 		w.Recorder.Event(u, eventType, want.Reason, want.Message)
 	}
 	return true, nil
+}
+
+// Apply applies st, the status fields manager owns, to u's status
+// subresource by server-side apply. What manager applied before and st
+// leaves out is removed; other managers' fields stay.
+func Apply(ctx context.Context, client dynamic.Interface, manager string, u *unstructured.Unstructured, st *v1.ObjectStoreStatus) error {
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st)
+	if err != nil {
+		return fmt.Errorf("encode status: %w", err)
+	}
+	apply := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
+		"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()},
+		"status":   raw,
+	}}
+	if _, err := client.Resource(v1.Resource).Namespace(u.GetNamespace()).ApplyStatus(ctx, u.GetName(), apply,
+		metav1.ApplyOptions{FieldManager: manager, Force: true}); err != nil {
+		return fmt.Errorf("apply status of ObjectStore %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return nil
+}
+
+// MaxMessage is the CRD's bound on a condition's message.
+const MaxMessage = 32768
+
+// BoundMessage cuts a message to what the CRD admits, on a character
+// boundary, and says so: messages quote what came from outside (a
+// registry's error, MinIO's answer), and an apply the apiserver refuses
+// would leave the condition stale. Bound before comparing with what the
+// object carries, so a long message is not written again on every sync.
+func BoundMessage(m string) string {
+	if len(m) <= MaxMessage {
+		return m
+	}
+	const cut = " [cut: too long]"
+	m = strings.ToValidUTF8(m[:MaxMessage-len(cut)], "")
+	return m + cut
 }
 
 // Condition returns u's condition of type t. It reads that one entry, so

@@ -3,8 +3,10 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -83,4 +85,25 @@ func TestConditionIgnoresAMalformedSibling(t *testing.T) {
 	assert.Equal(t, "R", c.Reason)
 	_, ok = Condition(u, "Missing")
 	assert.False(t, ok)
+}
+
+func TestAMessageFromOutsideIsBoundedBeforeItIsCompared(t *testing.T) {
+	w, applied, _ := writer(t)
+	long := strings.Repeat("é", MaxMessage) // twice the bound in bytes
+	u := store()
+	wrote, err := w.SetCondition(context.Background(), u, metav1.Condition{Type: "BinaryAvailable", Status: metav1.ConditionFalse, Reason: "PullFailed", Message: long})
+	require.NoError(t, err)
+	require.True(t, wrote)
+	conds, _, _ := unstructured.NestedSlice((*applied)[0], "status", "conditions")
+	msg := conds[0].(map[string]any)["message"].(string)
+	assert.LessOrEqual(t, len(msg), MaxMessage, "what the CRD admits")
+	assert.True(t, utf8.ValidString(msg))
+	assert.True(t, strings.HasSuffix(msg, "[cut: too long]"))
+
+	// The object now carries the bounded message: the same long message
+	// again is no change.
+	u = store(conds[0])
+	wrote, err = w.SetCondition(context.Background(), u, metav1.Condition{Type: "BinaryAvailable", Status: metav1.ConditionFalse, Reason: "PullFailed", Message: long})
+	require.NoError(t, err)
+	assert.False(t, wrote)
 }

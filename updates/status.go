@@ -2,18 +2,17 @@ package updates
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	objstatus "github.com/object-store-operator/operator/status"
 )
 
 // fieldManager owns, through server-side apply, exactly the status fields
@@ -46,6 +45,9 @@ func (s *status) setCondition(c metav1.Condition) {
 	if s.cond != nil && s.cond.Status == c.Status {
 		c.LastTransitionTime = s.cond.LastTransitionTime
 	}
+	// MinIO's own words go into the message: bounded here, before any
+	// comparison with what the ObjectStore carries.
+	c.Message = objstatus.BoundMessage(c.Message)
 	s.cond = &c
 }
 
@@ -84,18 +86,8 @@ func (w *statusWriter) write(ctx context.Context, u *unstructured.Unstructured, 
 	if want.cond != nil {
 		st.Conditions = []metav1.Condition{*want.cond}
 	}
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st)
-	if err != nil {
-		return fmt.Errorf("encode status: %w", err)
-	}
-	apply := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
-		"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()},
-		"status":   raw,
-	}}
-	if _, err := w.client.Resource(v1.Resource).Namespace(u.GetNamespace()).ApplyStatus(ctx, u.GetName(), apply,
-		metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
-		return fmt.Errorf("apply status of ObjectStore %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	if err := objstatus.Apply(ctx, w.client, fieldManager, u, st); err != nil {
+		return err
 	}
 	changed := want.cond != nil && (have.cond == nil || have.cond.Reason != want.cond.Reason || have.cond.Status != want.cond.Status)
 	if changed && w.recorder != nil {

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"math/big"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	objstatus "github.com/object-store-operator/operator/status"
 )
 
 func TestParseConfigEnvReadsMinIOOperatorsFormat(t *testing.T) {
@@ -215,6 +217,13 @@ func TestConditionKeepsItsTransitionTimeWhileItsStatusStays(t *testing.T) {
 	assert.True(t, a.equal(b))
 	b.update.Calls = 2
 	assert.False(t, a.equal(b), "a second call is a change to record")
+}
+
+func TestMinIOsWordsInTheConditionAreBounded(t *testing.T) {
+	var s status
+	s.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionFalse, Reason: ReasonRollingUpdate,
+		Message: "node 10.0.0.7:9000 refused: " + strings.Repeat("x", 100000)})
+	assert.LessOrEqual(t, len(s.cond.Message), objstatus.MaxMessage, "the CRD would refuse the whole status otherwise")
 }
 
 func TestFailedNodeHostIsReadBackFromItsMessage(t *testing.T) {
