@@ -30,7 +30,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -341,66 +340,4 @@ objectstore_operator_serving_certificate_expiry_timestamp_seconds %d
 # TYPE objectstore_operator_serving_certificate_source gauge
 objectstore_operator_serving_certificate_source{source=%q} 1
 `, cert.Leaf.NotAfter.Unix(), KindFiles)), "objectstore_operator_serving_certificate_expiry_timestamp_seconds", "objectstore_operator_serving_certificate_source"))
-}
-
-// issuerFixture is an Issuer over a fake clientset whose Secret informer
-// is preloaded by hand (never started), leading, with its API actions
-// checked after one sync.
-func issuerFixture(t *testing.T, logs *testutil.LockedBuffer, secrets ...*corev1.Secret) (*Issuer, *fake.Clientset) {
-	t.Helper()
-	var objs []runtime.Object
-	for _, s := range secrets {
-		objs = append(objs, s)
-	}
-	cs := fake.NewClientset(objs...)
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("ops"))
-	i, err := NewIssuer(IssuerConfig{
-		Client: cs, Secrets: factory.Core().V1().Secrets(), Namespace: "ops", SecretName: "object-store-operator-tls",
-		DNSNames: []string{svcName}, SignerName: DefaultSigner, Approve: true, Timeout: time.Second,
-		Expiration: 90 * time.Hour, Validator: Validator{DNSName: svcName},
-		Remedy: func(p Problem) string { return "remedy for " + string(p) }, Log: zerolog.New(logs),
-	})
-	require.NoError(t, err)
-	for _, s := range secrets {
-		require.NoError(t, factory.Core().V1().Secrets().Informer().GetIndexer().Add(s))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go i.term.Lead(ctx, nil)
-	require.Eventually(t, func() bool { return i.term.Context() != nil }, time.Second, time.Millisecond)
-	cs.ClearActions()
-	return i, cs
-}
-
-func TestIssuerLeavesACurrentCertificateAlone(t *testing.T) {
-	now := time.Now()
-	p := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(89*time.Hour))
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "object-store-operator-tls", Namespace: "ops",
-		Labels: map[string]string{ManagedByLabel: ManagedByValue}}, Data: map[string][]byte{"tls.crt": p.cert, "tls.key": p.key}}
-	i, cs := issuerFixture(t, &testutil.LockedBuffer{}, secret)
-	require.NoError(t, i.sync(context.Background(), secret.Name))
-	assert.Empty(t, cs.Actions(), "not due for renewal: no CSR, no write")
-	assert.Equal(t, 0, i.queue.Len(), "the next look is scheduled at the renewal time, not now")
-}
-
-func TestIssuerNeverOverwritesASecretItDidNotCreate(t *testing.T) {
-	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "object-store-operator-tls", Namespace: "ops", ResourceVersion: "7"},
-		Data: map[string][]byte{"tls.crt": []byte("cert-manager's")}}
-	logs := &testutil.LockedBuffer{}
-	i, cs := issuerFixture(t, logs, foreign)
-	require.NoError(t, i.sync(context.Background(), foreign.Name), "nothing to retry: a change to the Secret brings it back")
-	require.NoError(t, i.sync(context.Background(), foreign.Name))
-	assert.Empty(t, cs.Actions(), "no CSR, no write")
-	assert.Equal(t, 1, strings.Count(logs.String(), "autocert will not overwrite Secret ops/object-store-operator-tls"), "said once per version")
-	assert.Contains(t, logs.String(), "remedy for ForeignSecret", "the remedy comes from whoever wired the issuer")
-}
-
-func TestIssuerWhileFollowingDoesNothing(t *testing.T) {
-	cs := fake.NewClientset()
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("ops"))
-	i, err := NewIssuer(IssuerConfig{Client: cs, Secrets: factory.Core().V1().Secrets(), Namespace: "ops",
-		SecretName: "object-store-operator-tls", DNSNames: []string{svcName}, Log: zerolog.Nop()})
-	require.NoError(t, err)
-	require.NoError(t, i.sync(context.Background(), "object-store-operator-tls"))
-	assert.Empty(t, cs.Actions(), "only the leader files CSRs")
 }
