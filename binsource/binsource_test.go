@@ -18,6 +18,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -259,4 +262,69 @@ func TestOneRegistryGetsAtMostHalfThePullSlots(t *testing.T) {
 	for _, r := range held {
 		r()
 	}
+}
+
+// TestReplicasOnASharedVolumeLandAReleaseOnce: two Fetchers over two
+// Stores on one directory stand for two replicas sharing a ReadWriteMany
+// volume. Both resolve the same image at once; one lands the binary, the
+// other waits on the release's lock and then finds it landed from the same
+// manifest, without reading the blobs.
+func TestReplicasOnASharedVolumeLandAReleaseOnce(t *testing.T) {
+	key := binstoretest.NewKey(t)
+	bin := bytes.Repeat([]byte("minio"), 200_000)
+	blob := gzipTar(t, map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": key.Sign(t, bin)}, 0)
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(blob)), nil })
+	require.NoError(t, err)
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	require.NoError(t, err)
+	ref, err := name.ParseReference("registry.example/minio/minio:" + "RELEASE.X")
+	require.NoError(t, err)
+
+	dir := t.TempDir()
+	opts := binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}}
+	replicas := make([]*Fetcher, 2)
+	for i := range replicas {
+		store, err := binstore.New(dir, zerolog.Nop(), opts)
+		require.NoError(t, err)
+		t.Cleanup(func() { store.Close() })
+		store.Scan()
+		replicas[i], err = NewFetcher(FetcherConfig{Store: store, MaxSize: 2 << 20})
+		require.NoError(t, err)
+	}
+
+	type result struct {
+		b      *binstore.Binary
+		pulled bool
+		err    error
+	}
+	results := make(chan result, len(replicas))
+	for _, f := range replicas {
+		go func() {
+			b, pulled, err := f.fromImage(t.Context(), ref, ref.String(), img, Platform{"linux", "amd64"}, "RELEASE.X")
+			results <- result{b, pulled, err}
+		}()
+	}
+	pulls := 0
+	for range replicas {
+		r := <-results
+		require.NoError(t, r.err)
+		assert.Equal(t, binstoretest.SHA256(bin), r.b.SHA256, "both replicas serve the image's bytes")
+		if r.pulled {
+			pulls++
+		}
+	}
+	assert.Equal(t, 1, pulls, "one replica landed the release; the other found it landed")
+	sums, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", "minio.RELEASE.X*"))
+	assert.ElementsMatch(t, []string{"minio.RELEASE.X", "minio.RELEASE.X.minisig", "minio.RELEASE.X.sha256sum", "minio.RELEASE.X.source.json"},
+		baseNames(sums), "one set of files, nothing left staged")
+	tmp, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", ".*.tmp"))
+	assert.Empty(t, tmp)
+}
+
+func baseNames(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = filepath.Base(p)
+	}
+	return out
 }
