@@ -124,7 +124,9 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	})
 	g.Go(func() error { return store.Run(ctx) })
 	g.Go(func() error { return srv.Run(ctx) })
-	g.Go(func() error { return health.Serve(ctx, cfg.metricsAddress, withProfiling(health.Handler(checks, reg)), log) })
+	g.Go(func() error {
+		return health.Serve(ctx, cfg.metricsAddress, withProfiling(health.Handler(checks, reg)), log)
+	})
 	return g.Wait()
 }
 
