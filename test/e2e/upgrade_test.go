@@ -289,11 +289,20 @@ func TestConcurrentDownloadsAllVerify(t *testing.T) {
 	_, digest, c, url := servingRelease(t, randomBytes(t, size), clients, fmt.Sprintf("OPERATOR_MAX_DOWNLOADS=%d", clients))
 
 	start := time.Now()
-	var wg sync.WaitGroup
+	// Every client has its response headers (its TLS handshake done)
+	// before any reads a body. 500 clients hashing 16 GiB in this one
+	// process on two cores would otherwise starve the goroutines still
+	// handshaking past the server's 10 s handshake deadline, which 500
+	// pods on their own nodes never do; the downloads still all run at
+	// once.
+	var wg, started sync.WaitGroup
+	started.Add(clients)
 	errs := make(chan error, clients)
 	for i := range clients {
 		wg.Go(func() {
 			resp, err := c.Get(url)
+			started.Done()
+			started.Wait()
 			if err != nil {
 				errs <- fmt.Errorf("download %d: %w", i, err)
 				return
