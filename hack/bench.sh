@@ -55,6 +55,12 @@ op_port="$(free_port)"; metrics_port="$(free_port)"; nginx_port="$(free_port)"
 
 operator="$root/bin/operator"
 if [[ -n "$profile" ]]; then
+	# The profile covers the first listing run but one second, so it ends
+	# before wrk does.
+	if [[ ! "$duration" =~ ^[0-9]+s$ ]] || (( ${duration%s} < 2 )); then
+		echo "BENCH_PROFILE needs BENCH_DURATION in whole seconds, at least 2s (got $duration)" >&2; exit 1
+	fi
+	profile_seconds=$(( ${duration%s} - 1 ))
 	operator="$work/operator"
 	(cd "$root" && CGO_ENABLED=0 go build -tags pprof -o "$operator" ./cmd/operator)
 fi
@@ -129,7 +135,7 @@ peak_rss="$(rss_kib "$op_pid")"
 ratios=()
 for ((i = 1; i <= rounds; i++)); do
 	if [[ -n "$profile" && $i -eq 1 ]]; then
-		curl -fs -o "$work/cpu.pprof" "http://127.0.0.1:$metrics_port/debug/pprof/profile?seconds=$(( ${duration%s} - 1 ))" &
+		curl -fs -o "$work/cpu.pprof" "http://127.0.0.1:$metrics_port/debug/pprof/profile?seconds=$profile_seconds" &
 		prof_pid=$!
 	fi
 	if (( i % 2 )); then
