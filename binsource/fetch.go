@@ -129,7 +129,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		cfg:      cfg,
 		log:      cfg.Log.With().Str("component", "binsource").Logger(),
 		sem:      make(chan struct{}, cfg.Concurrency),
-		registry: httpsOnly(cfg.Transport, cfg.InsecureRegistries),
+		registry: boundedManifests(httpsOnly(cfg.Transport, cfg.InsecureRegistries)),
 		perHost:  map[string]chan struct{}{},
 		same:     map[string]string{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -406,9 +406,9 @@ func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.I
 	if err != nil {
 		return nil, classify(fmt.Errorf("read image: %w", err))
 	}
-	cfg, err := img.ConfigFile()
+	cfg, err := configFile(img)
 	if err != nil {
-		return nil, classify(fmt.Errorf("read image config: %w", err))
+		return nil, err
 	}
 	if p := (Platform{cfg.OS, cfg.Architecture}); slices.Contains(f.cfg.Platforms, p) {
 		out[p] = img
@@ -420,9 +420,9 @@ func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.I
 // "version", else from the tag.
 func releaseOf(images map[Platform]ggcrv1.Image, tag string) (string, error) {
 	for _, img := range images {
-		cfg, err := img.ConfigFile()
+		cfg, err := configFile(img)
 		if err != nil {
-			return "", classify(fmt.Errorf("read image config: %w", err))
+			return "", err
 		}
 		for _, label := range []string{"release", "version"} {
 			if v := cfg.Config.Labels[label]; v != "" {

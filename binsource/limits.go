@@ -1,0 +1,84 @@
+package binsource
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// What a registry may make the operator hold in memory. Layers stream to
+// disk within the pull budget; manifests, indexes and image configs are
+// read whole, so they are capped here. go-containerregistry reads a
+// manifest of up to 100 MiB and a config of whatever size its manifest
+// declares (without bound when it declares -1): a tenant's hostile
+// registry could otherwise make every replica allocate and parse hundreds
+// of MiB per pull. The OCI distribution spec has registries accept
+// manifests of at least 4 MiB; MinIO's are a few KiB, their configs tens.
+const (
+	maxManifestSize = 4 << 20
+	maxConfigSize   = 4 << 20
+)
+
+// boundedManifests caps manifest and index responses at maxManifestSize:
+// a larger declared Content-Length is refused before any byte is read, and
+// a body that runs past the cap fails the read.
+func boundedManifests(next http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(req)
+		if err != nil || !strings.Contains(req.URL.Path, "/manifests/") {
+			return resp, err
+		}
+		what := "the manifest at " + req.URL.Host + req.URL.Path
+		if resp.ContentLength > maxManifestSize {
+			resp.Body.Close()
+			return nil, fmt.Errorf("%w: %s is %d bytes; at most %d are read", errImageTooLarge, what, resp.ContentLength, maxManifestSize)
+		}
+		resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxManifestSize, what: what}
+		return resp, nil
+	})
+}
+
+// cappedBody reads at most left bytes and fails, rather than ending, when
+// the body holds more.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+	what string
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var one [1]byte
+		n, err := b.ReadCloser.Read(one[:])
+		if n > 0 {
+			return 0, fmt.Errorf("%w: %s is larger than %d bytes", errImageTooLarge, b.what, maxManifestSize)
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// configFile reads the image's config, refusing one larger than
+// maxConfigSize or of undeclared size before a byte of it is read.
+func configFile(img ggcrv1.Image) (*ggcrv1.ConfigFile, error) {
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, classify(fmt.Errorf("read manifest: %w", err))
+	}
+	if m.Config.Data == nil && (m.Config.Size < 0 || m.Config.Size > maxConfigSize) {
+		return nil, fmt.Errorf("%w: the image config %s declares %d bytes; at most %d are read", errImageTooLarge, m.Config.Digest, m.Config.Size, maxConfigSize)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, classify(fmt.Errorf("read image config: %w", err))
+	}
+	return cfg, nil
+}

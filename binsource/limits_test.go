@@ -1,0 +1,95 @@
+package binsource
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/binstore/binstoretest"
+)
+
+// hostileRegistry is go-containerregistry's registry over TLS, except for
+// repository "minio/huge-manifest", whose manifests are 5 MiB of padding,
+// streamed (chunked) or with their length declared. It counts blob reads.
+func hostileRegistry(t *testing.T) (host string, transport http.RoundTripper, blobGets *atomic.Int64) {
+	t.Helper()
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	blobGets = &atomic.Int64{}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v2/minio/huge-manifest/manifests/") {
+			body := []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","annotations":{"pad":"` +
+				strings.Repeat("x", 5<<20) + `"}}`)
+			w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+			if strings.HasSuffix(r.URL.Path, "declared") {
+				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			}
+			if r.Method == http.MethodGet {
+				for chunk := range slices.Chunk(body, 64<<10) {
+					_, _ = w.Write(chunk)
+					w.(http.Flusher).Flush()
+				}
+			}
+			return
+		}
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+			blobGets.Add(1)
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "https://"), srv.Client().Transport, blobGets
+}
+
+func TestRegistryMetadataIsBoundedBeforeItIsRead(t *testing.T) {
+	host, transport, blobGets := hostileRegistry(t)
+	key := binstoretest.NewKey(t)
+	bin := []byte("the binary")
+	blob := gzipTar(t, map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": key.Sign(t, bin)}, 0)
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(blob)), nil })
+	require.NoError(t, err)
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	require.NoError(t, err)
+	cfg, err := img.ConfigFile()
+	require.NoError(t, err)
+	// A 5 MiB label: the config is read whole, so its size is checked first.
+	cfg.Config.Labels = map[string]string{"release": "RELEASE.X", "pad": strings.Repeat("x", 5<<20)}
+	img, err = mutate.ConfigFile(img, cfg)
+	require.NoError(t, err)
+	ref, err := name.ParseReference(host + "/minio/huge-config:RELEASE.X")
+	require.NoError(t, err)
+	require.NoError(t, remote.Write(ref, img, remote.WithTransport(transport)))
+	blobGets.Store(0)
+
+	f := testFetcher(t, binstore.Options{}, FetcherConfig{Transport: transport, Platforms: []Platform{{"linux", "amd64"}}})
+	anonymous := &keychain{Keychain: authn.NewMultiKeychain()}
+	for _, tt := range []struct{ image, says string }{
+		{host + "/minio/huge-config:RELEASE.X", "declares 5243"},
+		{host + "/minio/huge-manifest:streamed", "is larger than 4194304 bytes"},
+		{host + "/minio/huge-manifest:declared", "at most 4194304 are read"},
+	} {
+		_, err := f.Ensure(context.Background(), tt.image, anonymous)
+		require.Error(t, err, tt.image)
+		assert.Equal(t, "ImageTooLarge", reason(err), "%s: %v", tt.image, err)
+		assert.Contains(t, err.Error(), tt.says, tt.image)
+	}
+	assert.Zero(t, blobGets.Load(), "neither the oversized config nor any layer was read")
+}
