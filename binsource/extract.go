@@ -148,7 +148,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 				return nil, f.layerError(digest, sum, raw, fmt.Errorf("copy %s: %w", name, err))
 			}
 			binaryDir = path.Dir(name)
-		case hdr.Typeflag == tar.TypeReg && (strings.HasSuffix(name, "/minio.sha256sum") || strings.HasSuffix(name, "/minio.minisig")):
+		case hdr.Typeflag == tar.TypeReg && isSidecarPath(name):
 			if hdr.Size > maxSidecarSize {
 				continue
 			}
@@ -223,6 +223,18 @@ func decompress(r *bufio.Reader) (io.ReadCloser, error) {
 func isBinaryPath(p string) bool {
 	for _, b := range binaryPaths {
 		if p == b {
+			return true
+		}
+	}
+	return false
+}
+
+// isSidecarPath reports whether p is the checksum or signature beside one
+// of the binary paths. Only those are kept: a layer of many small files
+// named like sidecars elsewhere holds no more than four in memory.
+func isSidecarPath(p string) bool {
+	for _, b := range binaryPaths {
+		if p == b+".sha256sum" || p == b+".minisig" {
 			return true
 		}
 	}

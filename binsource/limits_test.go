@@ -3,10 +3,12 @@ package binsource
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,4 +94,34 @@ func TestRegistryMetadataIsBoundedBeforeItIsRead(t *testing.T) {
 		assert.Contains(t, err.Error(), tt.says, tt.image)
 	}
 	assert.Zero(t, blobGets.Load(), "neither the oversized config nor any layer was read")
+}
+
+// TestALayerOfManySidecarLookalikesHoldsNoneOfThem: signature and checksum
+// files are kept only beside the binary paths. A layer of 4,096 files of
+// 4 KiB each named minio.minisig elsewhere allocates about what the same
+// layer with other names does, not 16 MiB more.
+func TestALayerOfManySidecarLookalikesHoldsNoneOfThem(t *testing.T) {
+	const files = 4096
+	layer := func(name string) []byte {
+		content := map[string][]byte{}
+		for i := range files {
+			content[fmt.Sprintf("d%d/opt/bin/%s", i, name)] = bytes.Repeat([]byte{byte(i)}, maxSidecarSize)
+		}
+		return gzipTar(t, content, 0)
+	}
+	f := testFetcher(t, binstore.Options{}, FetcherConfig{})
+	allocated := func(blob []byte) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		found, err := f.readLayer(blobLayer{digest: hashOf(t, blob), blob: blob}, Platform{"linux", "amd64"}, "RELEASE.X", &pullBudget{1 << 30, 1 << 30})
+		require.NoError(t, err)
+		require.Nil(t, found, "no binary in the layer")
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	baseline := allocated(layer("other"))
+	lookalikes := allocated(layer("minio.minisig"))
+	t.Logf("allocated reading the layer: %d KiB with other names, %d KiB with sidecar names", baseline>>10, lookalikes>>10)
+	assert.Less(t, int64(lookalikes)-int64(baseline), int64(files*maxSidecarSize/4), "sidecar lookalikes are not kept")
 }
