@@ -273,10 +273,7 @@ func TestReplicasOnASharedVolumeLandAReleaseOnce(t *testing.T) {
 	key := binstoretest.NewKey(t)
 	bin := bytes.Repeat([]byte("minio"), 200_000)
 	blob := gzipTar(t, map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": key.Sign(t, bin)}, 0)
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(blob)), nil })
-	require.NoError(t, err)
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	require.NoError(t, err)
+	img := singleLayerImage(t, blob)
 	ref, err := name.ParseReference("registry.example/minio/minio:" + "RELEASE.X")
 	require.NoError(t, err)
 
@@ -319,6 +316,16 @@ func TestReplicasOnASharedVolumeLandAReleaseOnce(t *testing.T) {
 		baseNames(sums), "one set of files, nothing left staged")
 	tmp, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", ".*.tmp"))
 	assert.Empty(t, tmp)
+}
+
+// singleLayerImage is an image whose one layer is blob.
+func singleLayerImage(t *testing.T, blob []byte) ggcrv1.Image {
+	t.Helper()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(blob)), nil })
+	require.NoError(t, err)
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	require.NoError(t, err)
+	return img
 }
 
 func baseNames(paths []string) []string {

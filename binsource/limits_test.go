@@ -18,10 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -66,10 +64,7 @@ func TestRegistryMetadataIsBoundedBeforeItIsRead(t *testing.T) {
 	key := binstoretest.NewKey(t)
 	bin := []byte("the binary")
 	blob := gzipTar(t, map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": key.Sign(t, bin)}, 0)
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(blob)), nil })
-	require.NoError(t, err)
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	require.NoError(t, err)
+	img := singleLayerImage(t, blob)
 	cfg, err := img.ConfigFile()
 	require.NoError(t, err)
 	// A 5 MiB label: the config is read whole, so its size is checked first.
