@@ -142,10 +142,15 @@ func (c *Controller) Lead(ctx context.Context) error {
 	return nil
 }
 
-// Ready reports whether this replica's store is complete: every
-// ObjectStore with an image has been resolved for its current image,
-// available or with a reported reason. The Service routes the upgrade
-// port only to complete replicas.
+// Ready reports whether this replica's store is complete: it serves every
+// release the leader reported available for an ObjectStore's current spec,
+// or has its own reported outcome for it. The Service routes the upgrade
+// port only to complete replicas, so a replica that started empty or lags
+// behind never answers 404 for what another serves. A release nobody has
+// resolved yet (a pull still running everywhere, a registry that never
+// answers) does not hold readiness: every replica lacks it alike, and
+// holding it would let one tenant's image take the upgrade port away from
+// every tenant until the pull deadline.
 func (c *Controller) Ready() error {
 	if !c.synced() {
 		return errors.New("ObjectStores not listed yet")
@@ -158,16 +163,24 @@ func (c *Controller) Ready() error {
 		if !ok {
 			continue
 		}
-		image := imageOf(obj.(*unstructured.Unstructured))
-		if o, done := c.outcomes[key]; image != "" && (!done || o.image != image) {
+		u := obj.(*unstructured.Unstructured)
+		image := imageOf(u)
+		if o, done := c.outcomes[key]; image != "" && (!done || o.image != image) && leaderServes(u) {
 			pending = append(pending, key)
 		}
 	}
 	if len(pending) > 0 {
 		sort.Strings(pending)
-		return fmt.Errorf("binaries of %d ObjectStore(s) not resolved yet (%s)", len(pending), strings.Join(pending[:min(len(pending), 5)], ", "))
+		return fmt.Errorf("binaries of %d ObjectStore(s) the leader serves are not in this replica's store yet (%s)", len(pending), strings.Join(pending[:min(len(pending), 5)], ", "))
 	}
 	return nil
+}
+
+// leaderServes reports whether the leader reported the ObjectStore's
+// current spec available: BinaryAvailable=True for its generation.
+func leaderServes(u *unstructured.Unstructured) bool {
+	cond, ok := status.Condition(u, v1.ConditionBinaryAvailable)
+	return ok && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == u.GetGeneration()
 }
 
 // sync makes the ObjectStore's release available and reports it in the

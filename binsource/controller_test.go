@@ -138,3 +138,42 @@ func TestSyncOfAnObjectStoreWithoutImageDoesNothing(t *testing.T) {
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
 	assert.Empty(t, f.actions())
 }
+
+// storeWithStatus is objectStoreWithImage named name, at generation gen,
+// with a BinaryAvailable condition of status st observed at observed
+// (none when st is empty).
+func storeWithStatus(name string, gen int64, st metav1.ConditionStatus, observed int64) *unstructured.Unstructured {
+	u := objectStoreWithImage("registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", "regcred")
+	u.SetName(name)
+	u.SetGeneration(gen)
+	if st != "" {
+		u.Object["status"] = map[string]any{"conditions": []any{map[string]any{
+			"type": v1.ConditionBinaryAvailable, "status": string(st), "reason": "R", "message": "m",
+			"observedGeneration": observed, "lastTransitionTime": "2026-11-22T00:00:00Z",
+		}}}
+	}
+	return u
+}
+
+func TestReadyWaitsOnlyForReleasesTheLeaderServes(t *testing.T) {
+	served := storeWithStatus("served", 2, metav1.ConditionTrue, 2)
+	f := newControllerFixture(t, served)
+	for _, u := range []*unstructured.Unstructured{
+		storeWithStatus("image-changed", 3, metav1.ConditionTrue, 2), // the leader has not resolved the new image
+		storeWithStatus("failing-on-the-leader", 1, metav1.ConditionFalse, 1),
+		storeWithStatus("not-resolved-anywhere", 1, "", 0), // a pull still running, a registry that hangs
+	} {
+		require.NoError(t, f.c.stores.Add(u))
+	}
+	f.c.synced = func() bool { return true }
+
+	err := f.c.Ready()
+	require.Error(t, err, "this replica lacks a release the leader serves")
+	assert.Equal(t, "binaries of 1 ObjectStore(s) the leader serves are not in this replica's store yet (t/served)", err.Error(),
+		"what nobody serves yet holds no replica back")
+
+	// Its own attempt ends with a reason (here: no pull Secret): it has
+	// given up on that release with a reported reason, and is ready.
+	require.Error(t, f.c.sync(context.Background(), "t/served"))
+	assert.NoError(t, f.c.Ready())
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -88,12 +89,19 @@ func (op *operator) waitReady(t testing.TB) {
 
 // ready reports whether /readyz answers 200.
 func (op *operator) ready() bool {
+	ok, _ := op.readyz()
+	return ok
+}
+
+// readyz reports whether /readyz answers 200, and what it says.
+func (op *operator) readyz() (bool, string) {
 	resp, err := http.Get("http://" + op.metricsAddr + "/readyz")
 	if err != nil {
-		return false
+		return false, err.Error()
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode == http.StatusOK, string(body)
 }
 
 // alive reports whether the process is still running.

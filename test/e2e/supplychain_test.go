@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"crypto/tls"
-	"fmt"
 	"io"
 	"log"
 	"net"
@@ -116,8 +115,10 @@ func TestHangingRegistryDoesNotHoldOtherTenants(t *testing.T) {
 	e.objectStore(t, "stuck", hanging+"/minio/aistor:"+release)
 	e.objectStore(t, "healthy", e.reg.pushImage(t, "minio/aistor:"+release, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release}), "regcred")
 	e.waitBinaryCondition(t, "healthy", metav1.ConditionTrue, "Available")
+	ready := e.op.ready()
 	assert.NotEqual(t, "PullTimeout", conditionOf(t, e.tenantNS, "stuck", apiv1.ConditionBinaryAvailable).Reason,
 		"the healthy tenant was served before the hanging registry's deadline ran out")
+	assert.True(t, ready, "a pull that hangs holds no readiness: the upgrade port stays up for every other tenant")
 	c := e.waitBinaryCondition(t, "stuck", metav1.ConditionFalse, "PullTimeout")
 	assert.Contains(t, c.Message, "4s")
 }
@@ -156,53 +157,62 @@ func TestNoPlainHTTPFallbackForPrivateRegistries(t *testing.T) {
 }
 
 // TestThreeReplicasServeTheSameVerifiedSet: three operator processes with
-// their own store directories. Each fills its own store; a replica that is
-// not complete is not ready; after the leader is killed the others keep
-// serving and one of them takes over the status writes.
+// their own store directories. Each fills its own store; a replica that
+// starts later is not ready until it serves what the leader serves; after
+// the leader is killed the others keep serving and one of them takes over
+// the status writes.
 func TestThreeReplicasServeTheSameVerifiedSet(t *testing.T) {
 	ensureCRD(t)
 	reg := startRegistry(t)
 	opNS, tenantNS := operatorNamespace(t), operatorNamespace(t)
 	trustCA(t, opNS, "aistor-ca-tls-registry", reg.caPEM)
 	dockerConfigSecret(t, tenantNS, "regcred", reg.host, reg.user, reg.pass)
-	var ops []*operator
-	for i := range 3 {
-		dir := filepath.Join(t.TempDir(), fmt.Sprint("store-", i))
-		ops = append(ops, startOperator(t, k8sEnv(opNS, "OPERATOR_UPDATE_DIR="+dir,
-			"OPERATOR_LEASE_DURATION=3s", "OPERATOR_LEASE_RENEW_DEADLINE=2s", "OPERATOR_LEASE_RETRY_PERIOD=200ms")))
+	env := func() []string {
+		return k8sEnv(opNS, "OPERATOR_UPDATE_DIR="+filepath.Join(t.TempDir(), "store"),
+			"OPERATOR_LEASE_DURATION=3s", "OPERATOR_LEASE_RENEW_DEADLINE=2s", "OPERATOR_LEASE_RETRY_PERIOD=200ms")
 	}
+	ops := []*operator{startOperator(t, env()), startOperator(t, env()), startOperator(t, env())}
 
-	// About two seconds of pulling, so readiness can be seen to wait.
+	// About two seconds of pulling, so the late replica's wait can be seen.
 	reg.throttle.Store(8 << 20)
 	image := reg.pushImage(t, "minio/aistor:"+release, imageSpec{binary: randomBytes(t, 16<<20), releaseLbl: release})
 	e := &binEnv{tenantNS: tenantNS, reg: reg, opNS: opNS}
 	start := time.Now()
 	e.objectStore(t, "tenant", image, "regcred")
-
-	sawNotReady := make([]bool, len(ops))
+	base := "https://" + serviceName + "." + opNS + ".svc.cluster.local"
 	listed := make([]upgradeserver.Listing, len(ops))
 	require.Eventually(t, func() bool {
 		done := 0
 		for i, op := range ops {
-			l := listing(t, op.client(t, testCluster.KubeletServingCA, 1), "https://"+serviceName+"."+opNS+".svc.cluster.local")
-			if len(l.Binaries) == 0 {
-				sawNotReady[i] = sawNotReady[i] || !op.ready()
-				continue
+			if listed[i] = listing(t, op.client(t, testCluster.KubeletServingCA, 1), base); len(listed[i].Binaries) > 0 {
+				done++
 			}
-			listed[i] = l
-			done++
 		}
 		return done == len(ops)
 	}, 30*time.Second, 20*time.Millisecond, "every replica lists the release")
 	t.Logf("image change to listed on all three replicas: %s", time.Since(start).Round(time.Millisecond))
 	for i := range ops {
-		assert.True(t, sawNotReady[i], "replica %d was ready while its store lacked the release", i)
 		require.Len(t, listed[i].Binaries, 1)
 		assert.Equal(t, listed[0].Binaries[0].SHA256, listed[i].Binaries[0].SHA256, "replica %d serves the same bytes", i)
-		assert.Eventually(t, ops[i].ready, 5*time.Second, 20*time.Millisecond, "replica %d is ready once complete", i)
+		assert.Eventually(t, ops[i].ready, 5*time.Second, 20*time.Millisecond, "replica %d is ready", i)
 	}
 	e.waitBinaryCondition(t, "tenant", metav1.ConditionTrue, "Available")
+
+	// A replica that starts now (a new pod, an emptyDir after a restart)
+	// takes no traffic until it serves what the leader reported available.
+	late := launchOperator(t, env())
+	sawWaiting := false
+	require.Eventually(t, func() bool {
+		ready, why := late.readyz()
+		sawWaiting = sawWaiting || strings.Contains(why, "the leader serves are not in this replica's store yet ("+tenantNS+"/tenant)")
+		return ready
+	}, 30*time.Second, 20*time.Millisecond, "the late replica becomes ready")
+	l := listing(t, late.client(t, testCluster.KubeletServingCA, 1), base)
+	require.Len(t, l.Binaries, 1, "ready only with the release in its store")
+	assert.Equal(t, listed[0].Binaries[0].SHA256, l.Binaries[0].SHA256)
+	assert.True(t, sawWaiting, "/readyz named the release it was still pulling")
 	reg.throttle.Store(0)
+	ops = append(ops, late)
 
 	leader := -1
 	for i, op := range ops {
@@ -217,7 +227,7 @@ func TestThreeReplicasServeTheSameVerifiedSet(t *testing.T) {
 	for i, op := range ops {
 		if i != leader {
 			survivors = append(survivors, op)
-			l := listing(t, op.client(t, testCluster.KubeletServingCA, 1), "https://"+serviceName+"."+opNS+".svc.cluster.local")
+			l := listing(t, op.client(t, testCluster.KubeletServingCA, 1), base)
 			require.Len(t, l.Binaries, 1, "replica %d still serves after the leader died", i)
 			assert.Equal(t, listed[0].Binaries[0].SHA256, l.Binaries[0].SHA256)
 			assert.Equal(t, listed[0].Binaries[0].Size, int64(len(updateClientWalk(t, op.client(t, testCluster.KubeletServingCA, 1), l.Binaries[0].SHA256SumURL))))
@@ -226,10 +236,12 @@ func TestThreeReplicasServeTheSameVerifiedSet(t *testing.T) {
 	// The new leader writes conditions: a new problem gets reported.
 	e.objectStore(t, "missing", reg.host+"/minio/missing:"+release, "regcred")
 	e.waitBinaryCondition(t, "missing", metav1.ConditionFalse, "ImageNotFound")
-	assert.True(t, strings.Contains(survivors[0].logs.String(), "became leader") || strings.Contains(survivors[1].logs.String(), "became leader"))
+	newLeader := false
 	for _, op := range survivors {
+		newLeader = newLeader || strings.Contains(op.logs.String(), "became leader")
 		assert.Eventually(t, op.ready, 10*time.Second, 20*time.Millisecond, "a replica with every release (or a reported reason) is ready")
 	}
+	assert.True(t, newLeader, "one of the survivors leads")
 }
 
 // httpsServer serves h over TLS on loopback and returns its host:port.
