@@ -5,7 +5,6 @@ import (
 	"crypto"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
 	"strconv"
@@ -42,24 +41,15 @@ type issuerFixture struct {
 	cs      *fake.Clientset
 	logs    *testutil.LockedBuffer
 	metrics *Metrics
-	ca      *x509.Certificate
-	caKey   crypto.Signer
-	caPEM   []byte
+	ca      *testutil.CA
 	// created is the last CSR filed, as the apiserver stored it.
 	created *certificatesv1.CertificateSigningRequest
 }
 
 func newIssuerFixture(t *testing.T, tweak func(*IssuerConfig), objs ...runtime.Object) *issuerFixture {
 	t.Helper()
-	f := &issuerFixture{cs: fake.NewClientset(objs...), logs: &testutil.LockedBuffer{}, metrics: NewMetrics(nil), caKey: ecKey(t)}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubelet-serving CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, f.caKey.Public(), f.caKey)
-	require.NoError(t, err)
-	f.ca, err = x509.ParseCertificate(der)
-	require.NoError(t, err)
-	f.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	f := &issuerFixture{cs: fake.NewClientset(objs...), logs: &testutil.LockedBuffer{}, metrics: NewMetrics(nil),
+		ca: testutil.NewCA(t, "kubelet-serving CA")}
 
 	created := 0
 	f.cs.PrependReactor("create", "certificatesigningrequests", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -81,6 +71,7 @@ func newIssuerFixture(t *testing.T, tweak func(*IssuerConfig), objs ...runtime.O
 	if tweak != nil {
 		tweak(&cfg)
 	}
+	var err error
 	f.issuer, err = NewIssuer(cfg)
 	require.NoError(t, err)
 	for _, o := range objs {
@@ -133,11 +124,11 @@ func (f *issuerFixture) signWith(t *testing.T, key crypto.PublicKey, withChain b
 			DNSNames: req.DNSNames, IPAddresses: req.IPAddresses,
 			NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Duration(*csr.Spec.ExpirationSeconds) * time.Second),
 			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, f.ca, pub, f.caKey)
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, f.ca.Cert, pub, f.ca.Key)
 		require.NoError(t, err)
 		csr.Status.Certificate = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 		if withChain {
-			csr.Status.Certificate = append(csr.Status.Certificate, f.caPEM...)
+			csr.Status.Certificate = append(csr.Status.Certificate, f.ca.PEM...)
 		}
 	}
 }
@@ -198,7 +189,7 @@ func TestIssuerFilesApprovesAndStoresACertificate(t *testing.T) {
 	f := newIssuerFixture(t, nil)
 	f.onApproval(f.signWith(t, nil, false))
 	// The signer returns the leaf alone: ca.crt comes from kube-root-ca.crt.
-	_, err := f.cs.CoreV1().ConfigMaps("ops").Create(context.Background(), rootCA(f.caPEM), metav1.CreateOptions{})
+	_, err := f.cs.CoreV1().ConfigMaps("ops").Create(context.Background(), rootCA(f.ca.PEM), metav1.CreateOptions{})
 	require.NoError(t, err)
 	f.cs.ClearActions()
 
@@ -248,7 +239,7 @@ func TestIssuerStoresTheSignersChainAsTheCA(t *testing.T) {
 
 	require.NoError(t, f.issuer.sync(context.Background(), tlsSecret))
 
-	assert.Equal(t, string(f.caPEM), string(f.storedSecret(t).Data[KeyCA]), "the chain beyond the leaf is what pods trust")
+	assert.Equal(t, string(f.ca.PEM), string(f.storedSecret(t).Data[KeyCA]), "the chain beyond the leaf is what pods trust")
 	for _, a := range f.cs.Actions() {
 		assert.NotEqual(t, "configmaps", a.GetResource().Resource, "no fallback read when the signer returned a chain")
 	}

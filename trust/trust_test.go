@@ -2,15 +2,8 @@ package trust_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -32,43 +25,12 @@ import (
 	"github.com/object-store-operator/operator/trust"
 )
 
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newCA(t *testing.T, name string) ca {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	require.NoError(t, err)
-	c, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	return ca{cert: c, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
 // serverSignedBy starts an HTTPS server for 127.0.0.1 whose certificate
-// only ca vouches for.
-func serverSignedBy(t *testing.T, c ca) *httptest.Server {
+// only c vouches for.
+func serverSignedBy(t *testing.T, c *testutil.CA) *httptest.Server {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "registry"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, key.Public(), c.key)
-	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{c.Leaf(t, "127.0.0.1")}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv
@@ -80,7 +42,7 @@ func startPool(t *testing.T, cs kubernetes.Interface, ns string, logs *testutil.
 	t.Cleanup(cancel)
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	p, err := trust.New(trust.Config{
-		Namespace: ns, Secrets: factory.Core().V1().Secrets(), ClusterCA: newCA(t, "cluster CA").pem,
+		Namespace: ns, Secrets: factory.Core().V1().Secrets(), ClusterCA: testutil.NewCA(t, "cluster CA").PEM,
 		SystemRoots: x509.NewCertPool(), Log: zerolog.New(logs), Registerer: reg,
 	})
 	require.NoError(t, err)
@@ -95,7 +57,7 @@ const ns = "ops"
 
 func TestCASecretIsTrustedWhileItExists(t *testing.T) {
 	cs := fake.NewClientset()
-	registryCA := newCA(t, "private registry CA")
+	registryCA := testutil.NewCA(t, "private registry CA")
 	srv := serverSignedBy(t, registryCA)
 	logs := &testutil.LockedBuffer{}
 	reg := prometheus.NewRegistry()
@@ -114,7 +76,7 @@ func TestCASecretIsTrustedWhileItExists(t *testing.T) {
 
 	_, err := cs.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "aistor-ca-tls-registry"},
-		Data:       map[string][]byte{"ca.crt": registryCA.pem},
+		Data:       map[string][]byte{"ca.crt": registryCA.PEM},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, reachable, 5*time.Second, 10*time.Millisecond, "trusted once the Secret exists")
@@ -134,14 +96,14 @@ func TestCASecretIsTrustedWhileItExists(t *testing.T) {
 
 func TestGarbageInOneSecretDoesNotDisturbTheOthers(t *testing.T) {
 	cs := fake.NewClientset()
-	good := newCA(t, "good CA")
+	good := testutil.NewCA(t, "good CA")
 	srv := serverSignedBy(t, good)
 	logs := &testutil.LockedBuffer{}
 	p := startPool(t, cs, ns, logs, nil)
 	for name, data := range map[string]map[string][]byte{
-		"aistor-ca-tls-good":    {"public.crt": good.pem},
+		"aistor-ca-tls-good":    {"public.crt": good.PEM},
 		"aistor-ca-tls-garbage": {"ca.crt": []byte("not a certificate")},
-		"unrelated":             {"ca.crt": newCA(t, "ignored").pem},
+		"unrelated":             {"ca.crt": testutil.NewCA(t, "ignored").PEM},
 	} {
 		_, err := cs.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{})
 		require.NoError(t, err)

@@ -1,14 +1,8 @@
 package updates
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/testutil"
 	objstatus "github.com/object-store-operator/operator/status"
 )
 
@@ -87,40 +82,13 @@ func (s staticCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, erro
 	return s.cert, nil
 }
 
-// issue makes a CA and a serving leaf for names signed by it.
-func issue(t *testing.T, names ...string) (ca *x509.Certificate, leaf *tls.Certificate) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
-	require.NoError(t, err)
-	ca, err = x509.ParseCertificate(caDER)
-	require.NoError(t, err)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	for _, n := range names {
-		if ip := net.ParseIP(n); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, n)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
-	require.NoError(t, err)
-	return ca, &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 func TestPreflightCallsOnlyWhenTheTenantTrustsTheUpgradeServer(t *testing.T) {
-	ca, leaf := issue(t, "object-store-operator.ops.svc.cluster.local", "10.0.0.7")
-	otherCA, _ := issue(t, "x")
+	ca := testutil.NewCA(t, "test CA")
+	leaf := ca.Leaf(t, "object-store-operator.ops.svc.cluster.local", "10.0.0.7")
 	trusting, distrusting := x509.NewCertPool(), x509.NewCertPool()
-	trusting.AddCert(ca)
-	distrusting.AddCert(otherCA)
-	c := &Controller{cfg: Config{Serving: staticCert{leaf}}}
+	trusting.AddCert(ca.Cert)
+	distrusting.AddCert(testutil.NewCA(t, "other CA").Cert)
+	c := &Controller{cfg: Config{Serving: staticCert{&leaf}}}
 	now := time.Now()
 	base := "https://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update/minio.RELEASE.2026-02-20T10-00-00Z.sha256sum"
 

@@ -10,6 +10,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -66,6 +67,16 @@ func KeyPair(t testing.TB, key crypto.Signer, names []string, notBefore, notAfte
 		SerialNumber: serial, Subject: pkix.Name{CommonName: names[0]},
 		NotBefore: notBefore, NotAfter: notAfter, ExtKeyUsage: usages,
 	}
+	setSANs(tmpl, names)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), serial
+}
+
+// setSANs puts names into tmpl: IP addresses as IP SANs, the rest as DNS.
+func setSANs(tmpl *x509.Certificate, names []string) {
 	for _, n := range names {
 		if ip := net.ParseIP(n); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -73,11 +84,46 @@ func KeyPair(t testing.TB, key crypto.Signer, names []string, notBefore, notAfte
 			tmpl.DNSNames = append(tmpl.DNSNames, n)
 		}
 	}
+}
+
+// CA is a certificate authority for tests, valid for the hour around now.
+type CA struct {
+	Cert *x509.Certificate
+	Key  crypto.Signer
+	// PEM is Cert, PEM-encoded.
+	PEM []byte
+}
+
+// NewCA makes a CA named name with a new ECDSA P-256 key.
+func NewCA(t testing.TB, name string) *CA {
+	t.Helper()
+	key := ECKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	require.NoError(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	cert, err := x509.ParseCertificate(der)
 	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), serial
+	return &CA{Cert: cert, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// Leaf is a serving certificate for names (IP addresses become IP SANs)
+// signed by the CA, with a new key.
+func (c *CA) Leaf(t testing.TB, names ...string) tls.Certificate {
+	t.Helper()
+	key := ECKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: names[0]},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	setSANs(tmpl, names)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.Cert, key.Public(), c.Key)
+	require.NoError(t, err)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 // ECKey is a new ECDSA P-256 key.
