@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/assert"
@@ -119,4 +120,29 @@ func TestALayerOfManySidecarLookalikesHoldsNoneOfThem(t *testing.T) {
 	lookalikes := allocated(layer("minio.minisig"))
 	t.Logf("allocated reading the layer: %d KiB with other names, %d KiB with sidecar names", baseline>>10, lookalikes>>10)
 	assert.Less(t, int64(lookalikes)-int64(baseline), int64(files*maxSidecarSize/4), "sidecar lookalikes are not kept")
+}
+
+// undeclaredConfig is an image whose manifest declares its config's size
+// as unknown (-1), which go-containerregistry would read without bound.
+type undeclaredConfig struct{ ggcrv1.Image }
+
+func (i undeclaredConfig) Manifest() (*ggcrv1.Manifest, error) {
+	m, err := i.Image.Manifest()
+	if err != nil {
+		return nil, err
+	}
+	m = m.DeepCopy()
+	m.Config.Size = -1
+	return m, nil
+}
+
+func (i undeclaredConfig) ConfigFile() (*ggcrv1.ConfigFile, error) {
+	panic("the config of undeclared size was read")
+}
+
+func TestAConfigOfUndeclaredSizeIsNotRead(t *testing.T) {
+	_, err := configFile(undeclaredConfig{singleLayerImage(t, gzipTar(t, map[string][]byte{"x": nil}, 0))})
+	require.Error(t, err)
+	assert.Equal(t, "ImageTooLarge", reason(err))
+	assert.Contains(t, err.Error(), "declares -1 bytes")
 }
