@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,6 +49,8 @@ type ControllerConfig struct {
 	Resolved func(key string)
 	Log      zerolog.Logger
 	Workers  int
+	// Registerer takes the count of recovered panics (nil: not exported).
+	Registerer prometheus.Registerer
 }
 
 // Controller makes every ObjectStore's release available in this
@@ -119,8 +122,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		return errors.New("binsource: informers did not sync")
 	}
 	c.cfg.Fetcher.cfg.Store.RemoveStaleTemporaries()
-	// Failures are reported on the ObjectStore by sync itself.
-	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, nil)
+	// Failures are reported on the ObjectStore by sync itself; a panic
+	// here.
+	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, controller.HandlePanics(
+		controller.PanicCounter(c.cfg.Registerer, "binsource"), c.log,
+		controller.ReportInternalError(&c.term, c.stores, c.status, v1.ConditionBinaryAvailable), nil))
 	return nil
 }
 

@@ -82,6 +82,8 @@ type Config struct {
 	Log        zerolog.Logger
 	// Metrics nil: not exported.
 	Metrics *Metrics
+	// Registerer takes the count of recovered panics (nil: not exported).
+	Registerer prometheus.Registerer
 	Workers int
 }
 
@@ -282,9 +284,12 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, func(key string, err error) {
-		c.log.Warn().Str("objectstore", key).Err(err).Msg("sync failed; retrying with backoff")
-	})
+	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, controller.HandlePanics(
+		controller.PanicCounter(c.cfg.Registerer, "mountsecret"), c.log,
+		controller.ReportInternalError(&c.term, c.stores, c.status, v1.ConditionCertificatesReady),
+		func(key string, err error) {
+			c.log.Warn().Str("objectstore", key).Err(err).Msg("sync failed; retrying with backoff")
+		}))
 	return nil
 }
 

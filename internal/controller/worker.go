@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"maps"
 	stdsync "sync"
 
@@ -18,10 +19,11 @@ import (
 // Run starts workers that call sync for each queued key until ctx ends,
 // then shuts the queue down and returns once every sync in flight has
 // returned: nothing of one run overlaps what follows it. A key whose sync
-// fails is requeued with the queue's rate limiter and reported, with the
-// key: to onError, the controller's own log line, or when onError is nil
-// to utilruntime's error handlers (the log too). A key that syncs is
-// forgotten by the rate limiter.
+// fails, or panics (a *PanicError, see HandlePanics), is requeued with the
+// queue's rate limiter and reported, with the key: to onError, the
+// controller's own log line, or when onError is nil to utilruntime's
+// error handlers (the log too). A key that syncs is forgotten by the rate
+// limiter.
 func Run(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], workers int,
 	sync func(context.Context, string) error, onError func(key string, err error)) {
 	defer utilruntime.HandleCrashWithContext(ctx)
@@ -44,7 +46,9 @@ func processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface
 		return false
 	}
 	defer queue.Done(key)
-	if err := sync(ctx, key); err != nil && ctx.Err() == nil {
+	err := syncRecovering(func() error { return sync(ctx, key) })
+	var p *PanicError
+	if err != nil && (ctx.Err() == nil || errors.As(err, &p)) {
 		if onError != nil {
 			onError(key, err)
 		} else {

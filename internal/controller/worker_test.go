@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -77,4 +80,42 @@ func TestRunWaitsForSyncsInFlightAndReportsErrorsWithTheKey(t *testing.T) {
 	close(release)
 	<-returned
 	assert.True(t, queue.ShuttingDown())
+}
+
+func TestAPanickingSyncIsRecoveredRequeuedAndTheOtherKeysSync(t *testing.T) {
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Hour, time.Hour))
+	synced := make(chan string, 2)
+	sync := func(_ context.Context, key string) error {
+		if key == "ns/hostile" {
+			var nodes []string
+			_ = nodes[0] // what a hotfix label once did to the updater
+		}
+		synced <- key
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	var reported []string
+	var errs []error
+	onError := HandlePanics(PanicCounter(reg, "test"), zerolog.Nop(),
+		func(key, msg string) { reported = append(reported, key+": "+msg) },
+		func(_ string, err error) { errs = append(errs, err) })
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
+	queue.Add("ns/hostile")
+	queue.Add("ns/other")
+	go func() {
+		Run(ctx, queue, 1, sync, onError)
+		close(returned)
+	}()
+	assert.Equal(t, "ns/other", <-synced, "the next key is synced by the same worker")
+	cancel()
+	<-returned
+	require.Len(t, reported, 1)
+	assert.Contains(t, reported[0], "ns/hostile: the operator failed on this object (runtime error: index out of range")
+	var p *PanicError
+	require.Len(t, errs, 1)
+	require.ErrorAs(t, errs[0], &p)
+	assert.Contains(t, string(p.Stack), "worker_test.go", "the stack says where")
+	assert.Equal(t, 1, queue.NumRequeues("ns/hostile"), "requeued with backoff")
+	assert.Equal(t, 1.0, testutil.ToFloat64(PanicCounter(reg, "test")), "counted, the metric shared by name")
 }
