@@ -84,7 +84,7 @@ type Config struct {
 	Metrics *Metrics
 	// Registerer takes the count of recovered panics (nil: not exported).
 	Registerer prometheus.Registerer
-	Workers int
+	Workers    int
 }
 
 // Metrics are the mount-secret controller's Prometheus metrics.
