@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
@@ -451,7 +450,7 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 // every StatefulSet of the store whose value differs, which makes
 // Kubernetes roll its pods.
 func (c *Controller) rollStatefulSets(ctx context.Context, store *v1.ObjectStore, value string) ([]string, error) {
-	sets, err := c.sets.StatefulSets(store.Namespace).List(labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: v1.ObjectStoreLabelValue(store.Name)}))
+	sets, err := c.sets.StatefulSets(store.Namespace).List(v1.StatefulSetSelector(store.Name))
 	if err != nil {
 		return nil, fmt.Errorf("list StatefulSets of %s/%s: %w", store.Namespace, store.Name, err)
 	}

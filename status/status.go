@@ -70,14 +70,23 @@ func (w *Writer) SetCondition(ctx context.Context, u *unstructured.Unstructured,
 // subresource by server-side apply. What manager applied before and st
 // leaves out is removed; other managers' fields stay.
 func Apply(ctx context.Context, client dynamic.Interface, manager string, u *unstructured.Unstructured, st *v1.ObjectStoreStatus) error {
+	return ApplyAt(ctx, client, manager, u, st, "")
+}
+
+// ApplyAt is Apply with resourceVersion, when not empty, as a
+// precondition: the apiserver answers a conflict (apierrors.IsConflict)
+// when the object is no longer at that version.
+func ApplyAt(ctx context.Context, client dynamic.Interface, manager string, u *unstructured.Unstructured, st *v1.ObjectStoreStatus, resourceVersion string) error {
 	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st)
 	if err != nil {
 		return fmt.Errorf("encode status: %w", err)
 	}
+	metadata := map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()}
+	if resourceVersion != "" {
+		metadata["resourceVersion"] = resourceVersion
+	}
 	apply := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
-		"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()},
-		"status":   raw,
+		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind, "metadata": metadata, "status": raw,
 	}}
 	if _, err := client.Resource(v1.Resource).Namespace(u.GetNamespace()).ApplyStatus(ctx, u.GetName(), apply,
 		metav1.ApplyOptions{FieldManager: manager, Force: true}); err != nil {

@@ -7,9 +7,11 @@
 // fails, it falls back to a rolling update through the StatefulSets and
 // says why in the VersionCurrent condition.
 //
-// The update in flight is recorded in the ObjectStore's status before
-// MinIO is called, so an operator restart or a new leader sees it through
-// without calling again.
+// A sync observes (observe), decides (decide, a pure function of the
+// observation) and acts (act). The update in flight is recorded in the
+// ObjectStore's status, against the live object's resourceVersion, before
+// MinIO is called, so neither a lagging cache, nor an operator restart,
+// nor a new leader ever calls twice.
 package updates
 
 import (
@@ -26,10 +28,12 @@ import (
 	"github.com/minio/madmin-go/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -56,16 +60,26 @@ type ServingCertificate interface {
 	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
+// adminAPI is the part of MinIO's admin API the controller calls.
+type adminAPI interface {
+	ServerInfo(ctx context.Context, opts ...func(*madmin.ServerInfoOpts)) (madmin.InfoMessage, error)
+	ServerUpdateV2(ctx context.Context, opts madmin.ServerUpdateOpts) (madmin.ServerUpdateStatusV2, error)
+}
+
 // Config configures the controller.
 type Config struct {
 	// Kube reads the tenants' configuration and generated Secrets when
-	// needed (nothing caches Secrets for this controller) and patches
-	// StatefulSets.
-	Kube         kubernetes.Interface
-	Dynamic      dynamic.Interface
+	// needed and patches StatefulSets.
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	// ObjectStores is a dynamic informer on v1.Resource; StatefulSets
+	// lists the StatefulSets labelled v1.ObjectStoreLabel.
 	ObjectStores cache.SharedIndexInformer
-	Binaries     Binaries
-	Store        Catalog
+	StatefulSets appslisters.StatefulSetLister
+	// SetsSynced tells when the StatefulSets' informer has synced.
+	SetsSynced cache.InformerSynced
+	Binaries   Binaries
+	Store      Catalog
 	// Serving is nil when the upgrade server speaks plain HTTP.
 	Serving ServingCertificate
 	// UpdateURL is the upgrade server's base URL as pods reach it, up to
@@ -76,8 +90,14 @@ type Config struct {
 	// reports the new release. Past it the controller rolls instead.
 	Timeout time.Duration
 	// Poll is how often an update in flight is looked at.
-	Poll     time.Duration
-	Recorder record.EventRecorder
+	Poll time.Duration
+	// MaxPoll bounds the wait between looks at a tenant whose admin API
+	// does not answer yet.
+	MaxPoll time.Duration
+	// CallsPerNamespace is how many update calls one namespace's
+	// ObjectStores may have running at once.
+	CallsPerNamespace int
+	Recorder          record.EventRecorder
 	// Remedy returns what the user should do about a cause (Cause*), in
 	// the words of whoever wires this controller; "" for none.
 	Remedy     func(cause string) string
@@ -94,29 +114,29 @@ type Controller struct {
 	cfg     Config
 	log     zerolog.Logger
 	stores  cache.Indexer
-	synced  cache.InformerSynced
+	synced  []cache.InformerSynced
 	queue   workqueue.TypedRateLimitingInterface[string]
 	metrics *metrics
 	status  *statusWriter
 	term    controller.Term
+	calls   *calls
+	panics  prometheus.Counter
+	// dial returns an admin client for a tenant's host ("" for its
+	// endpoint) and what releases its connections; tests replace it.
+	dial func(t *tenant, host string) (adminAPI, func(), error)
 }
 
 // New wires event handlers; call Run to work and Lead while leading.
 func New(cfg Config) (*Controller, error) {
-	if cfg.Workers <= 0 {
-		cfg.Workers = 4
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Minute
-	}
-	if cfg.Poll <= 0 {
-		cfg.Poll = 2 * time.Second
-	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.Remedy == nil {
 		cfg.Remedy = func(string) string { return "" }
+	}
+	if cfg.Workers <= 0 || cfg.Timeout <= 0 || cfg.Poll <= 0 || cfg.MaxPoll <= 0 || cfg.CallsPerNamespace <= 0 {
+		return nil, fmt.Errorf("updates: workers (%d), timeout (%s), poll (%s), max poll (%s) and calls per namespace (%d) must be positive",
+			cfg.Workers, cfg.Timeout, cfg.Poll, cfg.MaxPoll, cfg.CallsPerNamespace)
 	}
 	if _, err := url.Parse(cfg.UpdateURL); err != nil || cfg.UpdateURL == "" {
 		return nil, fmt.Errorf("updates: update URL %q: %v", cfg.UpdateURL, err)
@@ -125,13 +145,25 @@ func New(cfg Config) (*Controller, error) {
 		cfg:    cfg,
 		log:    cfg.Log.With().Str("component", "updates").Logger(),
 		stores: cfg.ObjectStores.GetIndexer(),
-		synced: cfg.ObjectStores.HasSynced,
+		synced: []cache.InformerSynced{cfg.ObjectStores.HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "updates"}),
 		metrics: newMetrics(cfg.Registerer),
 		status:  &statusWriter{client: cfg.Dynamic, recorder: cfg.Recorder, clock: cfg.Clock},
+		panics:  controller.PanicCounter(cfg.Registerer, "updates"),
+		dial: func(t *tenant, host string) (adminAPI, func(), error) {
+			adm, tr, err := t.admin(host)
+			if err != nil {
+				return nil, nil, err
+			}
+			return adm, tr.CloseIdleConnections, nil
+		},
 	}
+	if cfg.SetsSynced != nil {
+		c.synced = append(c.synced, cfg.SetsSynced)
+	}
+	c.calls = newCalls(cfg.CallsPerNamespace, c.queue.Add)
 	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, obj any) {
@@ -158,17 +190,29 @@ func (c *Controller) Resolved(key string) { c.queue.Add(key) }
 
 // Run works until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return errors.New("updates: informers did not sync")
 	}
-	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, func(key string, err error) {
-		c.log.Error().Str("objectstore", key).Str("reason", causeOf(err)).Err(err).Msg("update sync failed; retrying")
-	})
+	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, controller.HandlePanics(c.panics, c.log,
+		func(key, message string) {
+			if ctx := c.term.Context(); ctx != nil {
+				if u, ok := c.cached(key); ok {
+					have := statusOf(mustStore(u))
+					want := have
+					want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionUnknown,
+						Reason: controller.ReasonInternalError, Message: message})
+					_ = c.status.write(ctx, u, &have, want)
+				}
+			}
+		},
+		func(key string, err error) {
+			c.log.Error().Str("objectstore", key).Str("reason", causeOf(err)).Err(err).Msg("update sync failed; retrying")
+		}))
 	return nil
 }
 
 // Lead makes this controller act until ctx (the leadership term) ends.
-// A sync in flight when the term ends is cancelled with it.
+// A sync or call in flight when the term ends is cancelled with it.
 func (c *Controller) Lead(ctx context.Context) error {
 	c.term.Lead(ctx, func() {
 		for _, key := range c.stores.ListKeys() {
@@ -178,11 +222,34 @@ func (c *Controller) Lead(ctx context.Context) error {
 	return nil
 }
 
+func (c *Controller) cached(key string) (*unstructured.Unstructured, bool) {
+	obj, exists, err := c.stores.GetByKey(key)
+	if err != nil || !exists {
+		return nil, false
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	return u, ok
+}
+
+// mustStore converts what the informer holds; an object that does not
+// convert has an empty spec here (binsource reports it).
+func mustStore(u *unstructured.Unstructured) *v1.ObjectStore {
+	s, err := v1.FromUnstructured(u)
+	if err != nil {
+		return &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace()}}
+	}
+	return s
+}
+
 // node is one MinIO server as its admin API reports it.
 type node struct {
 	endpoint string // host:port
 	online   bool
 	release  string
+}
+
+func (c *Controller) params() params {
+	return params{timeout: c.cfg.Timeout, poll: c.cfg.Poll, maxPoll: c.cfg.MaxPoll}
 }
 
 // sync brings the ObjectStore's nodes to the release of its image, in
@@ -192,248 +259,203 @@ func (c *Controller) sync(_ context.Context, key string) error {
 	if ctx == nil {
 		return nil
 	}
-	obj, exists, err := c.stores.GetByKey(key)
-	if err != nil {
-		return fmt.Errorf("get ObjectStore %s: %w", key, err)
-	}
-	if !exists {
+	u, ok := c.cached(key)
+	if !ok {
+		ns, _, _ := cache.SplitMetaNamespaceKey(key)
+		c.calls.forget(key, ns)
 		return nil
 	}
-	u := obj.(*unstructured.Unstructured)
 	store, err := v1.FromUnstructured(u)
 	if err != nil || store.Spec.Image == "" {
 		return nil // binsource reports what does not convert
 	}
-	s := &syncState{c: c, u: u, store: store, key: key, now: c.cfg.Clock.Now(), log: c.log.With().Str("objectstore", key).Logger()}
-	s.have, s.want = statusOf(store), statusOf(store)
-	return s.run(ctx)
-}
-
-// syncState is one sync of one ObjectStore.
-type syncState struct {
-	c     *Controller
-	u     *unstructured.Unstructured
-	store *v1.ObjectStore
-	key   string
-	now   time.Time
-	log   zerolog.Logger
-	have  status // what the ObjectStore's status holds
-	want  status // what it should become
-
-	tenant *tenant
-	nodes  []node
-}
-
-func (s *syncState) run(ctx context.Context) error {
-	c, store := s.c, s.store
-	res, resolved := c.cfg.Binaries.Resolution(s.key, store.Spec.Image)
-	var reach error
-	if s.tenant, reach = c.loadTenant(ctx, store); reach == nil {
-		s.nodes, reach = c.serverInfo(ctx, s.tenant)
-	}
-	if reach == nil {
-		s.want.release = oldest(s.nodes)
-	}
-	inflight := store.Status.Update
-	paused := store.Annotations[v1.UpdatesPausedAnnotation] == "true"
-
-	switch {
-	case inflight != nil:
-		return s.follow(ctx, inflight, reach)
-	case reach != nil && causeOf(reach) == "":
-		// A transient API error (not a typed cause): retry with backoff.
-		return reach
-	case resolved && res.Available && reach == nil && allOn(s.nodes, res.Release):
-		return s.current(ctx, res.Release, paused)
-	case paused:
-		msg := "updates are paused by the annotation " + v1.UpdatesPausedAnnotation + `: "true"`
-		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdatesPaused, msg, 0)
-	case !resolved:
-		// The binary source is still resolving the image; it calls
-		// Resolved when done.
-		return s.finish(ctx, metav1.ConditionFalse, ReasonWaitingForBinary,
-			fmt.Sprintf("waiting for the release of %s to be resolved into the upgrade store", store.Spec.Image), 0)
-	}
-	onImage, err := c.statefulSetsOn(ctx, store)
-	if err != nil {
-		return err
-	}
-	switch {
-	case onImage && reach != nil:
-		// Nothing to roll, nothing to ask: say what is missing. An
-		// unreachable tenant is retried with backoff; missing configuration
-		// waits for a spec change or the resync (Secrets are not watched).
-		if err := s.finish(ctx, metav1.ConditionUnknown, causeOf(reach), s.withRemedy(reach), 0); err != nil {
-			return err
-		}
-		if causeOf(reach) == CauseConfigurationMissing {
+	o, t := c.observe(ctx, key, store)
+	a := decide(o, c.params())
+	if a.verb == call {
+		// The cache may lag the status this controller wrote: decide again
+		// on the live object before anything is called.
+		live, err := c.cfg.Dynamic.Resource(v1.Resource).Namespace(store.Namespace).Get(ctx, store.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return reach
-	case onImage:
-		// The StatefulSets already run spec.image: a rolling update to it
-		// is under way (or pods pick it up as they restart). An in-place
-		// call now would race the restarts, or repeat one that failed.
-		if prev := s.want.condition(); prev != nil && prev.Reason == ReasonRollingUpdate && prev.Status != metav1.ConditionTrue {
-			s.c.queue.AddAfter(s.key, s.c.cfg.Poll*5)
-			return s.write(ctx, prev.Status, prev.Reason, prev.Message)
+		if err != nil {
+			return fmt.Errorf("read ObjectStore %s before an update call: %w", key, err)
 		}
-		want := res.Release
-		if !res.Available {
-			want = "its release (not in the upgrade store: " + res.Reason + ")"
+		if live.GetResourceVersion() != u.GetResourceVersion() {
+			if store, err = v1.FromUnstructured(live); err != nil {
+				return nil
+			}
+			u = live
+			o, t = c.observe(ctx, key, store)
+			a = decide(o, c.params())
 		}
-		return s.finish(ctx, metav1.ConditionFalse, ReasonWaitingForNodes,
-			fmt.Sprintf("the StatefulSets run %s; waiting for every node to report %s (%s)", store.Spec.Image, want, describeNodes(s.nodes)), s.c.cfg.Poll)
-	case !res.Available:
-		// Not a failure of the in-place path: the image itself could not be
-		// pulled or verified (a registry outage, a signature that does not
-		// verify, a conflicting release). Rolling pods onto it would trade a
-		// verified binary for one the operator refused, or pods stuck
-		// pulling; wait for BinaryAvailable instead.
-		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdateFailed, s.withRemedy(newError(CauseBinaryUnavailable,
-			fmt.Errorf("the release of %s is not in the upgrade store (BinaryAvailable: %s); nothing is updated or rolled until it is",
-				store.Spec.Image, res.Reason))), 0)
-	case reach != nil:
-		return s.rollBack(ctx, reach)
 	}
-	return s.start(ctx, res.Release)
+	return c.act(ctx, key, u, store, o, t, a)
 }
 
-// current: every node runs the wanted release. The StatefulSets follow,
-// so pods that restart later keep it.
-func (s *syncState) current(ctx context.Context, release string, paused bool) error {
-	// Paused: not even the image is set, since that restarts pods under a
-	// RollingUpdate strategy.
-	if !paused {
-		if _, err := s.c.setImage(ctx, s.store); err != nil {
-			return s.finish(ctx, metav1.ConditionFalse, ReasonUpdateFailed, err.Error(), 0)
+// observe reads what decide needs: the status, the store's resolution of
+// the image, the tenant's nodes, its StatefulSets and this process's call.
+func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectStore) (observation, *tenant) {
+	st := statusOf(store)
+	o := observation{now: c.cfg.Clock.Now(), image: store.Spec.Image, recorded: store.Status.Update, prev: st.cond,
+		paused: store.Annotations[v1.UpdatesPausedAnnotation] == "true", call: c.calls.state(key)}
+	if res, resolved := c.cfg.Binaries.Resolution(key, store.Spec.Image); resolved {
+		o.binary = binaryState{resolved: true, available: res.Available, release: res.Release, reason: res.Reason}
+	}
+	t, reach := c.loadTenant(ctx, store)
+	if reach == nil {
+		o.nodes, reach = c.serverInfo(ctx, t)
+	}
+	o.reach = reach
+	o.sets = c.setsOf(store)
+	release := o.binary.release
+	if o.recorded != nil {
+		release = o.recorded.Release
+	}
+	if release != "" {
+		o.updateURL, o.urlErr = c.updateURL(release)
+		if o.urlErr == nil && t != nil {
+			o.trustErr = c.preflight(t.roots, o.updateURL, o.now)
 		}
 	}
-	reason, msg := ReasonCurrent, fmt.Sprintf("every node runs %s, the release of %s", release, s.store.Spec.Image)
-	switch prev := s.want.condition(); {
-	case paused:
-		reason = ReasonUpdatesPaused
-		msg += "; updates are paused by the annotation " + v1.UpdatesPausedAnnotation
-	case prev != nil && (prev.Reason == ReasonUpdatedInPlace || prev.Reason == ReasonRollingUpdate):
-		reason = prev.Reason
-	}
-	return s.finish(ctx, metav1.ConditionTrue, reason, msg, 0)
+	return o, t
 }
 
-// start begins an update to release: in place when MinIO can take it, else
-// by rolling.
-func (s *syncState) start(ctx context.Context, release string) error {
-	want, err := releaseTime(release)
-	if err != nil {
-		return s.rollBack(ctx, newError(CauseBinaryUnavailable, err))
+// act does what decide chose and writes the status it leads to.
+func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstructured, store *v1.ObjectStore, o observation, t *tenant, a action) error {
+	if a.verb == retry {
+		return o.reach
 	}
-	var old, newer, offline []string
-	for _, n := range s.nodes {
-		t, err := releaseTime(n.release)
+	log := c.log.With().Str("objectstore", key).Logger()
+	msg := a.message
+	if a.cause != "" {
+		msg = c.withRemedy(msg, a.cause)
+	}
+	switch a.verb {
+	case setImage:
+		if _, err := c.setImage(ctx, store); err != nil {
+			a = action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateFailed, update: a.update, outcome: a.outcome, took: a.took}
+			msg = err.Error()
+		}
+	case roll:
+		rolled, err := c.rollImage(ctx, store)
 		switch {
-		case !n.online:
-			offline = append(offline, n.endpoint)
-		case err != nil || t.Before(want):
-			old = append(old, n.endpoint)
-		case t.After(want):
-			newer = append(newer, n.endpoint+" ("+n.release+")")
-		}
-	}
-	if len(newer) > 0 {
-		return s.rollBack(ctx, errorf(CauseDowngrade, "nodes %s run a newer release than %s; MinIO updates in place only forward",
-			strings.Join(newer, ", "), release))
-	}
-	if len(offline) > 0 {
-		// An update now would leave these nodes behind; wait for them.
-		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdateFailed,
-			s.withRemedy(errorf(CauseNodeOffline, "nodes %s are offline; the update to %s starts when every node is online",
-				strings.Join(offline, ", "), release)), s.c.cfg.Poll*5)
-	}
-	updateURL, err := s.c.updateURL(release)
-	if err != nil {
-		return s.rollBack(ctx, newError(CauseBinaryUnavailable, err))
-	}
-	if err := s.c.preflight(s.tenant.roots, updateURL, s.now); err != nil {
-		return s.rollBack(ctx, err)
-	}
-	s.want.update = &v1.UpdateStatus{Release: release, Image: s.store.Spec.Image, Started: metav1.NewTime(s.now)}
-	// A node that already runs the release answers "latest version" for
-	// every node; ask one left behind, which pushes to the others.
-	host := ""
-	if len(old) < len(s.nodes) {
-		host = old[0]
-	}
-	return s.call(ctx, updateURL, host)
-}
-
-// call records the call in the status (before making it), asks MinIO to
-// update through host ("" for the tenant's endpoint) and reads the answer.
-func (s *syncState) call(ctx context.Context, updateURL, host string) error {
-	for {
-		up := *s.want.update
-		up.Calls++
-		up.LastCall = metav1.NewTime(s.c.cfg.Clock.Now())
-		s.want.update = &up
-		msg := fmt.Sprintf("asked MinIO to update to %s from %s", up.Release, updateURL)
-		if err := s.write(ctx, metav1.ConditionFalse, ReasonUpdatingInPlace, msg); err != nil {
-			return err // nothing was called
-		}
-		s.log.Info().Str("release", up.Release).Str("url", updateURL).Str("node", host).Int("call", up.Calls).
-			Msg("updating MinIO in place")
-		failed, transient, updated, err := s.callOnce(ctx, updateURL, host)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return ctx.Err() // leadership ended; the next leader follows the recorded update
 		case err != nil:
-			return s.rollBack(ctx, err)
-		case len(failed) == 0:
-		case len(failed) == transient && up.Calls < maxCalls:
-			// MinIO garbled the binary on its way to these nodes (see
-			// maxCalls): ask one of them again, which downloads it afresh.
-			s.log.Warn().Str("release", up.Release).Strs("failed", failed).Msg("nodes got a damaged copy of the binary; asking again")
-			host = failedHost(failed[0])
-			continue
-		case updated == 0:
-			return s.rollBack(ctx, errorf(CauseInPlaceRefused, "MinIO could not update in place to %s: %s", up.Release, strings.Join(failed, "; ")))
+			a.reason, a.outcome, a.after = ReasonUpdateFailed, outcomeFailed, 0
+			msg += "; the rolling update failed too: " + err.Error()
+		case len(rolled) > 0:
+			log.Warn().Str("reason", a.cause).Strs("statefulsets", rolled).Str("image", store.Spec.Image).Str("why", a.message).
+				Msg("falling back to a rolling update")
+			msg = fmt.Sprintf("rolling update to %s (StatefulSets %s): %s", store.Spec.Image, strings.Join(rolled, ", "), msg)
 		default:
-			s.log.Warn().Str("release", up.Release).Strs("failed", failed).Msg("some nodes did not update; the rest restart on the new release")
+			if a.took == 0 {
+				a.outcome = "" // nothing rolled, no update ended: not an outcome
+			}
+			msg = fmt.Sprintf("rolling update to %s: %s", store.Spec.Image, msg)
 		}
-		s.c.queue.AddAfter(s.key, s.c.cfg.Poll)
-		return nil
+	case call:
+		return c.startCall(ctx, key, u, store, o, t, a, msg)
 	}
+	release := ""
+	if o.reach == nil {
+		release = oldest(o.nodes)
+	}
+	if err := c.write(ctx, u, store, release, a.update, a.status, a.reason, msg); err != nil {
+		return err
+	}
+	if o.call.result != nil {
+		c.calls.consume(key)
+	}
+	if a.outcome != "" {
+		c.metrics.observe(a.outcome, a.took)
+	}
+	if a.verb == setImage && a.reason == ReasonUpdatedInPlace {
+		log.Info().Str("release", o.binary.release).Dur("took", a.took).Msg("every node runs the new release; updated in place")
+	}
+	if a.after > 0 {
+		c.queue.AddAfter(key, a.after)
+	}
+	return nil
+}
+
+// startCall records the call in the status, conditional on the object
+// being what was observed (its resourceVersion), and then makes it beside
+// the queue, on one of the namespace's call slots. A conflict means the
+// object changed since: nothing is called, and the next sync looks again.
+func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.Unstructured, store *v1.ObjectStore, o observation, t *tenant, a action, msg string) error {
+	if !c.calls.reserve(key, store.Namespace) {
+		// Queued again when a call of the namespace ends.
+		return c.write(ctx, u, store, oldest(o.nodes), o.recorded, metav1.ConditionFalse, ReasonUpdateQueued,
+			fmt.Sprintf("waiting to update to %s: namespace %s has %d update call(s) running, the most it may have at once",
+				a.update.Release, store.Namespace, c.cfg.CallsPerNamespace))
+	}
+	have := statusOf(store)
+	want := have
+	want.release, want.update = oldest(o.nodes), a.update
+	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: a.status, Reason: a.reason, Message: msg})
+	if err := c.status.writeAt(ctx, u, &have, want, u.GetResourceVersion()); err != nil {
+		c.calls.release(store.Namespace)
+		if apierrors.IsConflict(err) {
+			c.log.Info().Str("objectstore", key).Msg("the ObjectStore changed before the update call was recorded; looking again, nothing called")
+		}
+		return err
+	}
+	if o.call.result != nil {
+		c.calls.consume(key)
+	}
+	up := *a.update
+	c.log.Info().Str("objectstore", key).Str("release", up.Release).Str("url", o.updateURL).Str("node", a.host).Int("call", up.Calls).
+		Msg("updating MinIO in place")
+	c.calls.start(ctx, key, store.Namespace, func(ctx context.Context) callResult {
+		return c.callOnce(ctx, t, o.updateURL, a.host, up.Release)
+	})
+	return nil
 }
 
 // callOnce makes one ServerUpdateV2 call through host and sorts the
 // per-node results: failures as "node <host>: <MinIO's error>", how many of
 // them are a damaged download, and how many nodes updated.
-func (s *syncState) callOnce(ctx context.Context, updateURL, host string) (failed []string, transient, updated int, err error) {
-	adm, tr, err := s.tenant.admin(host)
+func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, release string) callResult {
+	adm, done, err := c.dial(t, host)
 	if err != nil {
-		return nil, 0, 0, newError(CauseTenantUnreachable, err)
+		return callResult{err: newError(CauseTenantUnreachable, err)}
 	}
-	defer tr.CloseIdleConnections()
-	callCtx, cancel := context.WithTimeout(ctx, s.c.cfg.Timeout)
+	defer done()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	result, err := adm.ServerUpdateV2(callCtx, madmin.ServerUpdateOpts{UpdateURL: updateURL})
+	result, err := adm.ServerUpdateV2(ctx, madmin.ServerUpdateOpts{UpdateURL: updateURL})
 	if err != nil {
-		return nil, 0, 0, errorf(CauseInPlaceRefused, "MinIO refused the in-place update to %s: %s", s.want.update.Release, describeAdminError(err))
+		if strings.Contains(err.Error(), updateInProgress) {
+			// A call of ours is being answered by MinIO already: follow it.
+			return callResult{}
+		}
+		return callResult{err: errorf(CauseInPlaceRefused, "MinIO refused the in-place update to %s: %s", release, describeAdminError(err))}
 	}
-	for _, r := range result.Results {
+	var r callResult
+	for _, n := range result.Results {
 		switch {
-		case r.Err == "":
-			updated++
-		case strings.Contains(r.Err, "running the latest version"):
-			// A node that already runs the release (a retry).
+		case n.Err == "":
+			r.updated++
+		case strings.Contains(n.Err, "running the latest version"), strings.Contains(n.Err, updateInProgress):
+			// A node that already runs the release (a retry), or one
+			// taking the binary from a call still being answered.
 		default:
-			failed = append(failed, fmt.Sprintf("node %s: %s", r.Host, r.Err))
-			if strings.Contains(r.Err, "wrong checksum") || strings.Contains(r.Err, "magic number mismatch") {
-				transient++
+			r.failed = append(r.failed, fmt.Sprintf("node %s: %s", n.Host, n.Err))
+			if strings.Contains(n.Err, "wrong checksum") || strings.Contains(n.Err, "magic number mismatch") {
+				r.transient++
 			}
 		}
 	}
-	sort.Strings(failed)
-	return failed, transient, updated, nil
+	sort.Strings(r.failed)
+	if len(r.failed) > 0 && len(r.failed) != r.transient {
+		c.log.Warn().Str("release", release).Strs("failed", r.failed).Msg("some nodes did not update")
+	}
+	return r
 }
+
+// updateInProgress is what MinIO answers a call that arrives while it is
+// still verifying or installing the binary of another.
+const updateInProgress = "update already in progress"
 
 // failedHost is the host of a "node <host>: <error>" failure.
 func failedHost(failure string) string {
@@ -441,138 +463,35 @@ func failedHost(failure string) string {
 	return h
 }
 
-// maxCalls is how many update calls one release gets. MinIO can damage the
-// binary it pushes to some nodes right after a start ("Updated file has
-// wrong checksum", "magic number mismatch": its download buffer goes back
-// to a pool while still in use); a node that failed that way is asked
-// again, and nodes left behind by an update are called directly.
-const maxCalls = 3
-
-// settle is how long nodes get after a call to restart on the new release
-// before the ones left behind are called again.
-const settle = 10 * time.Second
-
-// follow sees an update in flight through: done when every node reports
-// it, called once more for nodes left behind, rolled back past the
-// timeout. It never calls while a call may still be running.
-func (s *syncState) follow(ctx context.Context, up *v1.UpdateStatus, reach error) error {
-	elapsed := s.now.Sub(up.Started.Time)
-	if up.Image != "" && up.Image != s.store.Spec.Image {
-		// spec.image changed under the update: let the next sync start over.
-		s.want.update = nil
-		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdatingInPlace,
-			fmt.Sprintf("the image changed while updating to %s; starting over", up.Release), s.c.cfg.Poll)
-	}
-	if reach == nil && allOn(s.nodes, up.Release) {
-		s.want.update = nil
-		s.c.metrics.observe(outcomeInPlace, elapsed)
-		s.log.Info().Str("release", up.Release).Dur("took", elapsed).Msg("every node runs the new release; updated in place")
-		if _, err := s.c.setImage(ctx, s.store); err != nil {
-			return s.finish(ctx, metav1.ConditionFalse, ReasonUpdateFailed, err.Error(), 0)
-		}
-		return s.finish(ctx, metav1.ConditionTrue, ReasonUpdatedInPlace,
-			fmt.Sprintf("every node runs %s, the release of %s, updated in place in %s", up.Release, s.store.Spec.Image, elapsed.Round(time.Second)), 0)
-	}
-	if elapsed > s.c.cfg.Timeout {
-		behind := "the admin API did not answer: " + errString(reach)
-		if reach == nil {
-			behind = "nodes still on another release: " + strings.Join(s.behind(up.Release), ", ")
-		}
-		return s.rollBack(ctx, errorf(CauseNodesNotUpdated, "the in-place update to %s did not complete in %s (%s)",
-			up.Release, s.c.cfg.Timeout, behind))
-	}
-	if reach == nil && s.now.Sub(up.LastCall.Time) > settle && up.Calls < maxCalls {
-		if behind := s.behind(up.Release); len(behind) > 0 && len(behind) < len(s.nodes) && allOnline(s.nodes) {
-			// Mixed releases: ask a node left behind, which pushes the
-			// binary to the other nodes left behind.
-			updateURL, err := s.c.updateURL(up.Release)
-			if err != nil {
-				return s.rollBack(ctx, newError(CauseBinaryUnavailable, err))
-			}
-			s.log.Warn().Str("release", up.Release).Strs("behind", behind).Msg("nodes run different releases; updating the ones left behind")
-			return s.call(ctx, updateURL, behind[0])
-		}
-	}
-	return s.finish(ctx, metav1.ConditionFalse, ReasonUpdatingInPlace,
-		fmt.Sprintf("updating to %s in place (%d call(s) made; nodes not on it yet: %s)", up.Release, up.Calls, strings.Join(s.behind(up.Release), ", ")), s.c.cfg.Poll)
-}
-
-// rollBack falls back to a rolling update: the StatefulSets get spec.image
-// and the statefulset controller replaces the pods. why is said in the
-// condition and an Event.
-func (s *syncState) rollBack(ctx context.Context, why error) error {
-	var took time.Duration
-	if up := s.store.Status.Update; up != nil {
-		took = s.now.Sub(up.Started.Time)
-	}
-	s.want.update = nil
-	msg := s.withRemedy(why)
-	if paused := s.store.Annotations[v1.UpdatesPausedAnnotation] == "true"; paused && s.store.Status.Update == nil {
-		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdatesPaused, msg+"; updates are paused by the annotation "+v1.UpdatesPausedAnnotation, 0)
-	}
-	rolled, err := s.c.rollImage(ctx, s.store)
-	if err != nil {
-		s.c.metrics.observe(outcomeFailed, took)
-		return s.finish(ctx, metav1.ConditionFalse, ReasonUpdateFailed, msg+"; the rolling update failed too: "+err.Error(), 0)
-	}
-	if len(rolled) > 0 || took > 0 {
-		s.c.metrics.observe(outcomeRolling, took)
-	}
-	if len(rolled) > 0 {
-		s.log.Warn().Str("reason", causeOf(why)).Strs("statefulsets", rolled).Str("image", s.store.Spec.Image).Err(why).
-			Msg("falling back to a rolling update")
-		msg = fmt.Sprintf("rolling update to %s (StatefulSets %s): %s", s.store.Spec.Image, strings.Join(rolled, ", "), msg)
-	} else {
-		msg = fmt.Sprintf("rolling update to %s: %s", s.store.Spec.Image, msg)
-	}
-	return s.finish(ctx, metav1.ConditionFalse, ReasonRollingUpdate, msg, s.c.cfg.Poll*5)
-}
-
-func (s *syncState) withRemedy(err error) string {
-	msg := err.Error()
-	if r := s.c.cfg.Remedy(causeOf(err)); r != "" {
-		msg += ". " + strings.ToUpper(r[:1]) + r[1:]
+func (c *Controller) withRemedy(msg, cause string) string {
+	if r := c.cfg.Remedy(cause); r != "" {
+		msg = strings.TrimRight(msg, ". ") + ". " + strings.ToUpper(r[:1]) + r[1:]
 	}
 	return msg
 }
 
-// finish writes the status when it changed and requeues after again (0:
-// no requeue).
-func (s *syncState) finish(ctx context.Context, st metav1.ConditionStatus, reason, msg string, again time.Duration) error {
-	if err := s.write(ctx, st, reason, msg); err != nil {
-		return err
+// write applies the status when it changed, logging a change of reason.
+func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, store *v1.ObjectStore, release string, update *v1.UpdateStatus,
+	st metav1.ConditionStatus, reason, msg string) error {
+	have := statusOf(store)
+	want := have
+	if release != "" {
+		want.release = release
 	}
-	if again > 0 {
-		s.c.queue.AddAfter(s.key, again)
-	}
-	return nil
-}
-
-func (s *syncState) write(ctx context.Context, st metav1.ConditionStatus, reason, msg string) error {
-	before := s.have.cond
-	s.want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: msg})
-	if err := s.c.status.write(ctx, s.u, &s.have, s.want); err != nil {
+	want.update = update
+	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: msg})
+	before := have.cond
+	if err := c.status.write(ctx, u, &have, want); err != nil {
 		return err
 	}
 	if before == nil || before.Reason != reason || before.Status != st {
-		ev := s.log.Info()
-		if st != metav1.ConditionTrue && reason != ReasonUpdatingInPlace && reason != ReasonWaitingForBinary {
-			ev = s.log.Warn()
+		ev := c.log.Info()
+		if st != metav1.ConditionTrue && reason != ReasonUpdatingInPlace && reason != ReasonWaitingForBinary && reason != ReasonUpdateQueued {
+			ev = c.log.Warn()
 		}
-		ev.Str("reason", reason).Str("status", string(st)).Str("release", s.want.release).Msg(msg)
+		ev.Str("objectstore", store.Namespace+"/"+store.Name).Str("reason", reason).Str("status", string(st)).Str("release", want.release).Msg(msg)
 	}
 	return nil
-}
-
-// behind lists the nodes not on release.
-func (s *syncState) behind(release string) []string {
-	var out []string
-	for _, n := range s.nodes {
-		if n.release != release {
-			out = append(out, n.endpoint)
-		}
-	}
-	return out
 }
 
 // updateURL is the .sha256sum URL MinIO is given: the top-level release
@@ -595,11 +514,11 @@ func (c *Controller) updateURL(release string) (string, error) {
 
 // serverInfo asks the tenant which release each node runs.
 func (c *Controller) serverInfo(ctx context.Context, t *tenant) ([]node, error) {
-	adm, tr, err := t.admin("")
+	adm, done, err := c.dial(t, "")
 	if err != nil {
 		return nil, newError(CauseTenantUnreachable, err)
 	}
-	defer tr.CloseIdleConnections()
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	info, err := adm.ServerInfo(ctx)
@@ -644,19 +563,14 @@ func describeNodes(nodes []node) string {
 	return strings.Join(parts, ", ")
 }
 
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
+// allOn tells whether every node is online and runs release, as MinIO
+// orders releases.
 func allOn(nodes []node, release string) bool {
 	if len(nodes) == 0 || release == "" {
 		return false
 	}
 	for _, n := range nodes {
-		if !n.online || n.release != release {
+		if !n.online || !sameRelease(n.release, release) {
 			return false
 		}
 	}

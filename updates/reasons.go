@@ -32,6 +32,9 @@ const (
 	// ReasonWaitingForBinary: the release of spec.image is still being
 	// pulled into the store.
 	ReasonWaitingForBinary = "WaitingForBinary"
+	// ReasonUpdateQueued: an update is due, and waits for one of its
+	// namespace's update call slots.
+	ReasonUpdateQueued = "UpdateQueued"
 )
 
 // Causes of a fallback to a rolling update, or of a condition that is not

@@ -11,14 +11,15 @@ import (
 // instant as RFC 3339.
 const releaseLayout = "2006-01-02T15-04-05Z"
 
-// releaseTime is the build time a release tag names.
+// releaseTime is the build time a release tag names, read as MinIO reads
+// it (releaseTagToReleaseTime): RELEASE.<time> and up to two more fields
+// (a hotfix suffix), which order with the time.
 func releaseTime(release string) (time.Time, error) {
-	s, ok := strings.CutPrefix(release, "RELEASE.")
-	if !ok {
-		return time.Time{}, fmt.Errorf("release %q does not start with RELEASE.", release)
+	fields := strings.Split(release, ".")
+	if len(fields) < 2 || len(fields) > 4 || fields[0] != "RELEASE" {
+		return time.Time{}, fmt.Errorf("%q is not a MinIO release tag (RELEASE.<time>[.hotfix.<id>])", release)
 	}
-	s, _, _ = strings.Cut(s, ".") // a hotfix suffix orders with its release
-	t, err := time.Parse(releaseLayout, s)
+	t, err := time.Parse(releaseLayout, fields[1])
 	if err != nil {
 		return time.Time{}, fmt.Errorf("release %q: %w", release, err)
 	}
@@ -33,4 +34,17 @@ func releaseOfVersion(version string) (string, error) {
 		return "", fmt.Errorf("MinIO version %q is not a release time: %w", version, err)
 	}
 	return "RELEASE." + t.UTC().Format(releaseLayout), nil
+}
+
+// sameRelease tells whether a node running release a runs b, as MinIO
+// orders them: by release time alone, so a hotfix tag
+// (RELEASE.<time>.hotfix.<id>) is the release of its time. MinIO reports
+// only that time, and refuses an in-place update between two builds of it.
+func sameRelease(a, b string) bool {
+	ta, err1 := releaseTime(a)
+	tb, err2 := releaseTime(b)
+	if err1 != nil || err2 != nil {
+		return a == b && a != ""
+	}
+	return ta.Equal(tb)
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
@@ -37,12 +38,11 @@ func (c *Controller) rollImage(ctx context.Context, store *v1.ObjectStore) ([]st
 // patchImages sets spec.image where it differs and says which StatefulSets
 // it changed out of how many the store has.
 func (c *Controller) patchImages(ctx context.Context, store *v1.ObjectStore) (changed []string, total int, err error) {
-	sets, err := c.statefulSets(ctx, store)
+	sets, err := c.statefulSets(store)
 	if err != nil {
 		return nil, 0, err
 	}
-	for i := range sets {
-		s := &sets[i]
+	for _, s := range sets {
 		current, ok := minioImage(s)
 		if !ok {
 			return changed, len(sets), fmt.Errorf("StatefulSet %s/%s has no container named %q", s.Namespace, s.Name, containerName)
@@ -66,15 +66,15 @@ func (c *Controller) patchImages(ctx context.Context, store *v1.ObjectStore) (ch
 	return changed, len(sets), nil
 }
 
-// statefulSets lists the store's StatefulSets (by its label).
-func (c *Controller) statefulSets(ctx context.Context, store *v1.ObjectStore) ([]appsv1.StatefulSet, error) {
-	sets, err := c.cfg.Kube.AppsV1().StatefulSets(store.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{v1.ObjectStoreLabel: v1.ObjectStoreLabelValue(store.Name)}).String(),
-	})
+// statefulSets lists the store's StatefulSets (by its label) from the
+// informer, sorted by name. They are the lister's: never modified.
+func (c *Controller) statefulSets(store *v1.ObjectStore) ([]*appsv1.StatefulSet, error) {
+	sets, err := c.cfg.StatefulSets.StatefulSets(store.Namespace).List(v1.StatefulSetSelector(store.Name))
 	if err != nil {
 		return nil, fmt.Errorf("list StatefulSets of ObjectStore %s/%s: %w", store.Namespace, store.Name, err)
 	}
-	return sets.Items, nil
+	slices.SortFunc(sets, func(a, b *appsv1.StatefulSet) int { return strings.Compare(a.Name, b.Name) })
+	return sets, nil
 }
 
 func minioImage(s *appsv1.StatefulSet) (string, bool) {
@@ -86,17 +86,18 @@ func minioImage(s *appsv1.StatefulSet) (string, bool) {
 	return "", false
 }
 
-// statefulSetsOn reports whether the store has StatefulSets and all of
+// setsOf says how many StatefulSets the store has and whether all of
 // them run spec.image in their minio container.
-func (c *Controller) statefulSetsOn(ctx context.Context, store *v1.ObjectStore) (bool, error) {
-	sets, err := c.statefulSets(ctx, store)
+func (c *Controller) setsOf(store *v1.ObjectStore) setsState {
+	sets, err := c.statefulSets(store)
 	if err != nil {
-		return false, err
+		return setsState{}
 	}
-	for i := range sets {
-		if image, _ := minioImage(&sets[i]); image != store.Spec.Image {
-			return false, nil
+	on := len(sets) > 0
+	for _, s := range sets {
+		if image, _ := minioImage(s); image != store.Spec.Image {
+			on = false
 		}
 	}
-	return len(sets) > 0, nil
+	return setsState{count: len(sets), onImage: on}
 }

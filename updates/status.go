@@ -73,20 +73,27 @@ type statusWriter struct {
 // write applies want over have (what the ObjectStore carries, updated on
 // success).
 func (w *statusWriter) write(ctx context.Context, u *unstructured.Unstructured, have *status, want status) error {
+	return w.writeAt(ctx, u, have, want, "")
+}
+
+// writeAt is write conditional on the object's resourceVersion (none when
+// empty): the apiserver refuses it with a conflict when the object changed
+// since, which is how a call is recorded exactly once.
+func (w *statusWriter) writeAt(ctx context.Context, u *unstructured.Unstructured, have *status, want status, resourceVersion string) error {
 	if want.cond != nil {
 		want.cond.ObservedGeneration = u.GetGeneration()
 		if want.cond.LastTransitionTime.IsZero() {
 			want.cond.LastTransitionTime = metav1.NewTime(w.clock.Now())
 		}
 	}
-	if have.equal(want) {
+	if have.equal(want) && resourceVersion == "" {
 		return nil
 	}
 	st := &v1.ObjectStoreStatus{Release: want.release, Update: want.update}
 	if want.cond != nil {
 		st.Conditions = []metav1.Condition{*want.cond}
 	}
-	if err := objstatus.Apply(ctx, w.client, fieldManager, u, st); err != nil {
+	if err := objstatus.ApplyAt(ctx, w.client, fieldManager, u, st, resourceVersion); err != nil {
 		return err
 	}
 	changed := want.cond != nil && (have.cond == nil || have.cond.Reason != want.cond.Reason || have.cond.Status != want.cond.Status)

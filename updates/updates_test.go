@@ -12,7 +12,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/testutil"
@@ -122,18 +125,26 @@ func statefulSet(name, store string, containers ...corev1.Container) *appsv1.Sta
 	}
 }
 
+// setsLister is a StatefulSet lister over sets, as the informer's.
+func setsLister(t *testing.T, sets ...runtime.Object) appslisters.StatefulSetLister {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, s := range sets {
+		require.NoError(t, indexer.Add(s))
+	}
+	return appslisters.NewStatefulSetLister(indexer)
+}
+
 func TestSetImageChangesOnlyTheMinIOContainerOfTheStoresStatefulSets(t *testing.T) {
-	cs := fake.NewClientset(
+	sets := []runtime.Object{
 		statefulSet("a-pool-0", "a", corev1.Container{Name: "sidecar", Image: "sidecar:1"}, corev1.Container{Name: "minio", Image: "minio:old"}),
 		statefulSet("a-pool-1", "a", corev1.Container{Name: "minio", Image: "minio:new"}),
 		statefulSet("b-pool-0", "b", corev1.Container{Name: "minio", Image: "minio:old"}),
-	)
-	c := &Controller{cfg: Config{Kube: cs}}
+	}
+	cs := fake.NewClientset(sets...)
+	c := &Controller{cfg: Config{Kube: cs, StatefulSets: setsLister(t, sets...)}}
 	store := &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "t"}, Spec: v1.ObjectStoreSpec{Image: "minio:new"}}
 
-	on, err := c.statefulSetsOn(t.Context(), store)
-	require.NoError(t, err)
-	assert.False(t, on)
+	assert.Equal(t, setsState{count: 2, onImage: false}, c.setsOf(store))
 	changed, err := c.setImage(t.Context(), store)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a-pool-0"}, changed, "only the StatefulSet whose image differs is patched")
@@ -144,9 +155,6 @@ func TestSetImageChangesOnlyTheMinIOContainerOfTheStoresStatefulSets(t *testing.
 		}
 	}
 	assert.Equal(t, 1, patches)
-	on, err = c.statefulSetsOn(t.Context(), store)
-	require.NoError(t, err)
-	assert.True(t, on)
 
 	// The strategic merge patch merged by name: the sidecar is untouched.
 	s, err := cs.AppsV1().StatefulSets("t").Get(t.Context(), "a-pool-0", metav1.GetOptions{})
@@ -162,8 +170,8 @@ func TestSetImageChangesOnlyTheMinIOContainerOfTheStoresStatefulSets(t *testing.
 }
 
 func TestRollingAStoreWithoutStatefulSetsOrMinIOContainerFails(t *testing.T) {
-	cs := fake.NewClientset(statefulSet("c-pool-0", "c", corev1.Container{Name: "server", Image: "x"}))
-	c := &Controller{cfg: Config{Kube: cs}}
+	set := statefulSet("c-pool-0", "c", corev1.Container{Name: "server", Image: "x"})
+	c := &Controller{cfg: Config{Kube: fake.NewClientset(set), StatefulSets: setsLister(t, set)}}
 	_, err := c.rollImage(t.Context(), &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: "none", Namespace: "t"}, Spec: v1.ObjectStoreSpec{Image: "i"}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no StatefulSet in namespace t is labelled aistor.min.io/objectstore=none")

@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -45,6 +46,12 @@ func ObjectStoreLabelValue(name string) string {
 	}
 	sum := sha256.Sum256([]byte(name))
 	return strings.TrimRight(name[:52], "-.") + "-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// StatefulSetSelector selects the StatefulSets that run the pods of the
+// ObjectStore name (ObjectStoreLabel).
+func StatefulSetSelector(name string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{ObjectStoreLabel: ObjectStoreLabelValue(name)})
 }
 
 // ConditionCertificatesReady tells whether the generated mount Secret

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -168,7 +169,12 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	}
 	w.updates, err = updates.New(updates.Config{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Binaries: w.binaries, Store: store, Serving: serving,
+		StatefulSets: tenantSets.Apps().V1().StatefulSets().Lister(), SetsSynced: tenantSets.Apps().V1().StatefulSets().Informer().HasSynced,
 		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, Timeout: cfg.updateTimeout,
+		Workers: cfg.updateWorkers, CallsPerNamespace: cfg.updateCallsNS,
+		// An update in flight is looked at every 2 s; a tenant whose admin
+		// API does not answer yet at most once per resync.
+		Poll: 2 * time.Second, MaxPoll: cfg.resync,
 		Recorder: recorder, Remedy: updateRemedy, Registerer: reg, Log: log,
 	})
 	if err != nil {

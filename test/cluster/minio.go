@@ -9,27 +9,47 @@ import (
 	"strings"
 )
 
-// MinIOReleases are the two releases `make tools` builds from the pinned
-// MinIO module (hack/minio/releases), older first.
+// MinIOReleases are the two plain releases `make tools` builds from the
+// pinned MinIO module (hack/minio/releases), older first.
 func MinIOReleases() (older, newer string, err error) {
-	root, err := RepoRoot()
+	rs, hotfix, err := minioReleases()
 	if err != nil {
 		return "", "", err
+	}
+	if len(rs) != 2 || hotfix == "" {
+		return "", "", errors.New("hack/minio/releases must name two releases and a hotfix")
+	}
+	return rs[0], rs[1], nil
+}
+
+// MinIOHotfixRelease is the hotfix release `make tools` builds: a tag
+// RELEASE.<time>.hotfix.<id>, newer than both plain releases.
+func MinIOHotfixRelease() (string, error) {
+	_, hotfix, err := minioReleases()
+	if err == nil && hotfix == "" {
+		err = errors.New("hack/minio/releases names no hotfix release")
+	}
+	return hotfix, err
+}
+
+func minioReleases() (plain []string, hotfix string, err error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, "", err
 	}
 	b, err := os.ReadFile(filepath.Join(root, "hack", "minio", "releases"))
 	if err != nil {
-		return "", "", err
+		return nil, "", err
 	}
-	var rs []string
 	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); strings.HasPrefix(l, "RELEASE.") {
-			rs = append(rs, l)
+		switch l = strings.TrimSpace(l); {
+		case strings.Contains(l, ".hotfix."):
+			hotfix = l
+		case strings.HasPrefix(l, "RELEASE."):
+			plain = append(plain, l)
 		}
 	}
-	if len(rs) != 2 {
-		return "", "", errors.New("hack/minio/releases must name two releases")
-	}
-	return rs[0], rs[1], nil
+	return plain, hotfix, nil
 }
 
 // MinIOBinary is bin/minio.<release>, built by `make tools`.

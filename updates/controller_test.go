@@ -1,0 +1,367 @@
+package updates
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"aead.dev/minisign"
+	"github.com/minio/madmin-go/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/binsource"
+	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/binstore/binstoretest"
+	"github.com/object-store-operator/operator/internal/controller"
+)
+
+// fakeAdmin is one tenant's MinIO admin API: nodes on releases, and the
+// update calls it was asked.
+type fakeAdmin struct {
+	mu       sync.Mutex
+	releases []string
+	calls    int
+	// hang makes ServerUpdateV2 answer only when its context ends.
+	hang bool
+}
+
+func (f *fakeAdmin) ServerInfo(context.Context, ...func(*madmin.ServerInfoOpts)) (madmin.InfoMessage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var info madmin.InfoMessage
+	for i, r := range f.releases {
+		t, err := releaseTime(r)
+		if err != nil {
+			return info, err
+		}
+		info.Servers = append(info.Servers, madmin.ServerProperties{Endpoint: fmt.Sprintf("n%d:9000", i),
+			State: string(madmin.ItemOnline), Version: t.Format(time.RFC3339)})
+	}
+	return info, nil
+}
+
+func (f *fakeAdmin) ServerUpdateV2(ctx context.Context, _ madmin.ServerUpdateOpts) (madmin.ServerUpdateStatusV2, error) {
+	f.mu.Lock()
+	f.calls++
+	hang, n := f.hang, len(f.releases)
+	f.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return madmin.ServerUpdateStatusV2{}, ctx.Err()
+	}
+	// Every node took the binary; they restart on it later.
+	res := madmin.ServerUpdateStatusV2{}
+	for i := range n {
+		res.Results = append(res.Results, madmin.ServerPeerUpdateStatus{Host: fmt.Sprintf("n%d:9000", i)})
+	}
+	return res, nil
+}
+
+func (f *fakeAdmin) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+type fakeBinaries struct{ panicFor string }
+
+func (b fakeBinaries) Resolution(key, image string) (binsource.Resolution, bool) {
+	if key == b.panicFor {
+		var none []string
+		_ = none[len(image)] // a bug met on one tenant's input
+	}
+	return binsource.Resolution{Image: image, Available: true, Release: relNew}, true
+}
+
+// fixture is sample-controller's shape: fake clients preloaded, the
+// informers' caches filled by hand, MinIO's admin API faked per tenant.
+type fixture struct {
+	dyn    *dynamicfake.FakeDynamicClient
+	c      *Controller
+	stores cache.Indexer
+	admins map[string]*fakeAdmin // endpoint host -> admin
+}
+
+func tenantStore(ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
+		"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": "1", "uid": name + "-uid"},
+		"spec":     map[string]any{"image": imgNew, "configuration": map[string]any{"name": "env"}},
+	}}
+	return u
+}
+
+func newFixture(t *testing.T, binaries Binaries, stores ...*unstructured.Unstructured) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	key := binstoretest.NewKey(t)
+	binstoretest.WriteRelease(t, dir, "", relNew, []byte("the new MinIO"), key)
+	bs, err := binstore.New(dir, zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
+	require.NoError(t, err)
+	t.Cleanup(func() { bs.Close() })
+	bs.Scan()
+
+	f := &fixture{admins: map[string]*fakeAdmin{}}
+	var objs, sets []runtime.Object
+	seen := map[string]bool{}
+	for _, s := range stores {
+		objs = append(objs, s)
+		ns, name := s.GetNamespace(), s.GetName()
+		if !seen[ns] {
+			seen[ns] = true
+			sets = append(sets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "env", Namespace: ns},
+				Data: map[string][]byte{v1.ConfigEnvKey: []byte("export MINIO_ROOT_USER=a\nexport MINIO_ROOT_PASSWORD=b\n")}})
+		}
+		f.admins[fmt.Sprintf("%s-hl.%s.svc.cluster.local:9000", name, ns)] = &fakeAdmin{releases: []string{relOld, relOld, relOld, relOld}}
+	}
+	var setObjs []runtime.Object
+	for _, s := range stores {
+		set := statefulSet(s.GetName()+"-pool-0", s.GetName(), corev1.Container{Name: "minio", Image: "minio/aistor:old"})
+		set.Namespace = s.GetNamespace()
+		setObjs = append(setObjs, set)
+	}
+	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, objs...)
+	f.dyn.PrependReactor("patch", "objectstores", applyStatus(f.dyn))
+	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	f.c, err = New(Config{
+		Kube: fake.NewClientset(append(sets, setObjs...)...), Dynamic: f.dyn, ObjectStores: informer,
+		StatefulSets: setsLister(t, setObjs...), Binaries: binaries, Store: bs,
+		UpdateURL: "http://op.ops.svc:4221/webhook/v1/update", ClusterDomain: "cluster.local",
+		Timeout: time.Minute, Poll: time.Hour, MaxPoll: time.Hour, CallsPerNamespace: 1, Workers: 2,
+		Recorder: record.NewFakeRecorder(100), Registerer: prometheus.NewRegistry(), Log: zerolog.Nop(),
+	})
+	require.NoError(t, err)
+	f.c.synced = nil
+	f.c.dial = func(t *tenant, host string) (adminAPI, func(), error) {
+		if a, ok := f.admins[t.endpoint.Host]; ok {
+			return a, func() {}, nil
+		}
+		return nil, nil, fmt.Errorf("dial %s: connection refused", t.endpoint.Host)
+	}
+	f.stores = informer.GetIndexer()
+	for _, s := range stores {
+		require.NoError(t, f.stores.Add(s.DeepCopy()))
+	}
+	return f
+}
+
+func (f *fixture) lead(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = f.c.Lead(ctx) }()
+	require.Eventually(t, func() bool { return f.c.term.Context() != nil }, time.Second, time.Millisecond)
+}
+
+func (f *fixture) admin(ns, name string) *fakeAdmin {
+	return f.admins[fmt.Sprintf("%s-hl.%s.svc.cluster.local:9000", name, ns)]
+}
+
+// live is the ObjectStore as the fake apiserver holds it.
+func (f *fixture) live(t *testing.T, ns, name string) *v1.ObjectStore {
+	u, err := f.dyn.Resource(v1.Resource).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	s, err := v1.FromUnstructured(u)
+	require.NoError(t, err)
+	return s
+}
+
+func (f *fixture) waitCallDone(t *testing.T, key string) {
+	require.Eventually(t, func() bool { return !f.c.calls.state(key).running }, 5*time.Second, time.Millisecond)
+}
+
+// applyStatus does what the apiserver does with this controller's status
+// apply: the resourceVersion precondition, status.release and
+// status.update replaced (or removed when left out), conditions merged by
+// type, and a new resourceVersion.
+func applyStatus(client *dynamicfake.FakeDynamicClient) k8stesting.ReactionFunc {
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchAction)
+		if p.GetPatchType() != types.ApplyPatchType || p.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		var applied unstructured.Unstructured
+		if err := json.Unmarshal(p.GetPatch(), &applied.Object); err != nil {
+			return true, nil, err
+		}
+		obj, err := client.Tracker().Get(v1.Resource, p.GetNamespace(), p.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		u := obj.(*unstructured.Unstructured).DeepCopy()
+		if rv := applied.GetResourceVersion(); rv != "" && rv != u.GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(v1.Resource.GroupResource(), p.GetName(), fmt.Errorf("at %s, not %s", u.GetResourceVersion(), rv))
+		}
+		for _, field := range []string{"release", "update"} {
+			if v, ok, _ := unstructured.NestedFieldCopy(applied.Object, "status", field); ok {
+				_ = unstructured.SetNestedField(u.Object, v, "status", field)
+			} else {
+				unstructured.RemoveNestedField(u.Object, "status", field)
+			}
+		}
+		have, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		want, _, _ := unstructured.NestedSlice(applied.Object, "status", "conditions")
+		for _, w := range want {
+			replaced := false
+			for i, h := range have {
+				if h.(map[string]any)["type"] == w.(map[string]any)["type"] {
+					have[i], replaced = w, true
+				}
+			}
+			if !replaced {
+				have = append(have, w)
+			}
+		}
+		_ = unstructured.SetNestedSlice(u.Object, have, "status", "conditions")
+		bumpResourceVersion(u)
+		return true, u, client.Tracker().Update(v1.Resource, u, p.GetNamespace())
+	}
+}
+
+// TestACacheBehindTheStatusNeverCallsTwice: the call is recorded in the
+// status, but the informer still holds the object from before (a watch
+// lagging by seconds). The next sync reads the live object before any
+// call, sees the call recorded and follows it: MinIO is called once.
+func TestACacheBehindTheStatusNeverCallsTwice(t *testing.T) {
+	f := newFixture(t, fakeBinaries{}, tenantStore("t", "tenant"))
+	f.lead(t)
+	ctx := t.Context()
+
+	require.NoError(t, f.c.sync(ctx, "t/tenant"))
+	f.waitCallDone(t, "t/tenant")
+	require.Equal(t, 1, f.admin("t", "tenant").callCount())
+	up := f.live(t, "t", "tenant").Status.Update
+	require.NotNil(t, up, "the call was recorded")
+	assert.Equal(t, 1, up.Calls)
+
+	// The cache is held behind: it still has no status.update.
+	cached, _, _ := f.stores.GetByKey("t/tenant")
+	require.Nil(t, mustStore(cached.(*unstructured.Unstructured)).Status.Update)
+	for range 3 {
+		require.NoError(t, f.c.sync(ctx, "t/tenant"))
+	}
+	assert.Equal(t, 1, f.admin("t", "tenant").callCount(), "one call, however far the cache lags")
+	st := f.live(t, "t", "tenant")
+	require.NotNil(t, st.Status.Update)
+	assert.Equal(t, 1, st.Status.Update.Calls)
+	assert.Equal(t, ReasonUpdatingInPlace, conditionOf(st).Reason)
+}
+
+// TestARecordThatLostItsRaceCallsNothing: the object changed between the
+// live read and the record (another writer, or a second leader for a
+// moment): the apiserver refuses the conditional record, and nothing is
+// called.
+func TestARecordThatLostItsRaceCallsNothing(t *testing.T) {
+	f := newFixture(t, fakeBinaries{}, tenantStore("t", "tenant"))
+	f.lead(t)
+	f.dyn.PrependReactor("get", "objectstores", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := f.dyn.Tracker().Get(v1.Resource, "t", "tenant")
+		if err != nil {
+			return true, nil, err
+		}
+		u := obj.(*unstructured.Unstructured).DeepCopy()
+		// The object as this sync read it; the store moves on right after.
+		moved := obj.(*unstructured.Unstructured).DeepCopy()
+		bumpResourceVersion(moved)
+		_ = f.dyn.Tracker().Update(v1.Resource, moved, "t")
+		return true, u, nil
+	})
+	err := f.c.sync(t.Context(), "t/tenant")
+	require.Error(t, err)
+	assert.True(t, apierrors.IsConflict(err), "%v", err)
+	assert.Equal(t, 0, f.admin("t", "tenant").callCount(), "no call without its record")
+	assert.False(t, f.c.calls.state("t/tenant").running)
+}
+
+// TestHangingUpdateCallsHoldNoWorkerNorOtherNamespace: four ObjectStores
+// in one namespace whose MinIO never answers an update call, and a
+// healthy one in another namespace. One call of the first namespace runs
+// (its share), the other three wait for it without holding a worker; the
+// healthy tenant is called at once.
+func TestHangingUpdateCallsHoldNoWorkerNorOtherNamespace(t *testing.T) {
+	stores := []*unstructured.Unstructured{tenantStore("hostile", "h0"), tenantStore("hostile", "h1"),
+		tenantStore("hostile", "h2"), tenantStore("hostile", "h3"), tenantStore("good", "tenant")}
+	f := newFixture(t, fakeBinaries{}, stores...)
+	for i := range 4 {
+		f.admin("hostile", fmt.Sprintf("h%d", i)).hang = true
+	}
+	f.lead(t)
+	ctx := t.Context()
+	for i := range 4 {
+		done := make(chan error, 1)
+		go func() { done <- f.c.sync(ctx, fmt.Sprintf("hostile/h%d", i)) }()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("a sync waited for MinIO's answer")
+		}
+	}
+	assert.True(t, f.c.calls.state("hostile/h0").running)
+	for i := 1; i < 4; i++ {
+		st := f.live(t, "hostile", fmt.Sprintf("h%d", i))
+		assert.Equal(t, ReasonUpdateQueued, conditionOf(st).Reason, "h%d waits for its namespace's call slot", i)
+		assert.Nil(t, st.Status.Update, "nothing recorded, nothing called")
+		assert.Equal(t, 0, f.admin("hostile", fmt.Sprintf("h%d", i)).callCount())
+	}
+	require.NoError(t, f.c.sync(ctx, "good/tenant"))
+	f.waitCallDone(t, "good/tenant")
+	assert.Equal(t, 1, f.admin("good", "tenant").callCount(), "the healthy tenant is called at once")
+}
+
+// TestAPanickingSyncIsReportedAndTheOthersSync: a sync that panics on one
+// ObjectStore's input is reported InternalError on it; the process, and
+// every other ObjectStore, carry on.
+func TestAPanickingSyncIsReportedAndTheOthersSync(t *testing.T) {
+	f := newFixture(t, fakeBinaries{panicFor: "t/hostile"}, tenantStore("t", "hostile"), tenantStore("u", "tenant"))
+	f.lead(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = f.c.Run(ctx) }()
+	f.c.queue.Add("t/hostile")
+	f.c.queue.Add("u/tenant")
+	require.Eventually(t, func() bool { return f.admin("u", "tenant").callCount() == 1 }, 5*time.Second, 5*time.Millisecond,
+		"the other ObjectStore is synced")
+	require.Eventually(t, func() bool {
+		return conditionOf(f.live(t, "t", "hostile")).Reason == controller.ReasonInternalError
+	}, 5*time.Second, 5*time.Millisecond)
+	c := conditionOf(f.live(t, "t", "hostile"))
+	assert.Equal(t, metav1.ConditionUnknown, c.Status)
+	assert.Contains(t, c.Message, "index out of range")
+}
+
+// bumpResourceVersion gives u the next resourceVersion, as the apiserver
+// does on every write (the fake tracker does not).
+func bumpResourceVersion(u *unstructured.Unstructured) {
+	n, _ := strconv.Atoi(u.GetResourceVersion())
+	u.SetResourceVersion(strconv.Itoa(n + 1))
+}
+
+func conditionOf(s *v1.ObjectStore) metav1.Condition {
+	for _, c := range s.Status.Conditions {
+		if c.Type == v1.ConditionVersionCurrent {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}

@@ -1,0 +1,377 @@
+package updates
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+// observation is everything one sync saw of an ObjectStore, read before
+// anything is decided: the spec, what the status records, what the store
+// resolved its image to, what MinIO's admin API reports and what the
+// StatefulSets run. decide reads nothing else.
+type observation struct {
+	now    time.Time
+	image  string
+	paused bool
+	// recorded is status.update: a call recorded and not yet seen through.
+	recorded *v1.UpdateStatus
+	// prev is the VersionCurrent condition the object carries.
+	prev   *metav1.Condition
+	binary binaryState
+	// reach says why the nodes are unknown (a typed cause, or an untyped
+	// API error to retry); nil when nodes holds the admin API's answer.
+	reach error
+	nodes []node
+	sets  setsState
+	// call is this process's call for the recorded update.
+	call callState
+	// updateURL is the .sha256sum URL MinIO would be given; urlErr says why
+	// there is none, trustErr why the tenant would not trust it.
+	updateURL        string
+	urlErr, trustErr error
+}
+
+// binaryState is what the binary source resolved spec.image to.
+type binaryState struct {
+	resolved, available bool
+	release, reason     string
+}
+
+// setsState is what the ObjectStore's StatefulSets run.
+type setsState struct {
+	count int
+	// onImage: there is at least one, and every one runs spec.image.
+	onImage bool
+}
+
+// callState is an update call made by this process.
+type callState struct {
+	running bool
+	// result is the answer to the last call, until a sync acts on it.
+	result *callResult
+}
+
+// callResult sorts MinIO's answer to one ServerUpdateV2 call.
+type callResult struct {
+	// err: the call failed as a whole (a typed cause).
+	err error
+	// failed are "node <host>: <MinIO's error>", transient how many of
+	// them are a damaged download, updated how many nodes took the binary.
+	failed    []string
+	transient int
+	updated   int
+}
+
+// verb is what act does.
+type verb int
+
+const (
+	// report writes the condition and status.update.
+	report verb = iota
+	// retry writes nothing and returns observation.reach: a transient API
+	// error, retried with the queue's backoff.
+	retry
+	// call records the call in status.update, then asks MinIO through host.
+	call
+	// setImage gives the StatefulSets spec.image, then reports.
+	setImage
+	// roll is setImage for a rolling update: a store without StatefulSets
+	// cannot be rolled.
+	roll
+)
+
+func (v verb) String() string {
+	return [...]string{"report", "retry", "call", "setImage", "roll"}[v]
+}
+
+// action is decide's answer: one verb and the status it leads to.
+type action struct {
+	verb    verb
+	status  metav1.ConditionStatus
+	reason  string
+	message string
+	// cause is the typed cause of a condition that is not True, for the
+	// remedy (Config.Remedy).
+	cause string
+	// update is status.update after the action (nil: none).
+	update *v1.UpdateStatus
+	// host is the node a call goes through ("": the tenant's endpoint).
+	host string
+	// after requeues the key (0: no requeue).
+	after time.Duration
+	// outcome, when set, is counted once the action is taken, with took.
+	outcome string
+	took    time.Duration
+}
+
+// params are decide's settings.
+type params struct {
+	// timeout bounds an update, from its first call until every node
+	// reports the release; past it the tenant is rolled.
+	timeout time.Duration
+	// poll is how often an update in flight is looked at.
+	poll time.Duration
+	// maxPoll bounds the wait between looks at a tenant whose admin API
+	// does not answer yet.
+	maxPoll time.Duration
+}
+
+// maxCalls is how many update calls one release gets. MinIO can damage the
+// binary it pushes to some nodes right after a start ("Updated file has
+// wrong checksum", "magic number mismatch": its download buffer goes back
+// to a pool while still in use); a node that failed that way is asked
+// again, and nodes left behind by an update are called directly.
+const maxCalls = 3
+
+// settle is how long nodes get after a call to restart on the new release
+// before the ones left behind are called again.
+const settle = 10 * time.Second
+
+// decide is the update controller's one consequential choice, a pure
+// function of what a sync observed: leave the tenant be, ask MinIO to
+// update in place, follow an update in flight, or roll the StatefulSets,
+// and what VersionCurrent then says. It never calls twice for one recorded
+// call: a call is made only with no update recorded, or for a recorded
+// one whose last call has settled, with fewer than maxCalls made, and
+// never while this process's call is still running.
+func decide(o observation, p params) action {
+	if o.recorded != nil {
+		return follow(o, p)
+	}
+	if o.reach != nil && causeOf(o.reach) == "" {
+		return action{verb: retry}
+	}
+	b := o.binary
+	if b.resolved && b.available && o.reach == nil && allOn(o.nodes, b.release) {
+		return current(o)
+	}
+	if o.paused {
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesPaused, message: pausedMessage}
+	}
+	if !b.resolved {
+		// The binary source is still resolving the image; it calls
+		// Resolved when done.
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonWaitingForBinary,
+			message: fmt.Sprintf("waiting for the release of %s to be resolved into the upgrade store", o.image)}
+	}
+	if causeOf(o.reach) == CauseTenantUnreachable && (o.sets.onImage || o.sets.count == 0) {
+		// Not a verdict: the pods are starting (an ObjectStore is usually
+		// applied before its MinIO answers), or restarting. There is
+		// nothing to roll; look again, less often the longer it lasts.
+		return action{verb: report, status: metav1.ConditionUnknown, reason: ReasonTenantUnreachable,
+			message: o.reach.Error(), cause: CauseTenantUnreachable, after: unreachableBackoff(o, p)}
+	}
+	switch {
+	case o.sets.onImage && o.reach != nil:
+		// Missing configuration: wait for a spec change or the resync
+		// (Secrets are not watched).
+		return action{verb: report, status: metav1.ConditionUnknown, reason: causeOf(o.reach), message: o.reach.Error(), cause: causeOf(o.reach)}
+	case o.sets.onImage:
+		// The StatefulSets already run spec.image: a rolling update to it
+		// is under way (or pods pick it up as they restart). An in-place
+		// call now would race the restarts, or repeat one that failed.
+		if o.prev != nil && o.prev.Reason == ReasonRollingUpdate && o.prev.Status != metav1.ConditionTrue {
+			return action{verb: report, status: o.prev.Status, reason: o.prev.Reason, message: o.prev.Message, after: 5 * p.poll}
+		}
+		want := b.release
+		if !b.available {
+			want = "its release (not in the upgrade store: " + b.reason + ")"
+		}
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonWaitingForNodes, after: p.poll,
+			message: fmt.Sprintf("the StatefulSets run %s; waiting for every node to report %s (%s)", o.image, want, describeNodes(o.nodes))}
+	case !b.available:
+		// Not a failure of the in-place path: the image itself could not be
+		// pulled or verified. Rolling pods onto it would trade a verified
+		// binary for one the operator refused, or pods stuck pulling; wait
+		// for BinaryAvailable instead.
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateFailed, cause: CauseBinaryUnavailable,
+			message: fmt.Sprintf("the release of %s is not in the upgrade store (BinaryAvailable: %s); nothing is updated or rolled until it is", o.image, b.reason)}
+	case o.reach != nil:
+		return rollBack(o, p, o.reach)
+	}
+	return start(o, p)
+}
+
+const pausedMessage = "updates are paused by the annotation " + v1.UpdatesPausedAnnotation + `: "true"`
+
+// unreachableBackoff is the wait before looking again at a tenant whose
+// admin API does not answer: a quarter of how long it has not answered,
+// from 1 s up to maxPoll. A tenant that starts answering is seen within a
+// quarter of its outage; one that never does costs a call per maxPoll.
+func unreachableBackoff(o observation, p params) time.Duration {
+	var down time.Duration
+	if o.prev != nil && o.prev.Reason == ReasonTenantUnreachable && o.prev.Status == metav1.ConditionUnknown {
+		down = o.now.Sub(o.prev.LastTransitionTime.Time)
+	}
+	return min(max(down/4, time.Second), max(p.maxPoll, time.Second))
+}
+
+// current: every node runs the wanted release (as MinIO orders releases).
+// The StatefulSets follow, so pods that restart later keep it.
+func current(o observation) action {
+	release := o.binary.release
+	msg := fmt.Sprintf("every node runs %s, the release of %s", release, o.image)
+	if running := oldest(o.nodes); running != release {
+		// A hotfix tag: MinIO reports the release time alone, and will not
+		// update in place between two builds of one time.
+		msg = fmt.Sprintf("every node runs a build of %s, which MinIO orders with %s, the release of %s; MinIO cannot tell them apart nor update in place between them, so pods take the image's build as they restart",
+			running, release, o.image)
+	}
+	if o.paused {
+		// Not even the image is set: that restarts pods under a
+		// RollingUpdate strategy.
+		return action{verb: report, status: metav1.ConditionTrue, reason: ReasonUpdatesPaused,
+			message: msg + "; updates are paused by the annotation " + v1.UpdatesPausedAnnotation}
+	}
+	reason := ReasonCurrent
+	if o.prev != nil && (o.prev.Reason == ReasonUpdatedInPlace || o.prev.Reason == ReasonRollingUpdate) {
+		reason = o.prev.Reason
+	}
+	return action{verb: setImage, status: metav1.ConditionTrue, reason: reason, message: msg}
+}
+
+// start begins an update to the image's release: in place when MinIO can
+// take it, else by rolling.
+func start(o observation, p params) action {
+	release := o.binary.release
+	want, err := releaseTime(release)
+	if err != nil {
+		return rollBack(o, p, newError(CauseBinaryUnavailable, err))
+	}
+	var old, same, newer, offline []string
+	for _, n := range o.nodes {
+		t, err := releaseTime(n.release)
+		switch {
+		case !n.online:
+			offline = append(offline, n.endpoint)
+		case err != nil || t.Before(want):
+			old = append(old, n.endpoint)
+		case t.After(want):
+			newer = append(newer, n.endpoint+" ("+n.release+")")
+		default:
+			same = append(same, n.endpoint)
+		}
+	}
+	switch {
+	case len(newer) > 0:
+		return rollBack(o, p, errorf(CauseDowngrade, "nodes %s run a newer release than %s; MinIO updates in place only forward",
+			strings.Join(newer, ", "), release))
+	case len(offline) > 0:
+		// An update now would leave these nodes behind; wait for them.
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateFailed, cause: CauseNodeOffline, after: 5 * p.poll,
+			message: fmt.Sprintf("nodes %s are offline; the update to %s starts when every node is online", strings.Join(offline, ", "), release)}
+	case len(old) == 0:
+		// Every node runs a build of the release's time under another tag
+		// (MinIO would answer "already the latest"), or reported none.
+		return rollBack(o, p, errorf(CauseInPlaceRefused, "no node runs a release older than %s (nodes: %s); MinIO updates in place only to a newer release",
+			release, describeNodes(o.nodes)))
+	case o.urlErr != nil:
+		return rollBack(o, p, newError(CauseBinaryUnavailable, o.urlErr))
+	case o.trustErr != nil:
+		return rollBack(o, p, o.trustErr)
+	}
+	// A node that already runs the release answers "latest version" for
+	// every node; ask one left behind, which pushes to the others.
+	host := ""
+	if len(same) > 0 {
+		host = old[0]
+	}
+	up := &v1.UpdateStatus{Release: release, Image: o.image, Started: metav1.NewTime(o.now)}
+	return callAction(o, up, host)
+}
+
+// callAction records one more call of up through host.
+func callAction(o observation, up *v1.UpdateStatus, host string) action {
+	next := *up
+	next.Calls++
+	next.LastCall = metav1.NewTime(o.now)
+	return action{verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, update: &next, host: host,
+		message: fmt.Sprintf("asked MinIO to update to %s from %s", next.Release, o.updateURL)}
+}
+
+// follow sees a recorded update through: done when every node reports
+// it, called once more for nodes left behind, rolled back past the
+// timeout. It never calls while a call may still be running.
+func follow(o observation, p params) action {
+	up := o.recorded
+	elapsed := o.now.Sub(up.Started.Time)
+	keep := func(msg string) action {
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, update: up, message: msg, after: p.poll}
+	}
+	if o.call.running {
+		// MinIO answers when every node has the binary; the call's own
+		// deadline is the update's timeout.
+		return keep(fmt.Sprintf("asked MinIO to update to %s (call %d); waiting for its answer", up.Release, up.Calls))
+	}
+	if up.Image != "" && up.Image != o.image {
+		// spec.image changed under the update: start over.
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll,
+			message: fmt.Sprintf("the image changed while updating to %s; starting over", up.Release)}
+	}
+	if r := o.call.result; r != nil {
+		switch {
+		case r.err != nil:
+			return rollBack(o, p, r.err)
+		case len(r.failed) > 0 && len(r.failed) == r.transient && up.Calls < maxCalls:
+			// MinIO garbled the binary on its way to these nodes (see
+			// maxCalls): ask one of them again, which downloads it afresh.
+			return callAction(o, up, failedHost(r.failed[0]))
+		case len(r.failed) > 0 && r.updated == 0:
+			return rollBack(o, p, errorf(CauseInPlaceRefused, "MinIO could not update in place to %s: %s", up.Release, strings.Join(r.failed, "; ")))
+		}
+	}
+	if o.reach == nil && allOn(o.nodes, up.Release) {
+		return action{verb: setImage, status: metav1.ConditionTrue, reason: ReasonUpdatedInPlace, outcome: outcomeInPlace, took: elapsed,
+			message: fmt.Sprintf("every node runs %s, the release of %s, updated in place in %s", up.Release, o.image, elapsed.Round(time.Second))}
+	}
+	if elapsed > p.timeout {
+		behind := "nodes still on another release: " + strings.Join(behindOf(o.nodes, up.Release), ", ")
+		if o.reach != nil {
+			behind = "the admin API did not answer: " + o.reach.Error()
+		}
+		return rollBack(o, p, errorf(CauseNodesNotUpdated, "the in-place update to %s did not complete in %s (%s)", up.Release, p.timeout, behind))
+	}
+	behind := behindOf(o.nodes, up.Release)
+	if o.reach == nil && o.now.Sub(up.LastCall.Time) > settle && up.Calls < maxCalls &&
+		len(behind) > 0 && len(behind) < len(o.nodes) && allOnline(o.nodes) {
+		// Mixed releases: ask a node left behind, which pushes the binary
+		// to the other nodes left behind.
+		if o.urlErr != nil {
+			return rollBack(o, p, newError(CauseBinaryUnavailable, o.urlErr))
+		}
+		return callAction(o, up, behind[0])
+	}
+	return keep(fmt.Sprintf("updating to %s in place (%d call(s) made; nodes not on it yet: %s)", up.Release, up.Calls, strings.Join(behind, ", ")))
+}
+
+// rollBack falls back to a rolling update: the StatefulSets get spec.image
+// and the statefulset controller replaces the pods. why is said in the
+// condition (act adds which StatefulSets it changed).
+func rollBack(o observation, p params, why error) action {
+	var took time.Duration
+	if o.recorded != nil {
+		took = o.now.Sub(o.recorded.Started.Time)
+	}
+	if o.paused && o.recorded == nil {
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesPaused, cause: causeOf(why),
+			message: why.Error() + "; updates are paused by the annotation " + v1.UpdatesPausedAnnotation}
+	}
+	return action{verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate, cause: causeOf(why),
+		message: why.Error(), outcome: outcomeRolling, took: took, after: 5 * p.poll}
+}
+
+// behindOf lists the nodes not on release.
+func behindOf(nodes []node, release string) []string {
+	var out []string
+	for _, n := range nodes {
+		if !n.online || !sameRelease(n.release, release) {
+			out = append(out, n.endpoint)
+		}
+	}
+	return out
+}

@@ -1,0 +1,307 @@
+package updates
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+const (
+	relOld    = "RELEASE.2026-01-10T10-00-00Z"
+	relNew    = "RELEASE.2026-02-20T10-00-00Z"
+	relNewer  = "RELEASE.2026-03-05T10-00-00Z"
+	relHotfix = "RELEASE.2026-01-10T10-00-00Z.hotfix.abc123" // a hotfix of relOld
+	imgNew    = "minio/aistor:new"
+)
+
+var (
+	t0 = time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	p  = params{timeout: 10 * time.Minute, poll: 2 * time.Second, maxPoll: 10 * time.Minute}
+)
+
+func nodesOn(releases ...string) []node {
+	out := make([]node, len(releases))
+	for i, r := range releases {
+		out[i] = node{endpoint: "n" + string(rune('0'+i)) + ":9000", online: r != "", release: r}
+	}
+	return out
+}
+
+// obs is a tenant on relOld whose image now holds relNew, available in
+// the store, trusted, its StatefulSets still on the old image.
+func obs(mut ...func(*observation)) observation {
+	o := observation{
+		now: t0, image: imgNew,
+		binary:    binaryState{resolved: true, available: true, release: relNew},
+		nodes:     nodesOn(relOld, relOld, relOld, relOld),
+		sets:      setsState{count: 1},
+		updateURL: "https://op:4221/webhook/v1/update/minio." + relNew + ".sha256sum",
+	}
+	for _, m := range mut {
+		m(&o)
+	}
+	return o
+}
+
+func recorded(calls int, started, last time.Duration) func(*observation) {
+	return func(o *observation) {
+		o.recorded = &v1.UpdateStatus{Release: relNew, Image: imgNew, Calls: calls,
+			Started: metav1.NewTime(t0.Add(-started)), LastCall: metav1.NewTime(t0.Add(-last))}
+	}
+}
+
+func prevCondition(st metav1.ConditionStatus, reason string, since time.Duration) func(*observation) {
+	return func(o *observation) {
+		o.prev = &metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: "before",
+			LastTransitionTime: metav1.NewTime(t0.Add(-since))}
+	}
+}
+
+// TestDecide covers every reason of VersionCurrent (docs/updates.md) and
+// the orderings that decide between them.
+func TestDecide(t *testing.T) {
+	unreachable := errorf(CauseTenantUnreachable, "MinIO admin API at https://t-hl.t.svc:9000: connection refused")
+	for _, tc := range []struct {
+		name   string
+		o      observation
+		verb   verb
+		status metav1.ConditionStatus
+		reason string
+		host   string
+		after  time.Duration
+	}{
+		{name: "older nodes, binary available: call MinIO through the endpoint",
+			o: obs(), verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
+		{name: "every node on the release: the StatefulSets follow",
+			o: obs(func(o *observation) { o.nodes = nodesOn(relNew, relNew) }), verb: setImage, status: metav1.ConditionTrue, reason: ReasonCurrent},
+		{name: "current after an in-place update keeps saying so",
+			o: obs(func(o *observation) { o.nodes = nodesOn(relNew) }, prevCondition(metav1.ConditionTrue, ReasonUpdatedInPlace, time.Hour)),
+			verb: setImage, status: metav1.ConditionTrue, reason: ReasonUpdatedInPlace},
+		{name: "current and paused: the image is not even set",
+			o:    obs(func(o *observation) { o.nodes, o.paused = nodesOn(relNew), true }),
+			verb: report, status: metav1.ConditionTrue, reason: ReasonUpdatesPaused},
+		{name: "paused before an update",
+			o: obs(func(o *observation) { o.paused = true }), verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesPaused},
+		{name: "the image is still being resolved",
+			o: obs(func(o *observation) { o.binary = binaryState{} }), verb: report, status: metav1.ConditionFalse, reason: ReasonWaitingForBinary},
+		{name: "the image's binary was refused: nothing is rolled",
+			o:    obs(func(o *observation) { o.binary = binaryState{resolved: true, reason: "SignatureInvalid"} }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateFailed},
+		{name: "StatefulSets already on the image: wait for the nodes",
+			o:    obs(func(o *observation) { o.sets.onImage = true }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonWaitingForNodes, after: p.poll},
+		{name: "a rolling update in progress is kept",
+			o:    obs(func(o *observation) { o.sets.onImage = true }, prevCondition(metav1.ConditionFalse, ReasonRollingUpdate, time.Minute)),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonRollingUpdate, after: 5 * p.poll},
+		{name: "no configuration, on the image: say so, no roll",
+			o: obs(func(o *observation) {
+				o.sets.onImage, o.nodes = true, nil
+				o.reach = errorf(CauseConfigurationMissing, "spec.configuration is not set")
+			}),
+			verb: report, status: metav1.ConditionUnknown, reason: ReasonConfigurationMissing},
+		{name: "no configuration, old image: roll",
+			o: obs(func(o *observation) {
+				o.nodes, o.reach = nil, errorf(CauseConfigurationMissing, "spec.configuration is not set")
+			}),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
+		{name: "endpoint not answering yet, no StatefulSets: poll from 1 s, never a verdict",
+			o:    obs(func(o *observation) { o.nodes, o.reach, o.sets = nil, unreachable, setsState{} }),
+			verb: report, status: metav1.ConditionUnknown, reason: ReasonTenantUnreachable, after: time.Second},
+		{name: "endpoint not answering for 40 s, image already matches: poll every 10 s, no roll",
+			o: obs(func(o *observation) { o.nodes, o.reach, o.sets = nil, unreachable, setsState{count: 1, onImage: true} },
+				prevCondition(metav1.ConditionUnknown, ReasonTenantUnreachable, 40*time.Second)),
+			verb: report, status: metav1.ConditionUnknown, reason: ReasonTenantUnreachable, after: 10 * time.Second},
+		{name: "endpoint not answering for a day: poll at most every maxPoll",
+			o: obs(func(o *observation) { o.nodes, o.reach, o.sets = nil, unreachable, setsState{} },
+				prevCondition(metav1.ConditionUnknown, ReasonTenantUnreachable, 24*time.Hour)),
+			verb: report, status: metav1.ConditionUnknown, reason: ReasonTenantUnreachable, after: p.maxPoll},
+		{name: "endpoint not answering, old image on the StatefulSets: roll",
+			o:    obs(func(o *observation) { o.nodes, o.reach = nil, unreachable }),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
+		{name: "a transient API error: retried with backoff, nothing written",
+			o: obs(func(o *observation) { o.reach = errors.New("get Secret: etcdserver: timeout") }), verb: retry},
+		{name: "a node newer than the image: MinIO updates only forward, roll",
+			o:    obs(func(o *observation) { o.nodes = nodesOn(relOld, relNewer) }),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
+		{name: "a node offline: wait for it",
+			o:    obs(func(o *observation) { o.nodes = nodesOn(relOld, "") }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateFailed, after: 5 * p.poll},
+		{name: "mixed releases: ask a node left behind",
+			o:    obs(func(o *observation) { o.nodes = nodesOn(relNew, relOld, relOld) }),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, host: "n1:9000"},
+		{name: "the tenant does not trust the upgrade server: roll, no call",
+			o:    obs(func(o *observation) { o.trustErr = errorf(CauseOperatorNotTrusted, "unknown authority") }),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
+		{name: "the release is not in this replica's store for the tenant: roll",
+			o:    obs(func(o *observation) { o.urlErr = errors.New("not in this replica's store") }),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
+		{name: "an image label that is no release tag: roll",
+			o:    obs(func(o *observation) { o.binary.release = "latest" }),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
+
+		// Hotfixes, as MinIO orders them: by release time alone.
+		{name: "a hotfix label of the running release (the crash): current by MinIO's order, the StatefulSets get the image",
+			o:    obs(func(o *observation) { o.binary.release = relHotfix }),
+			verb: setImage, status: metav1.ConditionTrue, reason: ReasonCurrent},
+		{name: "a hotfix of the running release with one node newer: roll, no call",
+			o:    obs(func(o *observation) { o.binary.release, o.nodes = relHotfix, nodesOn(relOld, relNew) }),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
+		{name: "a hotfix of the running release with one node older: call through it",
+			o: obs(func(o *observation) {
+				o.binary.release, o.nodes = "RELEASE.2026-02-20T10-00-00Z.hotfix.abc", nodesOn(relNew, relOld)
+			}),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, host: "n1:9000"},
+		{name: "a hotfix of a newer release: called in place",
+			o:    obs(func(o *observation) { o.binary.release = "RELEASE.2026-03-05T10-00-00Z.hotfix.5f2e1c7a" }),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
+		{name: "nodes report the hotfix's time after its update: updated in place",
+			o: obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
+				o.recorded.Release, o.binary.release = "RELEASE.2026-03-05T10-00-00Z.hotfix.5f2e1c7a", "RELEASE.2026-03-05T10-00-00Z.hotfix.5f2e1c7a"
+				o.nodes = nodesOn(relNewer, relNewer)
+			}),
+			verb: setImage, status: metav1.ConditionTrue, reason: ReasonUpdatedInPlace},
+
+		// A recorded update, followed.
+		{name: "a call of this process still running: wait for its answer",
+			o:    obs(recorded(1, time.Minute, time.Minute), func(o *observation) { o.call.running = true }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll},
+		{name: "recorded after a restart, nodes not there yet: follow, no call",
+			o:    obs(recorded(1, 5*time.Second, 5*time.Second)),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll},
+		{name: "recorded after a restart, every node not there long after: follow, no second call",
+			o:    obs(recorded(1, time.Minute, time.Minute)),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll},
+		{name: "recorded, every node on the release: updated in place",
+			o:    obs(recorded(1, time.Minute, time.Minute), func(o *observation) { o.nodes = nodesOn(relNew, relNew) }),
+			verb: setImage, status: metav1.ConditionTrue, reason: ReasonUpdatedInPlace},
+		{name: "recorded, nodes left behind once settled: call one of them",
+			o:    obs(recorded(1, time.Minute, time.Minute), func(o *observation) { o.nodes = nodesOn(relNew, relOld) }),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, host: "n1:9000"},
+		{name: "recorded, nodes left behind before they settled: wait",
+			o:    obs(recorded(1, 5*time.Second, 5*time.Second), func(o *observation) { o.nodes = nodesOn(relNew, relOld) }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll},
+		{name: "recorded, nodes left behind after every call was made: wait for the timeout",
+			o:    obs(recorded(maxCalls, time.Minute, time.Minute), func(o *observation) { o.nodes = nodesOn(relNew, relOld) }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll},
+		{name: "recorded past the timeout: roll",
+			o:    obs(recorded(1, 11*time.Minute, 11*time.Minute)),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
+		{name: "the image changed under the update: start over",
+			o:    obs(recorded(1, time.Minute, time.Minute), func(o *observation) { o.image = "minio/aistor:other" }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll},
+		{name: "MinIO refused the call: roll",
+			o: obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
+				o.call.result = &callResult{err: errorf(CauseInPlaceRefused, "MethodNotAllowed")}
+			}),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
+		{name: "every node failed for good: roll",
+			o: obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
+				o.call.result = &callResult{failed: []string{"node n0:9000: permission denied"}}
+			}),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
+		{name: "nodes got a damaged copy: ask one of them again at once",
+			o: obs(recorded(1, time.Second, time.Second), func(o *observation) {
+				o.call.result = &callResult{failed: []string{"node n2:9000: wrong checksum"}, transient: 1, updated: 0}
+			}),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, host: "n2:9000"},
+		{name: "some nodes updated: follow",
+			o: obs(recorded(1, time.Second, time.Second), func(o *observation) {
+				o.call.result = &callResult{failed: []string{"node n2:9000: permission denied"}, updated: 3}
+			}),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := decide(tc.o, p)
+			assert.Equal(t, tc.verb.String(), a.verb.String(), "verb (%s)", a.message)
+			if tc.verb != retry {
+				assert.Equal(t, tc.status, a.status, "status")
+				assert.Equal(t, tc.reason, a.reason, "reason (%s)", a.message)
+				assert.NotEmpty(t, a.message)
+			}
+			assert.Equal(t, tc.host, a.host, "node called through")
+			if tc.after != 0 || a.verb == report {
+				assert.Equal(t, tc.after, a.after, "requeue")
+			}
+			if a.verb == call {
+				want := 1
+				if tc.o.recorded != nil {
+					want = tc.o.recorded.Calls + 1
+				}
+				assert.Equal(t, want, a.update.Calls, "the call is recorded before it is made")
+				assert.Equal(t, t0, a.update.LastCall.Time)
+			}
+		})
+	}
+}
+
+func TestReleasesOrderAsMinIOOrdersThem(t *testing.T) {
+	assert.True(t, sameRelease(relOld, relHotfix), "a hotfix is its release's time to MinIO")
+	assert.False(t, sameRelease(relOld, relNew))
+	assert.True(t, sameRelease("weird", "weird"), "an unparsable release equals only itself")
+	assert.False(t, sameRelease("", ""))
+	for _, bad := range []string{"latest", "RELEASE.x", "RELEASE.2026-01-10T10-00-00Z.a.b.c", "release.2026-01-10T10-00-00Z"} {
+		_, err := releaseTime(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+// FuzzDecide feeds random observations: decide never panics, and never
+// calls twice for one recorded call (a call needs no running call, and,
+// with one recorded, its last call settled or a damaged copy reported,
+// under maxCalls; the record it writes counts the call).
+func FuzzDecide(f *testing.F) {
+	f.Add(relNew, relOld, relHotfix, "", uint8(0), uint8(0), int64(0), int64(0), uint8(0))
+	f.Add(relHotfix, relOld, relOld, relOld, uint8(1), uint8(1), int64(60), int64(60), uint8(3))
+	f.Add("RELEASE.2026-01-10T10-00-00Z.hotfix", "", "RELEASE.9999-99-99T99-99-99Z", "x", uint8(2), uint8(maxCalls), int64(-5), int64(700), uint8(255))
+	f.Fuzz(func(t *testing.T, want, n0, n1, n2 string, flags, calls uint8, started, last int64, result uint8) {
+		o := observation{now: t0, image: imgNew, paused: flags&1 != 0,
+			binary: binaryState{resolved: flags&2 == 0, available: flags&4 == 0, release: want},
+			sets:   setsState{count: int(flags>>3) & 3, onImage: flags&32 != 0},
+		}
+		for i, r := range []string{n0, n1, n2} {
+			if r != "" || flags&64 != 0 {
+				o.nodes = append(o.nodes, node{endpoint: "n" + string(rune('0'+i)), online: r != "", release: r})
+			}
+		}
+		switch flags >> 6 {
+		case 1:
+			o.reach = errorf(CauseTenantUnreachable, "refused")
+		case 2:
+			o.reach = errors.New("transient")
+		case 3:
+			o.reach = errorf(CauseConfigurationMissing, "missing")
+		}
+		if calls > 0 {
+			o.recorded = &v1.UpdateStatus{Release: n2, Image: imgNew, Calls: int(calls % 8),
+				Started: metav1.NewTime(t0.Add(-time.Duration(started) * time.Second)), LastCall: metav1.NewTime(t0.Add(-time.Duration(last) * time.Second))}
+			o.call.running = result&1 != 0
+			if result&2 != 0 {
+				o.call.result = &callResult{updated: int(result>>4) & 3, transient: int(result>>2) & 3,
+					failed: []string{"node n0: wrong checksum", "node n1: x", "node n2: y"}[:int(result>>6)&3]}
+			}
+		}
+		a := decide(o, p)
+		if a.verb != call {
+			return
+		}
+		if o.call.running {
+			t.Fatalf("a call while one is running: %+v", a)
+		}
+		if a.update == nil || a.update.LastCall.Time != t0 {
+			t.Fatalf("a call not recorded: %+v", a)
+		}
+		if r := o.recorded; r != nil {
+			damaged := o.call.result != nil && len(o.call.result.failed) > 0 && len(o.call.result.failed) == o.call.result.transient
+			if a.update.Calls != r.Calls+1 || r.Calls >= maxCalls || (!damaged && t0.Sub(r.LastCall.Time) <= settle) {
+				t.Fatalf("a second call for recorded %+v: %+v", r, a.update)
+			}
+		} else if a.update.Calls != 1 {
+			t.Fatalf("a first call recorded as %d", a.update.Calls)
+		}
+	})
+}
