@@ -80,7 +80,7 @@ func TestDecide(t *testing.T) {
 		{name: "every node on the release: the StatefulSets follow",
 			o: obs(func(o *observation) { o.nodes = nodesOn(relNew, relNew) }), verb: setImage, status: metav1.ConditionTrue, reason: ReasonCurrent},
 		{name: "current after an in-place update keeps saying so",
-			o: obs(func(o *observation) { o.nodes = nodesOn(relNew) }, prevCondition(metav1.ConditionTrue, ReasonUpdatedInPlace, time.Hour)),
+			o:    obs(func(o *observation) { o.nodes = nodesOn(relNew) }, prevCondition(metav1.ConditionTrue, ReasonUpdatedInPlace, time.Hour)),
 			verb: setImage, status: metav1.ConditionTrue, reason: ReasonUpdatedInPlace},
 		{name: "current and paused: the image is not even set",
 			o:    obs(func(o *observation) { o.nodes, o.paused = nodesOn(relNew), true }),
