@@ -33,6 +33,13 @@ type updateEnv struct {
 	store              string
 	minioPorts         []int
 	minio              *minioCluster
+	// What startMinIO needs when the nodes start later (deferMinIO).
+	releases []string
+	minioEnv []string
+	certs    map[string][]byte
+	roots    *x509.CertPool
+	// servingCert is the upgrade server's (self-signed) certificate.
+	servingCert []byte
 }
 
 type updateOpts struct {
@@ -44,6 +51,11 @@ type updateOpts struct {
 	// tenant then lacks the real CA).
 	servingCA []byte
 	noConfig  bool
+	// newRelease is the release the newer image holds (default: the newer
+	// plain release), built by make tools.
+	newRelease string
+	// deferMinIO leaves the nodes to the test (startMinIO).
+	deferMinIO bool
 }
 
 func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
@@ -63,6 +75,7 @@ func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 	now := time.Now()
 	opCert, opKey, _ := testutil.KeyPair(t, nil, append(serviceDNSNames(e.opNS), "127.0.0.1"), now.Add(-time.Hour), now.Add(24*time.Hour))
 	putNamedSecret(t, e.opNS, customSecret, map[string][]byte{"tls.crt": opCert, "tls.key": opKey, "ca.crt": opCert})
+	e.servingCert = opCert
 	upgradePort := freePorts(t, 1)[0]
 	env := []string{
 		"OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME=" + customSecret,
@@ -79,11 +92,14 @@ func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 	e.op = startOperator(t, e.env)
 
 	e.oldImage = e.reg.pushImage(t, "minio/aistor:"+older, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: older})
-	newerPath, err := cluster.MinIOBinary(newer)
+	if o.newRelease != "" {
+		e.newer = o.newRelease
+	}
+	newerPath, err := cluster.MinIOBinary(e.newer)
 	require.NoError(t, err)
 	bin, err := os.ReadFile(newerPath)
 	require.NoError(t, err)
-	e.newImage = e.reg.pushImage(t, "minio/aistor:"+newer, imageSpec{binary: bin, releaseLbl: newer, signer: o.newSigner})
+	e.newImage = e.reg.pushImage(t, "minio/aistor:"+e.newer, imageSpec{binary: bin, releaseLbl: e.newer, signer: o.newSigner})
 
 	// The tenant: a server certificate for 127.0.0.1, credentials in the
 	// format MinIO's operator writes, a StatefulSet.
@@ -121,15 +137,24 @@ spec:
 		gen, err = generated(t, e.tenantNS, e.store)
 		return err == nil && len(gen.Data["CAs.operator.crt"]) > 0
 	}, 30*time.Second, 50*time.Millisecond, "the generated Secret with the operator's CA")
-	certs := cluster.MinIOCertsDir(gen.Data)
-	roots := x509.NewCertPool()
-	for rel, v := range certs {
+	e.certs = cluster.MinIOCertsDir(gen.Data)
+	e.roots = x509.NewCertPool()
+	for rel, v := range e.certs {
 		if strings.HasPrefix(rel, "CAs/") {
-			roots.AppendCertsFromPEM(v)
+			e.roots.AppendCertsFromPEM(v)
 		}
 	}
-	e.minio = startMinIO(t, e.minioPorts, o.releases, certs, roots, o.minioEnv...)
+	e.releases, e.minioEnv = o.releases, o.minioEnv
+	if !o.deferMinIO {
+		e.startMinIO(t)
+	}
 	return e
+}
+
+// startMinIO starts the tenant's nodes.
+func (e *updateEnv) startMinIO(t testing.TB) {
+	t.Helper()
+	e.minio = startMinIO(t, e.minioPorts, e.releases, e.certs, e.roots, e.minioEnv...)
 }
 
 // tenantStatefulSet is one pool of the tenant, its minio container on image.
