@@ -72,6 +72,9 @@ type Config struct {
 	// and including /webhook/v1/update.
 	UpdateURL     string
 	ClusterDomain string
+	// AllowedEndpoints is what the admin client may reach beyond the
+	// ObjectStore's own namespace's Services (see EndpointPolicy).
+	AllowedEndpoints EndpointPolicy
 	// Timeout bounds an update: from the first call until every node
 	// reports the new release. Past it the controller rolls instead.
 	Timeout time.Duration
