@@ -20,6 +20,7 @@ import (
 
 	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/updates"
 	"github.com/object-store-operator/operator/upgradeserver"
 )
 
@@ -48,38 +49,39 @@ type config struct {
 	shutdownGrace  time.Duration
 	logLevel       zerolog.Level
 
-	kubeconfig      string
-	namespace       string
-	serviceName     string
-	clusterDomain   string
-	signerName      string
-	approve         bool
-	csrTimeout      time.Duration
-	expiration      time.Duration
-	renewBefore     time.Duration
-	autocertSecret  string
-	servingCASecret string
-	leaderElection  bool
-	leaseDuration   time.Duration
-	renewDeadline   time.Duration
-	retryPeriod     time.Duration
-	resync          time.Duration
-	qps             float32
-	burst           int
-	mirrorURL       string
-	storeKeep       int
-	pullConcurrency int
-	maxBinarySize   int64
-	platforms       []binsource.Platform
-	minisignKeys    []minisign.PublicKey
-	signingKey      string
-	insecureRegs    []string
-	pullTimeout     time.Duration
-	pullMaxBytes    int64
-	updateURL       string
-	updateTimeout   time.Duration
-	maxDownloads    int
-	maxConns        int
+	kubeconfig       string
+	namespace        string
+	serviceName      string
+	clusterDomain    string
+	signerName       string
+	approve          bool
+	csrTimeout       time.Duration
+	expiration       time.Duration
+	renewBefore      time.Duration
+	autocertSecret   string
+	servingCASecret  string
+	leaderElection   bool
+	leaseDuration    time.Duration
+	renewDeadline    time.Duration
+	retryPeriod      time.Duration
+	resync           time.Duration
+	qps              float32
+	burst            int
+	mirrorURL        string
+	storeKeep        int
+	pullConcurrency  int
+	maxBinarySize    int64
+	platforms        []binsource.Platform
+	minisignKeys     []minisign.PublicKey
+	signingKey       string
+	insecureRegs     []string
+	pullTimeout      time.Duration
+	pullMaxBytes     int64
+	updateURL        string
+	updateTimeout    time.Duration
+	allowedEndpoints updates.EndpointPolicy
+	maxDownloads     int
+	maxConns         int
 }
 
 func (c *config) settings() []setting {
@@ -131,6 +133,10 @@ func (c *config) settings() []setting {
 		{"pull-max-bytes", "OPERATOR_PULL_MAX_BYTES", "4Gi", "most bytes one pull reads from a registry, compressed and uncompressed alike (Kubernetes quantity)", size(&c.pullMaxBytes)},
 		{"update-url", "OPERATOR_UPDATE_URL", "", "base URL (up to /webhook/v1/update) MinIO pods fetch in-place updates from; empty: https://<service>.<namespace>.svc.<cluster-domain>:<upgrade port>/webhook/v1/update", optional(httpURL(&c.updateURL, upgradeserver.UpdatePath))},
 		{"update-timeout", "OPERATOR_UPDATE_TIMEOUT", "10m", "how long an in-place update may take, from the call until every node runs the release, before the operator rolls the StatefulSets instead", duration(&c.updateTimeout, time.Second)},
+		{"allowed-update-endpoints", "OPERATOR_ALLOWED_UPDATE_ENDPOINTS", "", "comma-separated CIDRs and host globs (10.0.0.0/8,*.minio.example.com) the operator may reach a tenant's admin API at, beyond the Services of the ObjectStore's own namespace; addresses only by CIDR, and loopback, link-local and metadata addresses only when a CIDR names them", func(v string) (err error) {
+			c.allowedEndpoints, err = updates.ParseEndpointPolicy(v)
+			return err
+		}},
 	}
 }
 

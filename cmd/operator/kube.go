@@ -168,7 +168,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	}
 	w.updates, err = updates.New(updates.Config{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Binaries: w.binaries, Store: store, Serving: serving,
-		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, Timeout: cfg.updateTimeout,
+		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
 		Recorder: recorder, Remedy: updateRemedy, Registerer: reg, Log: log,
 	})
 	if err != nil {
