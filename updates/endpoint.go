@@ -127,9 +127,13 @@ func (p EndpointPolicy) allowHost(hostport, ns, clusterDomain string) error {
 	if inNamespace(name, ns, strings.TrimSuffix(strings.ToLower(clusterDomain), ".")) || p.allowsName(name) {
 		return nil
 	}
+	domain := ""
+	if clusterDomain != "" {
+		domain = ", optionally followed by ." + clusterDomain
+	}
 	return errorf(CauseEndpointNotAllowed,
-		"host %s is not a Service of namespace %s (<service>.%[2]s.svc, or <pod>.<service>.%[2]s.svc, optionally followed by .%[3]s) and no allowed host glob matches it; nothing was dialled",
-		name, ns, clusterDomain)
+		"host %s is not a Service of namespace %s (<service>.%[2]s.svc, or <pod>.<service>.%[2]s.svc%[3]s) and no allowed host glob matches it; nothing was dialled",
+		name, ns, domain)
 }
 
 // splitHostPort returns the host of host[:port]; a port must be a number
@@ -303,10 +307,10 @@ const (
 	codeUnexpected = "UnexpectedResponse"
 )
 
-// limitedBodies is the admin client's RoundTripper. It caps every
-// success body at maxAdminResponse bytes, follows no redirect (a 3xx
-// becomes an error naming only its status; the client sees no Location),
-// and replaces every other body by MinIO's admin error, Code and Message
+// limitedBodies is the admin client's RoundTripper. It caps a 200's body
+// at maxAdminResponse bytes, follows no redirect (a 3xx becomes an error
+// naming only its status; the client sees no Location), and replaces
+// every other body by MinIO's admin error, Code and Message
 // bounded and stripped of control characters, or by an error naming only
 // the status when the body is not one. madmin quotes up to 1 KiB of a body
 // it cannot parse into its errors, which land in the condition and Event
@@ -320,7 +324,9 @@ func (l limitedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	code := resp.StatusCode
 	switch {
-	case code >= 200 && code < 300:
+	case code == http.StatusOK:
+		// The only answer the calls made here take as success; madmin
+		// quotes any other, a 204 or 206 included, as an error.
 		resp.Body = struct {
 			io.Reader
 			io.Closer

@@ -86,6 +86,8 @@ func TestAdminErrorsQuoteOnlyMinIOsBoundedCodeAndMessage(t *testing.T) {
 			[]string{"500"}, []string{marker}},
 		"json without a code": {http.StatusForbidden, "application/json", `{"Message":"` + marker + `"}`,
 			[]string{"403"}, []string{marker}},
+		"partial content": {http.StatusPartialContent, "text/plain", marker,
+			[]string{"206"}, []string{marker}}, // madmin quotes any answer but 200 as an error
 		"binary": {http.StatusBadRequest, "application/octet-stream", "\x00\xff\xfe" + marker,
 			[]string{"400"}, []string{marker}},
 		"minio json": {http.StatusForbidden, "application/json",
