@@ -86,6 +86,9 @@ type Config struct {
 	// and including /webhook/v1/update.
 	UpdateURL     string
 	ClusterDomain string
+	// AllowedEndpoints is what the admin client may reach beyond the
+	// ObjectStore's own namespace's Services (see EndpointPolicy).
+	AllowedEndpoints EndpointPolicy
 	// Timeout bounds an update: from the first call until every node
 	// reports the new release. Past it the controller rolls instead.
 	Timeout time.Duration
@@ -121,9 +124,21 @@ type Controller struct {
 	term    controller.Term
 	calls   *calls
 	panics  prometheus.Counter
-	// dial returns an admin client for a tenant's host ("" for its
-	// endpoint) and what releases its connections; tests replace it.
+	// dial, when set, stands in for dialAdmin in tests.
 	dial func(t *tenant, host string) (adminAPI, func(), error)
+}
+
+// dialAdmin returns an admin client for a tenant's host ("" for its
+// endpoint) and what releases its connections.
+func (c *Controller) dialAdmin(t *tenant, host string) (adminAPI, func(), error) {
+	if c.dial != nil {
+		return c.dial(t, host)
+	}
+	adm, tr, err := t.admin(host)
+	if err != nil {
+		return nil, nil, err
+	}
+	return adm, tr.CloseIdleConnections, nil
 }
 
 // New wires event handlers; call Run to work and Lead while leading.
@@ -152,13 +167,6 @@ func New(cfg Config) (*Controller, error) {
 		metrics: newMetrics(cfg.Registerer),
 		status:  &statusWriter{client: cfg.Dynamic, recorder: cfg.Recorder, clock: cfg.Clock},
 		panics:  controller.PanicCounter(cfg.Registerer, "updates"),
-		dial: func(t *tenant, host string) (adminAPI, func(), error) {
-			adm, tr, err := t.admin(host)
-			if err != nil {
-				return nil, nil, err
-			}
-			return adm, tr.CloseIdleConnections, nil
-		},
 	}
 	if cfg.SetsSynced != nil {
 		c.synced = append(c.synced, cfg.SetsSynced)
@@ -416,7 +424,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 // per-node results: failures as "node <host>: <MinIO's error>", how many of
 // them are a damaged download, and how many nodes updated.
 func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, release string) callResult {
-	adm, done, err := c.dial(t, host)
+	adm, done, err := c.dialAdmin(t, host)
 	if err != nil {
 		return callResult{err: newError(CauseTenantUnreachable, err)}
 	}
@@ -429,10 +437,14 @@ func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, r
 			// A call of ours is being answered by MinIO already: follow it.
 			return callResult{}
 		}
-		return callResult{err: errorf(CauseInPlaceRefused, "MinIO refused the in-place update to %s: %s", release, describeAdminError(err))}
+		return callResult{err: errorf(CauseInPlaceRefused, "MinIO refused the in-place update to %s: %w", release, adminError(err))}
 	}
 	var r callResult
+	if len(result.Results) > maxNodes {
+		result.Results = result.Results[:maxNodes]
+	}
 	for _, n := range result.Results {
+		n.Host, n.Err = cleanText(n.Host, maxField), cleanText(n.Err, maxField)
 		switch {
 		case n.Err == "":
 			r.updated++
@@ -514,7 +526,7 @@ func (c *Controller) updateURL(release string) (string, error) {
 
 // serverInfo asks the tenant which release each node runs.
 func (c *Controller) serverInfo(ctx context.Context, t *tenant) ([]node, error) {
-	adm, done, err := c.dial(t, "")
+	adm, done, err := c.dialAdmin(t, "")
 	if err != nil {
 		return nil, newError(CauseTenantUnreachable, err)
 	}
@@ -523,17 +535,22 @@ func (c *Controller) serverInfo(ctx context.Context, t *tenant) ([]node, error) 
 	defer cancel()
 	info, err := adm.ServerInfo(ctx)
 	if err != nil {
-		return nil, errorf(CauseTenantUnreachable, "MinIO admin API at %s: %s", t.endpoint.Redacted(), describeAdminError(err))
+		return nil, errorf(CauseTenantUnreachable, "MinIO admin API at %s: %w", t.endpoint.Redacted(), adminError(err))
 	}
 	if len(info.Servers) == 0 {
 		return nil, errorf(CauseTenantUnreachable, "MinIO admin API at %s reported no servers", t.endpoint.Redacted())
 	}
+	if len(info.Servers) > maxNodes {
+		return nil, errorf(CauseTenantUnreachable, "MinIO admin API at %s reported %d servers, more than the %d the operator reads", t.endpoint.Redacted(), len(info.Servers), maxNodes)
+	}
 	nodes := make([]node, 0, len(info.Servers))
 	for _, srv := range info.Servers {
-		n := node{endpoint: srv.Endpoint, online: srv.State == string(madmin.ItemOnline)}
+		// What MinIO reports is the tenant's to write: bounded and cleaned
+		// before it reaches a condition or a dial.
+		n := node{endpoint: cleanText(srv.Endpoint, maxField), online: srv.State == string(madmin.ItemOnline)}
 		if n.online {
 			if n.release, err = releaseOfVersion(srv.Version); err != nil {
-				n.release = srv.Version
+				n.release = cleanText(srv.Version, maxField)
 			}
 		}
 		nodes = append(nodes, n)
@@ -542,13 +559,24 @@ func (c *Controller) serverInfo(ctx context.Context, t *tenant) ([]node, error) 
 	return nodes, nil
 }
 
-// describeAdminError gives MinIO's own error text where there is one.
-func describeAdminError(err error) string {
+// adminError words err with MinIO's own error code and message where
+// there is one (bounded by the transport, see limitedBodies); otherwise
+// it is err itself, whose cause, such as an endpoint refused at dial
+// time, then stays visible to causeOf.
+func adminError(err error) error {
 	if e := madmin.ToErrorResponse(err); e.Code != "" {
-		return fmt.Sprintf("%s: %s", e.Code, e.Message)
+		return fmt.Errorf("%s: %s", e.Code, e.Message)
 	}
-	return err.Error()
+	return err
 }
+
+// maxNodes bounds the nodes read from one tenant's answer: MinIO's
+// largest deployments have hundreds.
+const maxNodes = 4096
+
+// maxField bounds a field of a tenant's 200 answer (a node's endpoint,
+// version or error) quoted in a condition.
+const maxField = 256
 
 // describeNodes says which node runs what, for messages.
 func describeNodes(nodes []node) string {

@@ -26,6 +26,10 @@ const (
 	ReasonConfigurationMissing = "ConfigurationMissing"
 	// ReasonTenantUnreachable: the admin API did not answer.
 	ReasonTenantUnreachable = "TenantUnreachable"
+	// ReasonEndpointNotAllowed: the admin endpoint (spec.updates.endpoint,
+	// or a node endpoint MinIO reports) is outside the ObjectStore's
+	// namespace and what the platform allows; nothing was dialled.
+	ReasonEndpointNotAllowed = "EndpointNotAllowed"
 	// ReasonWaitingForNodes: the StatefulSets run spec.image but not every
 	// node reports its release yet (pods starting or restarting).
 	ReasonWaitingForNodes = "WaitingForNodes"
@@ -43,6 +47,8 @@ const (
 const (
 	CauseConfigurationMissing = "ConfigurationMissing"
 	CauseTenantUnreachable    = "TenantUnreachable"
+	// CauseEndpointNotAllowed: see ReasonEndpointNotAllowed.
+	CauseEndpointNotAllowed = "EndpointNotAllowed"
 	// CauseOperatorNotTrusted: the tenant's CAs do not verify the upgrade
 	// server's certificate for the update URL's host.
 	CauseOperatorNotTrusted = "OperatorNotTrusted"
@@ -69,10 +75,19 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-func newError(cause string, err error) *Error { return &Error{Cause: cause, Err: err} }
+// newError gives err a cause, unless err already has one: the cause found
+// nearest the failure is the more specific (an admin client refused for
+// its endpoint stays EndpointNotAllowed when the caller files every admin
+// client failure under TenantUnreachable).
+func newError(cause string, err error) *Error {
+	if inner := causeOf(err); inner != "" {
+		cause = inner
+	}
+	return &Error{Cause: cause, Err: err}
+}
 
 func errorf(cause, format string, args ...any) *Error {
-	return &Error{Cause: cause, Err: fmt.Errorf(format, args...)}
+	return newError(cause, fmt.Errorf(format, args...))
 }
 
 // causeOf returns err's cause, "" for an untyped error.

@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -37,6 +36,10 @@ type tenant struct {
 	// roots are the CAs of the tenant's generated Secret: what MinIO
 	// trusts, and what the operator trusts MinIO's certificate with.
 	roots *x509.CertPool
+	// What every host the admin client reaches is checked against: the
+	// ObjectStore's namespace and the platform's policy.
+	namespace, clusterDomain string
+	policy                   EndpointPolicy
 }
 
 // loadTenant reads the ObjectStore's credentials and CAs. Its errors carry
@@ -52,6 +55,14 @@ func (c *Controller) loadTenant(ctx context.Context, store *v1.ObjectStore) (*te
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, newError(CauseConfigurationMissing, fmt.Errorf("spec.updates.endpoint %q is not an http(s) URL", endpoint))
+	}
+	// Checked before any Secret is read: credentials go nowhere the
+	// policy refuses.
+	if u.User != nil {
+		return nil, errorf(CauseEndpointNotAllowed, "spec.updates.endpoint %s carries user info; the host is what follows the @, and credentials come from spec.configuration", u.Redacted())
+	}
+	if err := c.cfg.AllowedEndpoints.allowHost(u.Host, store.Namespace, c.cfg.ClusterDomain); err != nil {
+		return nil, newError(CauseEndpointNotAllowed, fmt.Errorf("spec.updates.endpoint: %w", err))
 	}
 	name := store.Spec.Configuration.Name
 	secret, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Get(ctx, name, metav1.GetOptions{})
@@ -69,7 +80,8 @@ func (c *Controller) loadTenant(ctx context.Context, store *v1.ObjectStore) (*te
 	if err != nil {
 		return nil, err
 	}
-	return &tenant{endpoint: u, user: user, password: password, roots: roots}, nil
+	return &tenant{endpoint: u, user: user, password: password, roots: roots,
+		namespace: store.Namespace, clusterDomain: c.cfg.ClusterDomain, policy: c.cfg.AllowedEndpoints}, nil
 }
 
 // tenantCAs returns the CAs of the ObjectStore's generated Secret, which is
@@ -135,13 +147,23 @@ func parseConfigEnv(data []byte) (user, password string, err error) {
 // admin returns an admin client for host (host:port; the tenant's
 // endpoint when empty) that verifies MinIO's certificate for that host
 // with the tenant's CAs. Close its transport's idle connections when done.
+// host must pass the endpoint policy (node endpoints come from MinIO's
+// server info, which the tenant controls as much as its spec), and so
+// must every address dialled: a refusal has the cause
+// CauseEndpointNotAllowed and dials nothing.
 func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error) {
 	if host == "" {
 		host = t.endpoint.Host
 	}
+	if err := t.policy.allowHost(host, t.namespace, t.clusterDomain); err != nil {
+		return nil, nil, newError(CauseEndpointNotAllowed, fmt.Errorf("admin client: %w", err))
+	}
 	tr := &http.Transport{
-		Proxy:                  http.ProxyFromEnvironment,
-		DialContext:            (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		// With a proxy, the proxy resolves and connects: allowDial then
+		// checks the proxy's address, allowHost still the host asked for.
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
+			Control: t.policy.allowDial}).DialContext,
 		TLSClientConfig:        &tls.Config{RootCAs: t.roots, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    10 * time.Second,
 		ResponseHeaderTimeout:  0, // an update answers only when every node has the binary; ctx bounds it
@@ -156,19 +178,4 @@ func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error
 		return nil, nil, fmt.Errorf("admin client for %s: %w", host, err)
 	}
 	return client, tr, nil
-}
-
-// limitedBodies caps every response body at maxAdminResponse bytes.
-type limitedBodies struct{ rt http.RoundTripper }
-
-func (l limitedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := l.rt.RoundTrip(r)
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.LimitReader(resp.Body, maxAdminResponse), resp.Body}
-	return resp, nil
 }

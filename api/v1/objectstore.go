@@ -94,7 +94,9 @@ type ObjectStoreSpec struct {
 // Updates says how the operator reaches the tenant for in-place updates.
 type Updates struct {
 	// Endpoint is the MinIO admin API's URL; empty means
-	// https://<name>-hl.<namespace>.svc.<cluster-domain>:9000.
+	// https://<name>-hl.<namespace>.svc.<cluster-domain>:9000. Its host
+	// must be a Service of the ObjectStore's namespace, or a pod under a
+	// headless one, unless the platform allows more (docs/updates.md).
 	Endpoint string `json:"endpoint,omitempty"`
 }
 

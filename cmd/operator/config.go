@@ -20,6 +20,7 @@ import (
 
 	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/updates"
 	"github.com/object-store-operator/operator/upgradeserver"
 )
 
@@ -48,40 +49,41 @@ type config struct {
 	shutdownGrace  time.Duration
 	logLevel       zerolog.Level
 
-	kubeconfig      string
-	namespace       string
-	serviceName     string
-	clusterDomain   string
-	signerName      string
-	approve         bool
-	csrTimeout      time.Duration
-	expiration      time.Duration
-	renewBefore     time.Duration
-	autocertSecret  string
-	servingCASecret string
-	leaderElection  bool
-	leaseDuration   time.Duration
-	renewDeadline   time.Duration
-	retryPeriod     time.Duration
-	resync          time.Duration
-	qps             float32
-	burst           int
-	mirrorURL       string
-	storeKeep       int
-	pullConcurrency int
-	maxBinarySize   int64
-	platforms       []binsource.Platform
-	minisignKeys    []minisign.PublicKey
-	signingKey      string
-	insecureRegs    []string
-	pullTimeout     time.Duration
-	pullMaxBytes    int64
-	updateURL       string
-	updateTimeout   time.Duration
-	updateWorkers   int
-	updateCallsNS   int
-	maxDownloads    int
-	maxConns        int
+	kubeconfig       string
+	namespace        string
+	serviceName      string
+	clusterDomain    string
+	signerName       string
+	approve          bool
+	csrTimeout       time.Duration
+	expiration       time.Duration
+	renewBefore      time.Duration
+	autocertSecret   string
+	servingCASecret  string
+	leaderElection   bool
+	leaseDuration    time.Duration
+	renewDeadline    time.Duration
+	retryPeriod      time.Duration
+	resync           time.Duration
+	qps              float32
+	burst            int
+	mirrorURL        string
+	storeKeep        int
+	pullConcurrency  int
+	maxBinarySize    int64
+	platforms        []binsource.Platform
+	minisignKeys     []minisign.PublicKey
+	signingKey       string
+	insecureRegs     []string
+	pullTimeout      time.Duration
+	pullMaxBytes     int64
+	updateURL        string
+	updateTimeout    time.Duration
+	allowedEndpoints updates.EndpointPolicy
+	updateWorkers    int
+	updateCallsNS    int
+	maxDownloads     int
+	maxConns         int
 }
 
 func (c *config) settings() []setting {
@@ -135,6 +137,10 @@ func (c *config) settings() []setting {
 		{"update-timeout", "OPERATOR_UPDATE_TIMEOUT", "10m", "how long an in-place update may take, from the call until every node runs the release, before the operator rolls the StatefulSets instead", duration(&c.updateTimeout, time.Second)},
 		{"update-workers", "OPERATOR_UPDATE_WORKERS", "4", "ObjectStores the in-place updater looks at at once (update calls run beside them)", atLeast(&c.updateWorkers, 1)},
 		{"update-calls-per-namespace", "OPERATOR_UPDATE_CALLS_PER_NAMESPACE", "1", "in-place update calls one namespace's ObjectStores may have running at once", atLeast(&c.updateCallsNS, 1)},
+		{"allowed-update-endpoints", "OPERATOR_ALLOWED_UPDATE_ENDPOINTS", "", "comma-separated CIDRs and host globs (10.0.0.0/8,*.minio.example.com) the operator may reach a tenant's admin API at, beyond the Services of the ObjectStore's own namespace; addresses only by CIDR, and loopback, link-local and metadata addresses only when a CIDR names them", func(v string) (err error) {
+			c.allowedEndpoints, err = updates.ParseEndpointPolicy(v)
+			return err
+		}},
 	}
 }
 

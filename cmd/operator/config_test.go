@@ -10,6 +10,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/object-store-operator/operator/updates"
 )
 
 func TestConfigPrecedenceIsFlagThenEnvThenDefault(t *testing.T) {
@@ -48,6 +50,9 @@ func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"update URL without the path", map[string]string{"OPERATOR_UPDATE_URL": "https://operator.example.com:4221"}, nil, "OPERATOR_UPDATE_URL"},
 		{"update URL not http", map[string]string{"OPERATOR_UPDATE_URL": "ftp://x/webhook/v1/update"}, nil, "OPERATOR_UPDATE_URL"},
 		{"update timeout", map[string]string{"OPERATOR_UPDATE_TIMEOUT": "0s"}, nil, "OPERATOR_UPDATE_TIMEOUT"},
+		{"allowed endpoints: a bad CIDR is named", map[string]string{"OPERATOR_ALLOWED_UPDATE_ENDPOINTS": "10.0.0.0/8,10.1.0.0/33"}, nil, `OPERATOR_ALLOWED_UPDATE_ENDPOINTS: "10.0.0.0/8,10.1.0.0/33" has an entry "10.1.0.0/33" that is not a CIDR`},
+		{"allowed endpoints: a host with a port is named", map[string]string{"OPERATOR_ALLOWED_UPDATE_ENDPOINTS": "minio.example.com:9000"}, nil, `entry "minio.example.com:9000"`},
+		{"allowed endpoints: a URL is named", nil, []string{"--allowed-update-endpoints", "https://minio.example.com"}, `--allowed-update-endpoints: "https://minio.example.com" has an entry "https://minio.example.com" that is a URL`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,6 +147,15 @@ func TestUpdateURLDefaultsToTheServiceAndItsHostIsCertified(t *testing.T) {
 	cfg, _, err = loadConfig(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "http://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", cfg.podUpdateURL(), "plain-HTTP mode")
+}
+
+// The remedy of a refused endpoint names the setting that allows more.
+func TestAllowedUpdateEndpointsAreParsedAndNamedByTheRemedy(t *testing.T) {
+	t.Setenv("OPERATOR_ALLOWED_UPDATE_ENDPOINTS", "10.0.0.0/8, *.Minio.Example.com")
+	cfg, _, err := loadConfig(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.0/8,*.minio.example.com", cfg.allowedEndpoints.String())
+	assert.Contains(t, updateRemedy(updates.CauseEndpointNotAllowed), "OPERATOR_ALLOWED_UPDATE_ENDPOINTS")
 }
 
 func TestUnknownOperatorVariablesAreNamed(t *testing.T) {

@@ -170,7 +170,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	w.updates, err = updates.New(updates.Config{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Binaries: w.binaries, Store: store, Serving: serving,
 		StatefulSets: tenantSets.Apps().V1().StatefulSets().Lister(), SetsSynced: tenantSets.Apps().V1().StatefulSets().Informer().HasSynced,
-		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, Timeout: cfg.updateTimeout,
+		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
 		Workers: cfg.updateWorkers, CallsPerNamespace: cfg.updateCallsNS,
 		// An update in flight is looked at every 2 s; a tenant whose admin
 		// API does not answer yet at most once per resync.

@@ -38,6 +38,9 @@ func updateRemedy(cause string) string {
 	switch cause {
 	case updates.CauseConfigurationMissing:
 		return "set spec.configuration.name to the Secret whose config.env exports MINIO_ROOT_USER and MINIO_ROOT_PASSWORD (and spec.updates.endpoint if MinIO is not at https://<name>-hl.<namespace>.svc:9000)"
+	case updates.CauseEndpointNotAllowed:
+		return "point spec.updates.endpoint at a Service of the ObjectStore's own namespace (https://<service>.<namespace>.svc:9000, or leave it empty for https://<name>-hl.<namespace>.svc.<cluster domain>:9000); " +
+			"to reach MinIO elsewhere, the platform adds the host (a glob such as *.minio.example.com) or its network (a CIDR) to OPERATOR_ALLOWED_UPDATE_ENDPOINTS"
 	case updates.CauseTenantUnreachable:
 		return "check that MinIO's admin API answers at the endpoint and that its certificate is signed by a CA in the ObjectStore's <name>-generated Secret"
 	case updates.CauseOperatorNotTrusted:

@@ -104,6 +104,9 @@ func run(ctx context.Context) error {
 		// for that address too).
 		"OPERATOR_MINISIGN_PUBKEYS="+d.pub.String(),
 		"OPERATOR_UPDATE_URL=https://127.0.0.1:"+port+"/webhook/v1/update",
+		// The demo MinIO's admin API is on loopback too, which a tenant
+		// may name only when the platform allows it.
+		"OPERATOR_ALLOWED_UPDATE_ENDPOINTS=127.0.0.0/8",
 	)
 	op.Stdout, op.Stderr = os.Stdout, os.Stderr
 	// Its own process group: Ctrl-C reaches it through us, after which the
