@@ -41,6 +41,7 @@ bench: build
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseSHA256Sum -fuzztime 30s ./binstore
 	$(GO) test -run '^$$' -fuzz FuzzResolve -fuzztime 30s ./upgradeserver
+	$(GO) test -run '^$$' -fuzz FuzzDecide -fuzztime 30s ./updates
 
 ## image: the container image (needs a Docker engine)
 image:
