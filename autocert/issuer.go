@@ -102,7 +102,8 @@ type Issuer struct {
 	foreign string
 }
 
-// NewIssuer returns an Issuer; call Run on the leader.
+// NewIssuer returns an Issuer; call Run on every replica (it acts only
+// while Lead holds a leadership term).
 func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}

@@ -469,7 +469,6 @@ func (c *Controller) rollStatefulSets(ctx context.Context, store *v1.ObjectStore
 	return rolled, nil
 }
 
-// setCondition writes CertificatesReady when it changes, with an Event.
 // refused reports a write the apiserver refused (invalid, forbidden, too
 // large) in the condition, so CertificatesReady never stays True over a
 // stale Secret, and returns err for a retry with backoff. Other errors
@@ -485,6 +484,7 @@ func (c *Controller) refused(ctx context.Context, u *unstructured.Unstructured, 
 	return err
 }
 
+// setCondition writes CertificatesReady when it changes, with an Event.
 func (c *Controller) setCondition(ctx context.Context, u *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) error {
 	wrote, err := c.status.SetCondition(ctx, u, metav1.Condition{
 		Type: v1.ConditionCertificatesReady, Status: status, Reason: reason, Message: message,

@@ -126,12 +126,6 @@ type trusted struct {
 	cas  int // certificates from CA Secrets in pool
 }
 
-// ClientTLSConfig returns a client configuration with the pool current at
-// the time of the call; call it per connection, or use Transport.
-func (p *Pool) ClientTLSConfig() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: p.CertPool()}
-}
-
 // Transport returns a RoundTripper that verifies servers against the pool
 // current at each request. Connections made under a replaced pool are
 // closed when idle, so a removed CA is not trusted through a kept-alive

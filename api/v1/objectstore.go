@@ -189,12 +189,3 @@ func SecretIndex(secrets func(*ObjectStore) []string) func(obj any) ([]string, e
 		return keys, nil
 	}
 }
-
-// PullSecrets returns the names of the image pull Secrets.
-func (o *ObjectStore) PullSecrets() []string {
-	out := make([]string, 0, len(o.Spec.ImagePullSecrets))
-	for _, s := range o.Spec.ImagePullSecrets {
-		out = append(out, s.Name)
-	}
-	return out
-}

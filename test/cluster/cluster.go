@@ -1,7 +1,7 @@
 // Package cluster starts a real Kubernetes control plane on loopback: etcd,
 // kube-apiserver and kube-controller-manager built from the versions pinned
 // in hack/tools. Tests use it through Main (one control plane per test
-// package); `make run` uses it through cmd/localcluster.
+// package); `make run` uses it through hack/run.
 package cluster
 
 import (
