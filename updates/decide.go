@@ -159,12 +159,17 @@ func decide(o observation, p params) action {
 		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonWaitingForBinary,
 			message: fmt.Sprintf("waiting for the release of %s to be resolved into the upgrade store", o.image)}
 	}
-	if causeOf(o.reach) == CauseTenantUnreachable && (o.sets.onImage || o.sets.count == 0) {
+	if causeOf(o.reach) == CauseTenantUnreachable && (o.sets.onImage || o.sets.count == 0 || unreachableFor(o) <= p.timeout) {
 		// Not a verdict: the pods are starting (an ObjectStore is usually
-		// applied before its MinIO answers), or restarting. There is
-		// nothing to roll; look again, less often the longer it lasts.
+		// applied before its MinIO answers), or restarting. Look again,
+		// less often the longer it lasts; roll to a new image only once it
+		// has not answered for the update's timeout.
+		msg := o.reach.Error()
+		if !o.sets.onImage && o.sets.count > 0 {
+			msg += fmt.Sprintf("; the StatefulSets are rolled to %s if it does not answer within %s", o.image, p.timeout)
+		}
 		return action{verb: report, status: metav1.ConditionUnknown, reason: ReasonTenantUnreachable,
-			message: o.reach.Error(), cause: CauseTenantUnreachable, after: unreachableBackoff(o, p)}
+			message: msg, cause: CauseTenantUnreachable, after: unreachableBackoff(o, p)}
 	}
 	switch {
 	case o.sets.onImage && o.reach != nil:
@@ -204,11 +209,15 @@ const pausedMessage = "updates are paused by the annotation " + v1.UpdatesPaused
 // from 1 s up to maxPoll. A tenant that starts answering is seen within a
 // quarter of its outage; one that never does costs a call per maxPoll.
 func unreachableBackoff(o observation, p params) time.Duration {
-	var down time.Duration
+	return min(max(unreachableFor(o)/4, time.Second), max(p.maxPoll, time.Second))
+}
+
+// unreachableFor is how long the condition has said TenantUnreachable.
+func unreachableFor(o observation) time.Duration {
 	if o.prev != nil && o.prev.Reason == ReasonTenantUnreachable && o.prev.Status == metav1.ConditionUnknown {
-		down = o.now.Sub(o.prev.LastTransitionTime.Time)
+		return o.now.Sub(o.prev.LastTransitionTime.Time)
 	}
-	return min(max(down/4, time.Second), max(p.maxPoll, time.Second))
+	return 0
 }
 
 // current: every node runs the wanted release (as MinIO orders releases).

@@ -27,13 +27,18 @@ import (
 func TestHotfixLabelOfTheRunningReleaseKeepsTheOperatorUp(t *testing.T) {
 	e := newUpdateEnv(t, updateOpts{})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
+	e.minio.warm(t)
 	pid := e.op.cmd.Process.Pid
 	hotfix := e.older + ".hotfix.deadbeef"
 	image := e.reg.pushImage(t, "minio/aistor:"+hotfix, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: hotfix})
 
 	e.setImage(t, image)
-	c := e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
-	assert.Contains(t, c.Message, "which MinIO orders with "+hotfix, "the condition says why nothing is updated in place")
+	var c metav1.Condition
+	require.Eventually(t, func() bool {
+		c = conditionOf(t, e.tenantNS, e.store, apiv1.ConditionVersionCurrent)
+		return c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "which MinIO orders with "+hotfix)
+	}, 60*time.Second, 100*time.Millisecond, "the condition says why nothing is updated in place")
+	assert.Equal(t, "Current", c.Reason)
 	assert.Equal(t, image, e.statefulSetImage(t), "pods take the hotfix build as they restart")
 	select {
 	case <-e.op.done:
