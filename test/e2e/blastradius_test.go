@@ -78,6 +78,7 @@ func hangingAdmin(t *testing.T, release string, nodes int) (*httptest.Server, *a
 	rt, err := time.Parse("2006-01-02T15-04-05Z", strings.TrimPrefix(release, "RELEASE."))
 	require.NoError(t, err)
 	var calls atomic.Int32
+	stop := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/info"):
@@ -89,13 +90,18 @@ func hangingAdmin(t *testing.T, release string, nodes int) (*httptest.Server, *a
 			_ = json.NewEncoder(w).Encode(info)
 		case strings.HasSuffix(r.URL.Path, "/update"):
 			calls.Add(1)
-			<-r.Context().Done()
+			// The request's context ends with the operator's call only once
+			// its body is read; the test's end ends it too.
+			select {
+			case <-r.Context().Done():
+			case <-stop:
+			}
 		default:
 			http.NotFound(w, r)
 		}
 	}))
 	t.Cleanup(func() {
-		srv.CloseClientConnections()
+		close(stop)
 		srv.Close()
 	})
 	return srv, &calls
