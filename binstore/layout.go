@@ -62,11 +62,19 @@ func (s *Store) Remove(platform, name string) error {
 }
 
 // RemoveStaleTemporaries deletes hidden temporary files left by an
-// interrupted landing (".minio.*.tmp"). A temporary whose release is
-// locked belongs to a landing in progress (this process's or, on a shared
-// volume, another's) and is left alone.
+// interrupted landing (".minio.*.tmp"), and lock files a crashed holder
+// left (".minio.*.lock"). A temporary whose release is locked belongs to a
+// landing in progress (this process's or, on a shared volume, another's)
+// and is left alone, and so is a held lock.
 func (s *Store) RemoveStaleTemporaries() {
 	for _, dir := range s.platformDirs() {
+		locks, _ := filepath.Glob(filepath.Join(s.dir, dir, ".minio.*.lock"))
+		for _, l := range locks {
+			release := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(l), ".minio."), ".lock")
+			if unlock, err := s.tryLock(dir, release); err == nil {
+				unlock() // which removes the file
+			}
+		}
 		matches, _ := filepath.Glob(filepath.Join(s.dir, dir, ".minio.*.tmp"))
 		for _, m := range matches {
 			release := temporaryRelease(filepath.Base(m))
@@ -121,26 +129,46 @@ var errLocked = errors.New("locked by another holder")
 // tryLock takes the release's lock if it is free, else returns errLocked.
 // flock(2) locks belong to the open file, so two holders in one process
 // exclude each other as two processes do.
+//
+// The lock file exists only while the lock is held: release names come
+// from tenants' images, and a file per name ever seen would pile up. The
+// holder removes it before unlocking, so a waiter may lock a file that is
+// no longer the one at the path; it then sees a different file (or none)
+// there and tries again, and only a lock on the file at the path counts.
 func (s *Store) tryLock(platform, release string) (func(), error) {
 	dir, name, err := s.prepare(platform, release)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "."+name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open lock for %s/%s: %w", platform, name, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, errLocked
+	path := filepath.Join(dir, "."+name+".lock")
+	for range 100 {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open lock for %s/%s: %w", platform, name, err)
 		}
-		return nil, fmt.Errorf("lock %s/%s: %w", platform, name, err)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, errLocked
+			}
+			return nil, fmt.Errorf("lock %s/%s: %w", platform, name, err)
+		}
+		locked, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("stat lock for %s/%s: %w", platform, name, err)
+		}
+		if atPath, err := os.Stat(path); err != nil || !os.SameFile(locked, atPath) {
+			f.Close() // a released holder removed it meanwhile
+			continue
+		}
+		return func() {
+			_ = os.Remove(path)
+			_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+			f.Close()
+		}, nil
 	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
+	return nil, errLocked
 }
 
 // prepare checks a platform and release and creates the platform's
