@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,7 +117,8 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	fetcher, err := binsource.NewFetcher(binsource.FetcherConfig{
 		Store: store, Transport: pool.Transport(), Platforms: cfg.platforms, MaxSize: cfg.maxBinarySize,
 		MaxPullBytes: cfg.pullMaxBytes, PullTimeout: cfg.pullTimeout, InsecureRegistries: cfg.insecureRegs,
-		MirrorURL: cfg.mirrorURL, Concurrency: cfg.pullConcurrency, Registerer: reg, Log: log,
+		MirrorURL: cfg.mirrorURL, Concurrency: cfg.pullConcurrency, PerNamespace: cfg.pullPerNS,
+		Resolver: net.DefaultResolver, Registerer: reg, Log: log,
 	})
 	if err != nil {
 		return err
