@@ -224,10 +224,13 @@ func describeStatus(terr *transport.Error) string {
 		host = bounded(req.URL.Host, 256)
 		fromRegistry = isRegistryRequest(req)
 	}
-	s := fmt.Sprintf("%s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
 	if !fromRegistry {
-		return s
+		// Not a redirect (quietElsewhere ends those): the token service
+		// the registry named. Its status says whether the credentials
+		// were refused; its body was never read.
+		return fmt.Sprintf("the registry's token service %s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
 	}
+	s := fmt.Sprintf("%s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
 	var said []string
 	for _, d := range terr.Errors {
 		if len(said) == maxRegistryErrors {

@@ -2,6 +2,7 @@ package binsource
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -89,16 +90,35 @@ func isRegistryRequest(req *http.Request) bool {
 	return !ok || canonicalHost(req.URL.Host, req.URL.Scheme == "http") == registry
 }
 
-// quietElsewhere empties the body of every error answer (status 400 and
-// up) from a host other than the pull's registry before anything reads
-// it: such a body is what a server the operator can reach and the tenant
-// cannot said, and must not end up in a condition. Successful answers
-// (blobs redirected to object storage, tokens) are still read, as data.
+// quietElsewhere keeps what hosts other than the pull's registry answer
+// out of conditions. Such a host is one the registry sent the operator to
+// (a redirect) or named as its token service, and may be a server only
+// the operator can reach:
+//   - a redirect that fails (no connection, a certificate, an error
+//     status) ends the pull with the same words whatever happened, so
+//     the condition cannot be used to probe what answers where;
+//   - an error answer of the token service keeps its status (a 401 is
+//     AuthFailed) but loses its body before anything reads it.
+//
+// Successful answers (blobs redirected to object storage, tokens) are
+// read as data, never quoted.
 func quietElsewhere(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := next.RoundTrip(req)
-		if err != nil || resp.StatusCode < 400 || isRegistryRequest(req) {
+		if isRegistryRequest(req) || (err == nil && resp.StatusCode < 400) {
 			return resp, err
+		}
+		if req.Response != nil { // a redirect
+			cause := err
+			if err == nil {
+				resp.Body.Close()
+				cause = fmt.Errorf("%s answered %s", req.URL.Redacted(), resp.Status)
+			}
+			return nil, &pullError{reason: errPull, cause: cause, public: fmt.Sprintf(
+				"the registry redirected to %s, which could not be used (what it answered is in the operator's log only)", bounded(req.URL.Host, 256))}
+		}
+		if err != nil {
+			return nil, err
 		}
 		resp.Body.Close()
 		resp.Body, resp.ContentLength = http.NoBody, 0

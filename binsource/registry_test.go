@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,8 +114,8 @@ func TestOnlyTheRegistrysOwnBoundedErrorsReachAMessage(t *testing.T) {
 		{"long errors[]", "https://registry.example/v2/x/manifests/t", 400,
 			`{"errors":[` + strings.Repeat(`{"code":"`+strings.Repeat("C", 100)+`","message":"`+long+`"},`, 5) + `{"code":"X"}]}`, "PullFailed",
 			[]string{strings.Repeat("C", maxRegistryCode) + "...: " + strings.Repeat("m", maxRegistryErrorMsg) + "...", "and 3 more"}},
-		{"redirected elsewhere", "https://internal.svc/secret", 401, `{"errors":[{"code":"DENIED","message":"` + secret + `"}]}`, "AuthFailed",
-			[]string{"get: internal.svc answered 401 Unauthorized"}},
+		{"token service", "https://auth.internal.svc/token", 401, `{"errors":[{"code":"DENIED","message":"` + secret + `"}]}`, "AuthFailed",
+			[]string{"get: the registry's token service auth.internal.svc answered 401 Unauthorized"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := classify("get", answer(tt.url, tt.status, tt.body))
@@ -128,9 +129,30 @@ func TestOnlyTheRegistrysOwnBoundedErrorsReachAMessage(t *testing.T) {
 		})
 	}
 
+	// A redirect to another host that fails says the same whatever
+	// happened there: an error status, or no answer at all.
+	from, err := url.Parse("https://registry.example/v2/x/manifests/t")
+	require.NoError(t, err)
+	to, err := url.Parse("https://internal.svc:8443/anything")
+	require.NoError(t, err)
+	for _, there := range []func() (*http.Response, error){
+		func() (*http.Response, error) {
+			return &http.Response{StatusCode: 404, Status: "404 Not Found", Body: io.NopCloser(strings.NewReader(secret))}, nil
+		},
+		func() (*http.Response, error) { return nil, syscall.ECONNREFUSED },
+		func() (*http.Response, error) { return nil, errors.New("x509: certificate is valid for " + secret) },
+	} {
+		hop := (&http.Request{Method: http.MethodGet, URL: to, Header: http.Header{},
+			Response: &http.Response{Request: &http.Request{URL: from}}}).WithContext(withRegistryHost(t.Context(), registry))
+		_, err := quietElsewhere(roundTripperFunc(func(*http.Request) (*http.Response, error) { return there() })).RoundTrip(hop)
+		err = classify("get", &url.Error{Op: "Get", URL: to.String(), Err: err})
+		assert.Equal(t, "PullFailed", reason(err))
+		assert.Equal(t, "get: the registry redirected to internal.svc:8443, which could not be used (what it answered is in the operator's log only)", err.Error())
+	}
+
 	// go-containerregistry's own texts quote bodies ("no token in bearer
 	// response:\n<body>"): they are not repeated.
-	err := classify("get", fmt.Errorf("no token in bearer response:\n%s", secret))
+	err = classify("get", fmt.Errorf("no token in bearer response:\n%s", secret))
 	assert.Equal(t, "get: the answer of the registry could not be used (the operator's log has the detail)", err.Error())
 	assert.Contains(t, detail(err), secret)
 	// The operator's own words stay whole, whatever wraps them.
