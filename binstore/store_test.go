@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -358,4 +359,35 @@ func baseNames(paths []string) []string {
 		out[i] = filepath.Base(p)
 	}
 	return out
+}
+
+// TestStartUpCleaningLeavesABinaryBeingStagedAlone: pulls stream into
+// their temporary file without the release's lock (a slow registry must
+// not hold another tenant's landing); another replica starting on the
+// same volume must not remove that file.
+func TestStartUpCleaningLeavesABinaryBeingStagedAlone(t *testing.T) {
+	dir := t.TempDir()
+	writer, starting := newStore(t, dir, Options{}), newStore(t, dir, Options{})
+	pr, pw := io.Pipe()
+	staged := make(chan error, 1)
+	go func() {
+		st, err := writer.Stage("linux-amd64", release, pr, 1<<20)
+		if err == nil {
+			st.Discard()
+		}
+		staged <- err
+	}()
+	_, err := pw.Write([]byte("the first bytes"))
+	require.NoError(t, err)
+	tmp, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", ".minio.*.tmp"))
+	require.Len(t, tmp, 1)
+	starting.RemoveStaleTemporaries()
+	assert.FileExists(t, tmp[0], "a file being staged stays")
+	require.NoError(t, pw.Close())
+	require.NoError(t, <-staged)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "linux-amd64", ".minio."+release+".123.tmp"), nil, 0o644))
+	starting.RemoveStaleTemporaries()
+	tmp, _ = filepath.Glob(filepath.Join(dir, "linux-amd64", ".minio.*.tmp"))
+	assert.Empty(t, tmp, "an interrupted pull's file goes")
 }
