@@ -32,7 +32,7 @@ const maxSidecarSize = 4096
 // beside it in the same layer) to the store. A layer counts only once its
 // whole blob was read and matched its digest; until then the binary is
 // only staged. Memory does not grow with the binary's size.
-func (f *Fetcher) extract(img ggcrv1.Image, p Platform, rel string, src binstore.Source) (*binstore.Binary, error) {
+func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel string, src binstore.Source) (*binstore.Binary, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return nil, classify("list layers", err)
@@ -47,7 +47,7 @@ func (f *Fetcher) extract(img ggcrv1.Image, p Platform, rel string, src binstore
 			continue
 		}
 		src.LayerDigest = found.layer
-		return found.staged.Commit(binstore.Candidate{
+		return f.commit(ctx, p, rel, found.staged, binstore.Candidate{
 			WantSHA256: found.wantSHA256, Minisig: found.sig, Source: src,
 			// The layer was read whole and matched its digest.
 			Signable: true,

@@ -341,13 +341,14 @@ func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image strin
 	if err != nil {
 		return nil, false, classify("digest of the "+p.String()+" image", err)
 	}
-	b, unlock, err := f.lockUnlessServed(ctx, p, rel, func() *binstore.Binary { return f.servedFor(p, rel, digest.String()) })
+	source := ref.Context().String() + "@" + digest.String()
+	b, unlock, err := f.lockUnlessServed(ctx, p, source, func() *binstore.Binary { return f.servedFor(p, rel, digest.String()) })
 	if b != nil || err != nil {
 		return b, false, err
 	}
 	defer unlock()
 	src := binstore.Source{Image: image, Registry: ref.Context().RegistryStr(), Repository: ref.Context().RepositoryStr(), ManifestDigest: digest.String()}
-	if b, err = f.extract(img, p, rel, src); err != nil {
+	if b, err = f.extract(ctx, img, p, rel, src); err != nil {
 		return nil, true, err
 	}
 	f.rememberSame(digest.String(), b.SHA256)
@@ -399,14 +400,17 @@ func (f *Fetcher) Prune() {
 }
 
 // lockUnlessServed returns served()'s binary if there is one; otherwise it
-// takes the release's lock and looks again, since another replica on a
-// shared volume may have landed it meanwhile. With no binary and no error,
-// the caller holds the lock and must call unlock.
-func (f *Fetcher) lockUnlessServed(ctx context.Context, p Platform, rel string, served func() *binstore.Binary) (b *binstore.Binary, unlock func(), err error) {
+// takes the source's lock (binstore.LockSource) and looks again, since
+// another replica on a shared volume may have landed it from the same
+// source meanwhile. With no binary and no error, the caller holds the lock
+// and must call unlock. The release's own lock is taken only to land
+// (commit): any tenant's image can claim any release, and a slow registry
+// must not hold another tenant's landing of it.
+func (f *Fetcher) lockUnlessServed(ctx context.Context, p Platform, source string, served func() *binstore.Binary) (b *binstore.Binary, unlock func(), err error) {
 	if b := served(); b != nil {
 		return b, nil, nil
 	}
-	unlock, err = f.cfg.Store.Lock(ctx, p.dir(), rel)
+	unlock, err = f.cfg.Store.LockSource(ctx, p.dir(), source)
 	if err != nil {
 		return nil, nil, &pullError{reason: errPull, public: err.Error(), cause: err}
 	}
@@ -416,6 +420,17 @@ func (f *Fetcher) lockUnlessServed(ctx context.Context, p Platform, rel string, 
 		return b, nil, nil
 	}
 	return nil, unlock, nil
+}
+
+// commit lands a staged binary under the release's lock.
+func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *binstore.Staged, c binstore.Candidate) (*binstore.Binary, error) {
+	unlock, err := f.cfg.Store.Lock(ctx, p.dir(), rel)
+	if err != nil {
+		staged.Discard()
+		return nil, &pullError{reason: errPull, public: err.Error(), cause: err}
+	}
+	defer unlock()
+	return staged.Commit(c)
 }
 
 // servedFor returns the served binary if it is known to be the platform
@@ -530,7 +545,7 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 		}
 		return nil
 	}
-	b, unlock, err := f.lockUnlessServed(ctx, p, rel, fromMirror)
+	b, unlock, err := f.lockUnlessServed(ctx, p, base, fromMirror)
 	if b != nil || err != nil {
 		return b, false, err
 	}
@@ -563,7 +578,7 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 	if err != nil {
 		return nil, true, classify("download "+base, err)
 	}
-	b, err = staged.Commit(binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
+	b, err = f.commit(ctx, p, rel, staged, binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
 	if err != nil {
 		return nil, true, fmt.Errorf("%s: %w", base, err)
 	}
