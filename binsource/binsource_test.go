@@ -239,29 +239,9 @@ func TestRegistriesAreReachedOverHTTPSOnly(t *testing.T) {
 			continue
 		}
 		require.Error(t, err, tt.url)
-		assert.Equal(t, "RegistryNotTrusted", reason(classify(err)), tt.url)
+		assert.Equal(t, "RegistryNotTrusted", reason(classify("get", err)), tt.url)
 	}
 	assert.Equal(t, []string{"https://10.0.0.8:5000/v2/", "http://10.0.0.9:5000/v2/"}, reached)
-}
-
-func TestOneRegistryGetsAtMostHalfThePullSlots(t *testing.T) {
-	f := testFetcher(t, binstore.Options{}, FetcherConfig{Concurrency: 4})
-	var held []func()
-	for range 2 {
-		release, err := f.slot(t.Context(), "hanging.example")
-		require.NoError(t, err)
-		held = append(held, release)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	_, err := f.slot(ctx, "hanging.example")
-	assert.ErrorIs(t, err, context.DeadlineExceeded, "a third pull from the same registry waits")
-	other, err := f.slot(t.Context(), "healthy.example")
-	require.NoError(t, err, "another registry still gets a slot")
-	other()
-	for _, r := range held {
-		r()
-	}
 }
 
 // TestReplicasOnASharedVolumeLandAReleaseOnce: two Fetchers over two
@@ -334,4 +314,58 @@ func baseNames(paths []string) []string {
 		out[i] = filepath.Base(p)
 	}
 	return out
+}
+
+// fakeImage is an image of given layers under a given digest.
+type fakeImage struct {
+	ggcrv1.Image
+	digest ggcrv1.Hash
+	layers []ggcrv1.Layer
+}
+
+func (i fakeImage) Digest() (ggcrv1.Hash, error)            { return i.digest, nil }
+func (i fakeImage) Layers() ([]ggcrv1.Layer, error)         { return i.layers, nil }
+func (i fakeImage) ConfigFile() (*ggcrv1.ConfigFile, error) { return &ggcrv1.ConfigFile{}, nil }
+
+// stallingLayer is a layer blob that sends nothing until release closes.
+type stallingLayer struct {
+	blobLayer
+	started, release chan struct{}
+}
+
+func (l stallingLayer) Compressed() (io.ReadCloser, error) {
+	close(l.started)
+	<-l.release
+	return io.NopCloser(bytes.NewReader(l.blob)), nil
+}
+
+// TestASlowImageClaimingAReleaseHoldsNoOtherTenantsPull: one tenant's image
+// claims another's release (any label will do) and its registry sends
+// its layer slowly, for up to the pull timeout. The other tenant's image of
+// that release, from its own registry, lands meanwhile: the release's
+// lock is held only to land, not while a registry streams.
+func TestASlowImageClaimingAReleaseHoldsNoOtherTenantsPull(t *testing.T) {
+	key := binstoretest.NewKey(t)
+	bin := []byte("the victim's binary")
+	blob := gzipTar(t, map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": key.Sign(t, bin)}, 0)
+	f := testFetcher(t, binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}}, FetcherConfig{})
+	const rel = "RELEASE.2026-01-10T10-00-00Z"
+	p := Platform{"linux", "amd64"}
+
+	slow := stallingLayer{blobLayer: blobLayer{digest: hashOf(t, []byte("never")), blob: []byte("never")}, started: make(chan struct{}), release: make(chan struct{})}
+	defer close(slow.release)
+	attacker := fakeImage{digest: hashOf(t, []byte("attacker manifest")), layers: []ggcrv1.Layer{slow}}
+	attackerRef, err := name.ParseReference("slow.example/evil/minio:" + rel)
+	require.NoError(t, err)
+	go func() { _, _, _ = f.fromImage(t.Context(), attackerRef, attackerRef.String(), attacker, p, rel) }()
+	<-slow.started // the slow pull is streaming
+
+	victim := fakeImage{digest: hashOf(t, []byte("victim manifest")), layers: []ggcrv1.Layer{blobLayer{digest: hashOf(t, blob), blob: blob}}}
+	victimRef, err := name.ParseReference("registry.example/minio/aistor:" + rel)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	b, _, err := f.fromImage(ctx, victimRef, victimRef.String(), victim, p, rel)
+	require.NoError(t, err, "the other tenant's pull is not held by the slow one")
+	assert.Equal(t, binstoretest.SHA256(bin), b.SHA256)
 }

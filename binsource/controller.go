@@ -68,6 +68,19 @@ type Controller struct {
 
 	mu       sync.Mutex
 	outcomes map[string]outcome // ObjectStore key -> what its last sync found
+	// pulls are the pulls syncs wait for, by ObjectStore key: one each,
+	// kept from the submission until a sync takes its result.
+	pulls map[string]*awaited
+}
+
+// awaited is the pull an ObjectStore's sync submitted, and its result once
+// it ended.
+type awaited struct {
+	image, credentials string
+	withdraw           func()
+	done               bool
+	res                *Result
+	err                error
 }
 
 // outcome is what a sync found for one ObjectStore's image: the release
@@ -87,18 +100,20 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		cfg.Remedy = func(string) string { return "" }
 	}
 	c := &Controller{
-		cfg:    cfg,
-		log:    cfg.Log.With().Str("component", "binsource").Logger(),
-		stores: cfg.ObjectStores.GetIndexer(),
-		synced: cfg.ObjectStores.HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			// Registries come and go outside the cluster: retry from 5 s,
-			// doubling to 5 min.
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "binsource"}),
+		cfg:      cfg,
+		log:      cfg.Log.With().Str("component", "binsource").Logger(),
+		stores:   cfg.ObjectStores.GetIndexer(),
+		synced:   cfg.ObjectStores.HasSynced,
 		outcomes: map[string]outcome{},
+		pulls:    map[string]*awaited{},
 		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
 	}
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		// Registries come and go outside the cluster: retry from 5 s,
+		// doubling to 5 min. A sync that submits a pull and returns keeps
+		// its key's backoff: the failure it may end in is the next step.
+		keepWhilePulling{workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute), c.pulling},
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "binsource"})
 	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, obj any) {
@@ -217,7 +232,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	for _, ref := range store.Spec.ImagePullSecrets {
 		s, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return c.fail(ctx, u, image, fmt.Errorf("%w: pull Secret %s not found in namespace %s", errPullSecret, ref.Name, store.Namespace))
+			return c.fail(ctx, u, image, reasonf(errPullSecret, "pull Secret %s not found in namespace %s", ref.Name, store.Namespace))
 		}
 		if err != nil {
 			return fmt.Errorf("get pull Secret %s/%s: %w", store.Namespace, ref.Name, err)
@@ -226,9 +241,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	kc, err := newKeychain(secrets)
 	if err != nil {
-		return c.fail(ctx, u, image, fmt.Errorf("%w: %v", errPullSecret, err))
+		return c.fail(ctx, u, image, reasonf(errPullSecret, "%v", err))
 	}
-	res, err := c.cfg.Fetcher.Ensure(ctx, image, kc)
+	res, ended, err := c.pull(ctx, key, u.GetNamespace(), image, kc)
+	if !ended {
+		return nil // the pull's end queues the key again
+	}
 	if err != nil {
 		return c.fail(ctx, u, image, err)
 	}
@@ -245,6 +263,66 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.housekeep()
 	}
 	return nil
+}
+
+// pull returns the result of the pull of image with kc for the
+// ObjectStore key once it ended; until then it submits the pull (once) and
+// reports it not ended. Syncs never wait for a registry: a worker that
+// did would be held by a registry that never answers, and with it every
+// other tenant's sync. A pull for what the ObjectStore no longer wants
+// (its image or pull Secrets changed) is withdrawn.
+func (c *Controller) pull(ctx context.Context, key, ns, image string, kc *keychain) (res *Result, ended bool, err error) {
+	c.mu.Lock()
+	p, ok := c.pulls[key]
+	if ok && p.image == image && p.credentials == kc.id {
+		res, ended, err = p.res, p.done, p.err
+		if ended {
+			delete(c.pulls, key)
+		}
+		c.mu.Unlock()
+		return res, ended, err
+	}
+	next := &awaited{image: image, credentials: kc.id}
+	c.pulls[key] = next
+	c.mu.Unlock()
+	if ok && p.withdraw != nil {
+		p.withdraw()
+	}
+	withdraw := c.cfg.Fetcher.Submit(ctx, ns, image, kc, func(res *Result, err error) {
+		c.mu.Lock()
+		if c.pulls[key] == next {
+			next.done, next.res, next.err = true, res, err
+		}
+		c.mu.Unlock()
+		c.queue.Add(key)
+	})
+	c.mu.Lock()
+	next.withdraw = withdraw
+	c.mu.Unlock()
+	return nil, false, nil
+}
+
+// pulling reports whether a pull for the ObjectStore key is submitted
+// and its result not yet taken.
+func (c *Controller) pulling(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.pulls[key]
+	return ok
+}
+
+// keepWhilePulling is a rate limiter whose Forget leaves a key's backoff
+// alone while a pull for it is in flight: the sync that submitted it
+// succeeded only in submitting.
+type keepWhilePulling struct {
+	workqueue.TypedRateLimiter[string]
+	pulling func(string) bool
+}
+
+func (k keepWhilePulling) Forget(key string) {
+	if !k.pulling(key) {
+		k.TypedRateLimiter.Forget(key)
+	}
 }
 
 // uniq drops repeats, keeping the first of each (platforms from one image
@@ -264,11 +342,13 @@ func uniq(s []string) []string {
 func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, image string, cause error) error {
 	key := u.GetNamespace() + "/" + u.GetName()
 	r := reason(cause)
+	// Only words the operator chose, and a registry's bounded errors[]
+	// (see pullError), reach the condition; the log has the rest.
 	msg := cause.Error()
 	if remedy := c.cfg.Remedy(r); remedy != "" {
 		msg += ". " + remedy
 	}
-	c.log.Error().Str("objectstore", key).Str("image", image).Str("reason", r).Err(cause).
+	c.log.Error().Str("objectstore", key).Str("image", image).Str("reason", r).Err(cause).Str("detail", detail(cause)).
 		Msg("release not available; nothing added to the store")
 	// A failure (a registry outage, say) keeps the release the same image
 	// resolved to before, so housekeeping does not remove it meanwhile.
@@ -348,12 +428,18 @@ func (c *Controller) record(key string, o outcome) bool {
 	return !had || before.release != o.release
 }
 
-// forget drops an ObjectStore's outcome and reports whether it wanted a release.
+// forget drops an ObjectStore's outcome and withdraws its pull; it reports
+// whether it wanted a release.
 func (c *Controller) forget(key string) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	before, had := c.outcomes[key]
 	delete(c.outcomes, key)
+	p := c.pulls[key]
+	delete(c.pulls, key)
+	c.mu.Unlock()
+	if p != nil && p.withdraw != nil {
+		p.withdraw()
+	}
 	return had && before.release != ""
 }
 
@@ -379,6 +465,7 @@ func (c *Controller) housekeep() {
 	c.mu.Unlock()
 
 	store := c.cfg.Fetcher.cfg.Store
+	defer c.cfg.Fetcher.Prune()
 	byPlatform := map[string][]string{}
 	for _, b := range store.Current().Binaries() {
 		if b.Platform != "" {

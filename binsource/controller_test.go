@@ -2,6 +2,7 @@ package binsource
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -176,4 +177,45 @@ func TestReadyWaitsOnlyForReleasesTheLeaderServes(t *testing.T) {
 	// given up on that release with a reported reason, and is ready.
 	require.Error(t, f.c.sync(context.Background(), "t/served"))
 	assert.NoError(t, f.c.Ready())
+}
+
+// TestSyncsDoNotWaitForARegistryThatNeverAnswers: a sync submits the pull
+// and returns at once, so a silent registry holds no worker (and no other
+// tenant's sync); the pull's end queues the ObjectStore again, and that
+// sync reports the outcome.
+func TestSyncsDoNotWaitForARegistryThatNeverAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // and never answer
+		}
+	}()
+	image := ln.Addr().String() + "/minio/aistor:RELEASE.2026-01-10T10-00-00Z"
+	f := newControllerFixture(t, objectStoreWithImage(image))
+	f.lead(t)
+	start := time.Now()
+	require.NoError(t, f.c.sync(t.Context(), "t/s"))
+	assert.Less(t, time.Since(start), 500*time.Millisecond, "the sync returned without waiting for the registry")
+	assert.True(t, f.c.pulling("t/s"))
+	assert.Empty(t, f.actions(), "nothing to report yet")
+	require.NoError(t, f.c.sync(t.Context(), "t/s"), "a second sync finds the pull in flight")
+
+	key, _ := f.c.queue.Get() // queued again when the pull ended (its 1 s deadline)
+	assert.Equal(t, "t/s", key)
+	f.c.queue.Done(key)
+	require.Error(t, f.c.sync(t.Context(), "t/s"))
+	assert.Equal(t, "PullTimeout", condition(t, f).Reason)
+	assert.False(t, f.c.pulling("t/s"), "the result was taken")
 }

@@ -4,8 +4,17 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
@@ -44,42 +53,220 @@ func reason(err error) string {
 	return errPull.Error()
 }
 
-// classify maps a registry or transport error onto a reason.
-func classify(err error) error {
-	var terr *transport.Error
-	if errors.As(err, &terr) {
-		switch terr.StatusCode {
-		case http.StatusUnauthorized, http.StatusForbidden:
-			return joinReason(errAuth, err)
-		case http.StatusNotFound:
-			return joinReason(errNotFound, err)
-		}
-		for _, d := range terr.Errors {
-			switch d.Code {
-			case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode:
-				return joinReason(errNotFound, err)
-			case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
-				return joinReason(errAuth, err)
-			}
-		}
-	}
-	var unknownAuthority x509.UnknownAuthorityError
-	var verification *tls.CertificateVerificationError
-	if errors.As(err, &unknownAuthority) || errors.As(err, &verification) || errors.Is(err, errUntrusted) {
-		return joinReason(errUntrusted, err)
-	}
-	if errors.Is(err, errImageTooLarge) || errors.Is(err, errChecksum) || binstore.ReasonOf(err) != binstore.ReasonOther {
-		return err
-	}
-	return joinReason(errPull, err)
-}
+// What reaches a tenant. A condition's message and its Event are read by
+// whoever can read the ObjectStore, while the operator reaches networks
+// the tenant cannot: a registry (a tenant's choice) may be an in-cluster
+// service, may redirect to one, or may name one as its token service.
+// So a message is made only of the operator's own words, the values it
+// computed (digests, sizes, names it was given) and, from the pull's own
+// registry host, the error codes and messages of the registry protocol
+// (the errors[] JSON), each bounded. Raw bodies, anything a host other
+// than the registry answered (a blob redirect to object storage, a token
+// service, a redirect to anywhere), and go-containerregistry's own texts
+// (which quote bodies: "no token in bearer response:\n<body>") go to the
+// operator's log only.
 
-type reasonError struct {
+// ownError is a failure the operator words itself: safe to show whole.
+type ownError struct {
 	reason error
-	err    error
+	msg    string
 }
 
-func (e *reasonError) Error() string   { return e.err.Error() }
-func (e *reasonError) Unwrap() []error { return []error{e.reason, e.err} }
+func (e *ownError) Error() string { return e.reason.Error() + ": " + e.msg }
+func (e *ownError) Unwrap() error { return e.reason }
 
-func joinReason(r, err error) error { return &reasonError{reason: r, err: err} }
+// reasonf is an ownError. Its arguments must be the operator's own values
+// or names the tenant gave (the image), never text a server sent.
+func reasonf(r error, format string, args ...any) error {
+	return &ownError{reason: r, msg: fmt.Sprintf(format, args...)}
+}
+
+// pullError is a failure from a registry, a mirror or the network, with
+// what a tenant may read about it (public) apart from all of it (cause).
+type pullError struct {
+	reason error
+	public string
+	cause  error
+}
+
+func (e *pullError) Error() string   { return e.public }
+func (e *pullError) Unwrap() []error { return []error{e.reason, e.cause} }
+
+// detail is everything known about err, for the operator's log: the causes
+// of the pull errors in it, bounded.
+func detail(err error) string {
+	var pe *pullError
+	if errors.As(err, &pe) {
+		return bounded(pe.cause.Error(), 4096)
+	}
+	return bounded(err.Error(), 4096)
+}
+
+// classify turns an error of what (the operator's words: "get <image>",
+// "read layer sha256:...") into a pullError with a reason and words a
+// tenant may read.
+func classify(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	// Errors worded here already (limits, checksums, refusals) keep their
+	// words, whatever go-containerregistry wrapped them in.
+	var pe *pullError
+	if errors.As(err, &pe) {
+		return &pullError{reason: pe.reason, public: what + ": " + pe.public, cause: err}
+	}
+	var own *ownError
+	if errors.As(err, &own) {
+		return &pullError{reason: own.reason, public: what + ": " + own.Error(), cause: err}
+	}
+	var be *binstore.Error
+	if errors.As(err, &be) && be.Reason != binstore.ReasonOther {
+		return &pullError{reason: be, public: what + ": " + be.Error(), cause: err}
+	}
+	r, public := describe(err)
+	return &pullError{reason: r, public: what + ": " + public, cause: err}
+}
+
+// describe says what went wrong in the operator's words, quoting at most
+// the registry's own bounded error codes and messages.
+func describe(err error) (error, string) {
+	var terr *transport.Error
+	var uerr *url.Error
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verification *tls.CertificateVerificationError
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	host := "the registry"
+	if errors.As(err, &uerr) {
+		if u, perr := url.Parse(uerr.URL); perr == nil && u.Host != "" {
+			host = bounded(u.Host, 256)
+		}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return errTimeout, "timed out waiting for " + host
+	case errors.Is(err, context.Canceled):
+		return errPull, "canceled"
+	case errors.As(err, &terr):
+		return statusReason(terr), describeStatus(terr)
+	case errors.As(err, &unknownAuthority):
+		return errUntrusted, "the certificate of " + host + " is signed by an authority the operator does not trust"
+	case errors.As(err, &hostname):
+		return errUntrusted, "the certificate of " + host + " is not valid for that name"
+	case errors.As(err, &invalid):
+		return errUntrusted, "the certificate of " + host + " is not valid (expired, not yet valid, or not for serving)"
+	case errors.As(err, &verification):
+		return errUntrusted, "the certificate of " + host + " does not verify"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return errPull, host + " refused the connection"
+	case isDNSError(err):
+		return errPull, "the name of " + host + " does not resolve"
+	case isTimeout(err):
+		return errPull, "timed out talking to " + host
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+		return errPull, host + " closed the connection early"
+	case errors.As(err, new(tls.RecordHeaderError)):
+		return errPull, host + " does not answer TLS"
+	case errors.As(err, &syntax), errors.As(err, &typ):
+		return errPull, "an answer of " + host + " is not the JSON a registry sends"
+	case strings.Contains(err.Error(), "does not match requested digest"), strings.Contains(err.Error(), "error verifying sha256 checksum"):
+		return errChecksum, "what " + host + " sent does not match its digest"
+	case uerr != nil:
+		return errPull, "could not talk to " + host
+	}
+	return errPull, "the answer of " + host + " could not be used (the operator's log has the detail)"
+}
+
+func isDNSError(err error) bool {
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+func isTimeout(err error) bool {
+	var nerr net.Error
+	return errors.As(err, &nerr) && nerr.Timeout()
+}
+
+// statusReason maps a registry's answer onto a reason.
+func statusReason(terr *transport.Error) error {
+	switch terr.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return errAuth
+	case http.StatusNotFound:
+		return errNotFound
+	}
+	for _, d := range terr.Errors {
+		switch d.Code {
+		case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode:
+			return errNotFound
+		case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
+			return errAuth
+		}
+	}
+	return errPull
+}
+
+// Bounds of what a registry's errors[] contributes to a message.
+const (
+	maxRegistryErrors   = 3
+	maxRegistryCode     = 64
+	maxRegistryErrorMsg = 256
+)
+
+// describeStatus is "<host> answered <status>", followed by the code and
+// message of the first few errors[] entries when the answer came from the
+// pull's registry itself (never their detail, never a raw body).
+func describeStatus(terr *transport.Error) string {
+	host, fromRegistry := "the registry", false
+	if req := terr.Request; req != nil {
+		host = bounded(req.URL.Host, 256)
+		fromRegistry = isRegistryRequest(req)
+	}
+	if !fromRegistry {
+		// Not a redirect (quietElsewhere ends those): the token service
+		// the registry named. Its status says whether the credentials
+		// were refused; its body was never read.
+		return fmt.Sprintf("the registry's token service %s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
+	}
+	s := fmt.Sprintf("%s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
+	var said []string
+	for _, d := range terr.Errors {
+		if len(said) == maxRegistryErrors {
+			said = append(said, fmt.Sprintf("and %d more", len(terr.Errors)-maxRegistryErrors))
+			break
+		}
+		code := bounded(string(d.Code), maxRegistryCode)
+		if msg := bounded(d.Message, maxRegistryErrorMsg); msg != "" {
+			code += ": " + msg
+		}
+		said = append(said, code)
+	}
+	if len(said) > 0 {
+		s += " (" + strings.Join(said, "; ") + ")"
+	}
+	return s
+}
+
+// bounded keeps the first max runes of s that print, as one line; longer
+// text ends in "...".
+func bounded(s string, max int) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if r == utf8.RuneError {
+			continue
+		}
+		if n == max {
+			b.WriteString("...")
+			break
+		}
+		if !unicode.IsPrint(r) {
+			r = ' '
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return strings.TrimSpace(b.String())
+}

@@ -9,10 +9,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"hash"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
@@ -32,10 +32,10 @@ const maxSidecarSize = 4096
 // beside it in the same layer) to the store. A layer counts only once its
 // whole blob was read and matched its digest; until then the binary is
 // only staged. Memory does not grow with the binary's size.
-func (f *Fetcher) extract(img ggcrv1.Image, p Platform, rel string, src binstore.Source) (*binstore.Binary, error) {
+func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel string, src binstore.Source) (*binstore.Binary, error) {
 	layers, err := img.Layers()
 	if err != nil {
-		return nil, classify(fmt.Errorf("list layers: %w", err))
+		return nil, classify("list layers", err)
 	}
 	budget := &pullBudget{compressed: f.cfg.MaxPullBytes, uncompressed: f.cfg.MaxPullBytes}
 	for i := len(layers) - 1; i >= 0; i-- {
@@ -47,13 +47,13 @@ func (f *Fetcher) extract(img ggcrv1.Image, p Platform, rel string, src binstore
 			continue
 		}
 		src.LayerDigest = found.layer
-		return found.staged.Commit(binstore.Candidate{
+		return f.commit(ctx, p, rel, found.staged, binstore.Candidate{
 			WantSHA256: found.wantSHA256, Minisig: found.sig, Source: src,
 			// The layer was read whole and matched its digest.
 			Signable: true,
 		})
 	}
-	return nil, fmt.Errorf("%w: no %s in any layer", errNoBinary, strings.Join(binaryPaths, " or "))
+	return nil, reasonf(errNoBinary, "no %s in any layer", strings.Join(binaryPaths, " or "))
 }
 
 // pullBudget is what one pull may still read.
@@ -68,7 +68,7 @@ type capped struct {
 
 func (c capped) Read(p []byte) (int, error) {
 	if *c.left <= 0 {
-		return 0, fmt.Errorf("%w: more than the pull's limit of %s bytes", errImageTooLarge, c.what)
+		return 0, reasonf(errImageTooLarge, "more than the pull's limit of %s bytes", c.what)
 	}
 	if int64(len(p)) > *c.left {
 		p = p[:*c.left]
@@ -104,18 +104,18 @@ type layerFind struct {
 func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *pullBudget) (found *layerFind, err error) {
 	digest, err := layer.Digest()
 	if err != nil {
-		return nil, classify(fmt.Errorf("layer digest: %w", err))
+		return nil, classify("layer digest", err)
 	}
 	rc, err := layer.Compressed()
 	if err != nil {
-		return nil, classify(fmt.Errorf("fetch layer %s: %w", digest, err))
+		return nil, classify("fetch layer "+digest.String(), err)
 	}
 	defer rc.Close()
 	sum := sha256.New()
 	raw := bufio.NewReaderSize(io.TeeReader(capped{countingReader{rc, func(n int64) { f.bytes.Add(float64(n)) }}, &budget.compressed, "compressed"}, sum), 64<<10)
 	content, err := decompress(raw)
 	if err != nil {
-		return nil, f.layerError(digest, sum, raw, fmt.Errorf("layer %s: %w", digest, err))
+		return nil, f.layerError(digest, sum, raw, "layer "+digest.String(), err)
 	}
 	defer content.Close()
 	var staged *binstore.Staged
@@ -133,7 +133,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 			break
 		}
 		if err != nil {
-			return nil, f.layerError(digest, sum, raw, fmt.Errorf("read layer %s: %w", digest, err))
+			return nil, f.layerError(digest, sum, raw, "read layer "+digest.String(), err)
 		}
 		name := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
 		switch {
@@ -145,7 +145,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 				if binstore.ReasonOf(err) == binstore.ReasonTooLarge {
 					return nil, err
 				}
-				return nil, f.layerError(digest, sum, raw, fmt.Errorf("copy %s: %w", name, err))
+				return nil, f.layerError(digest, sum, raw, "copy "+name+" of layer "+digest.String(), err)
 			}
 			binaryDir = path.Dir(name)
 		case hdr.Typeflag == tar.TypeReg && isSidecarPath(name):
@@ -154,7 +154,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 			}
 			data, err := io.ReadAll(io.LimitReader(tr, maxSidecarSize))
 			if err != nil {
-				return nil, f.layerError(digest, sum, raw, fmt.Errorf("read %s: %w", name, err))
+				return nil, f.layerError(digest, sum, raw, "read "+name+" of layer "+digest.String(), err)
 			}
 			sidecars[name] = data
 		}
@@ -162,10 +162,10 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 	// The tar end marker is not the end of the blob: read to its end so
 	// the digest covers every byte the registry sent.
 	if _, err := io.Copy(io.Discard, raw); err != nil {
-		return nil, f.layerError(digest, sum, raw, fmt.Errorf("read layer %s to its end: %w", digest, err))
+		return nil, f.layerError(digest, sum, raw, "read layer "+digest.String()+" to its end", err)
 	}
 	if got := "sha256:" + hex.EncodeToString(sum.Sum(nil)); got != digest.String() {
-		return nil, fmt.Errorf("%w: layer blob has digest %s, the manifest says %s", errChecksum, got, digest)
+		return nil, reasonf(errChecksum, "layer blob has digest %s, the manifest says %s", got, digest)
 	}
 	if staged == nil {
 		return nil, nil
@@ -174,7 +174,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 	if sumFile, ok := sidecars[binaryDir+"/minio.sha256sum"]; ok {
 		fields := strings.Fields(string(sumFile))
 		if len(fields) == 0 || len(fields[0]) != 64 {
-			return nil, fmt.Errorf("%w: %s/minio.sha256sum is malformed", errChecksum, binaryDir)
+			return nil, reasonf(errChecksum, "%s/minio.sha256sum is malformed", binaryDir)
 		}
 		found.wantSHA256 = strings.ToLower(fields[0])
 	}
@@ -185,20 +185,31 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 // usually shows up as a read error at its end (go-containerregistry checks
 // the digest too) or a corrupt stream: when the bytes read so far cannot
 // be the blob the manifest names, the reason is the checksum.
-func (f *Fetcher) layerError(digest ggcrv1.Hash, sum hash.Hash, raw io.Reader, err error) error {
+func (f *Fetcher) layerError(digest ggcrv1.Hash, sum hash.Hash, raw io.Reader, what string, err error) error {
 	if errors.Is(err, errImageTooLarge) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return classify(err)
+		return classify(what, err)
 	}
 	// The rest of a small blob settles it; a large one is not read on.
 	_, _ = io.Copy(io.Discard, io.LimitReader(raw, 1<<20))
 	if got := "sha256:" + hex.EncodeToString(sum.Sum(nil)); got != digest.String() {
-		return fmt.Errorf("%w: layer blob does not match its digest %s: %v", errChecksum, digest, err)
+		return &pullError{reason: errChecksum, public: what + ": " + reasonf(errChecksum, "layer blob does not match its digest %s", digest).Error(), cause: err}
 	}
-	return classify(err)
+	return classify(what, err)
 }
 
+// maxZstdWindow is the largest zstd window a layer may declare. A zstd
+// decoder keeps the window in memory, and a frame header chooses it: a
+// 16 KiB layer declaring 512 MiB made the decoder allocate and fill that
+// much, on every replica. 8 MiB is what the zstd format asks every
+// decoder to support and what zstd's levels up to 19 use; only --long
+// (or --ultra) compression needs more, and a MinIO image has no use for it.
+const maxZstdWindow = 8 << 20
+
 // decompress recognises gzip and zstd layers by their magic bytes; other
-// layers are plain tar.
+// layers are plain tar. Either decoder's memory is bounded: gzip's window
+// is 32 KiB by its format; zstd's is maxZstdWindow, checked against the
+// first frame's header before the decoder exists (so the message can
+// name it) and against every later frame's by the decoder itself.
 func decompress(r *bufio.Reader) (io.ReadCloser, error) {
 	magic, _ := r.Peek(4)
 	switch {
@@ -211,13 +222,50 @@ func decompress(r *bufio.Reader) (io.ReadCloser, error) {
 		zr.Multistream(false)
 		return zr, nil
 	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+		head, _ := r.Peek(zstd.HeaderMaxSize)
+		var h zstd.Header
+		if err := h.Decode(head); err == nil && !h.Skippable {
+			window := h.WindowSize
+			if h.SingleSegment {
+				window = h.FrameContentSize
+			}
+			if window > maxZstdWindow {
+				return nil, reasonf(errImageTooLarge, "its zstd frame declares a window of %s; at most %s is decoded", mib(window), mib(maxZstdWindow))
+			}
+		}
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(maxZstdWindow))
 		if err != nil {
 			return nil, err
 		}
-		return zr.IOReadCloser(), nil
+		return zstdReader{zr}, nil
 	}
 	return io.NopCloser(r), nil
+}
+
+// zstdReader words the decoder's refusal of a later frame's window.
+type zstdReader struct{ *zstd.Decoder }
+
+func (z zstdReader) Read(p []byte) (int, error) {
+	n, err := z.Decoder.Read(p)
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		err = reasonf(errImageTooLarge, "a zstd frame declares a window over %s; at most %s is decoded", mib(maxZstdWindow), mib(maxZstdWindow))
+	}
+	return n, err
+}
+
+func (z zstdReader) Close() error {
+	z.Decoder.Close()
+	return nil
+}
+
+// mib renders a size in whole MiB when it is one (536870912 is "512
+// MiB"), else in bytes.
+func mib(n uint64) string {
+	if n%(1<<20) == 0 {
+		return strconv.FormatUint(n>>20, 10) + " MiB"
+	}
+	return strconv.FormatUint(n, 10) + " bytes"
 }
 
 func isBinaryPath(p string) bool {

@@ -28,7 +28,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/object-store-operator/operator/binstore"
 )
@@ -76,26 +75,37 @@ type FetcherConfig struct {
 	InsecureRegistries []string
 	// MirrorURL, if set, serves <os>-<arch>/minio.<RELEASE>[.sha256sum|.minisig].
 	MirrorURL string
-	// Concurrency is how many pulls run at once; one registry host gets
+	// Concurrency is how many pulls run at once; one registry server gets
 	// at most half of them, so a registry that hangs cannot hold them all.
+	// Default 2.
 	Concurrency int
-	Registerer  prometheus.Registerer
-	Log         zerolog.Logger
+	// PerNamespace is how many pulls one namespace runs at once; free
+	// slots go to the namespaces in turn. Default 1.
+	PerNamespace int
+	// Resolver finds the addresses behind a registry's name, so two names
+	// of one server share its slots; ResolveTimeout bounds one lookup
+	// (default 2s), after which the name counts as itself. Nil: every
+	// name counts as itself.
+	Resolver       Resolver
+	ResolveTimeout time.Duration
+	Registerer     prometheus.Registerer
+	Log            zerolog.Logger
 }
 
 // Fetcher makes releases available in the store.
 type Fetcher struct {
 	cfg      FetcherConfig
 	log      zerolog.Logger
-	sem      chan struct{}
-	group    singleflight.Group
+	queue    *pullQueue
 	registry http.RoundTripper
 
-	mu      sync.Mutex
-	perHost map[string]chan struct{}
+	mu sync.Mutex
 	// same records platform manifests whose binary was compared with the
 	// served one and found identical: manifest digest -> binary SHA-256.
-	same map[string]string
+	// Tenants choose manifests, so it is bounded (sameEntries) and
+	// pruned of binaries no longer served.
+	same      map[string]string
+	sameOrder []string // keys of same, oldest first
 
 	pulls *prometheus.CounterVec
 	bytes prometheus.Counter
@@ -116,6 +126,12 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 2
 	}
+	if cfg.PerNamespace <= 0 {
+		cfg.PerNamespace = 1
+	}
+	if cfg.ResolveTimeout <= 0 {
+		cfg.ResolveTimeout = 2 * time.Second
+	}
 	if cfg.MaxPullBytes <= 0 {
 		cfg.MaxPullBytes = 4 << 30
 	}
@@ -128,9 +144,8 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	f := &Fetcher{
 		cfg:      cfg,
 		log:      cfg.Log.With().Str("component", "binsource").Logger(),
-		sem:      make(chan struct{}, cfg.Concurrency),
-		registry: boundedManifests(httpsOnly(cfg.Transport, cfg.InsecureRegistries)),
-		perHost:  map[string]chan struct{}{},
+		queue:    newPullQueue(cfg.Concurrency, cfg.PerNamespace, cfg.Concurrency/2),
+		registry: boundedManifests(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries))),
 		same:     map[string]string{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_pulls_total",
@@ -141,8 +156,16 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 			Help: "Bytes read from registries (compressed layer bytes) and mirrors.",
 		}),
 	}
+	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "objectstore_operator_pulls_running",
+		Help: "Pulls running now (at most OPERATOR_PULL_CONCURRENCY).",
+	}, func() float64 { r, _ := f.queue.stats(); return float64(r) })
+	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "objectstore_operator_pulls_queued",
+		Help: "Pulls waiting for a slot (their namespace's or registry's share is taken, or every slot is).",
+	}, func() float64 { _, q := f.queue.stats(); return float64(q) })
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{f.pulls, f.bytes} {
+		for _, c := range []prometheus.Collector{f.pulls, f.bytes, running, queued} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register binsource metrics: %w", err)
 			}
@@ -158,7 +181,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 func httpsOnly(next http.RoundTripper, insecure []string) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.URL.Scheme != "https" && !slices.Contains(insecure, req.URL.Host) {
-			return nil, fmt.Errorf("%w: refusing plain HTTP to registry %s (it is not listed as insecure)", errUntrusted, req.URL.Host)
+			return nil, reasonf(errUntrusted, "refusing plain HTTP to registry %s (it is not listed as insecure)", bounded(req.URL.Host, 256))
 		}
 		return next.RoundTrip(req)
 	})
@@ -169,15 +192,51 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // Ensure makes the release of image available for every platform, after
-// resolving the image with kc (the ObjectStore's own credentials). Callers
-// wanting the same image with the same credentials share one resolution.
+// resolving the image with kc (the ObjectStore's own credentials), and
+// waits for it. It shares the slots of namespace "".
 func (f *Fetcher) Ensure(ctx context.Context, image string, kc *keychain) (*Result, error) {
-	v, err, _ := f.group.Do(image+"|"+kc.id, func() (any, error) {
+	type result struct {
+		res *Result
+		err error
+	}
+	got := make(chan result, 1)
+	withdraw := f.Submit(ctx, "", image, kc, func(res *Result, err error) { got <- result{res, err} })
+	select {
+	case r := <-got:
+		return r.res, r.err
+	case <-ctx.Done():
+		withdraw()
+		return nil, ctx.Err()
+	}
+}
+
+// Submit queues a pull of image with kc for namespace ns (see pullQueue
+// for who runs when) and returns at once; done gets the result. Callers
+// wanting the same image with the same credentials in one namespace share
+// one pull. withdraw takes done back: a pull nobody waits for is dropped.
+// The pull's deadline, PullTimeout, runs from its start, not from the
+// submission.
+func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, done func(*Result, error)) (withdraw func()) {
+	canonical := ""
+	if ref, err := name.ParseReference(image); err == nil {
+		registry := ref.Context().RegistryStr()
+		canonical = canonicalHost(registry, slices.Contains(f.cfg.InsecureRegistries, registry))
+	}
+	resolve := func(ctx context.Context) []string {
+		if canonical == "" {
+			return nil // not an image reference: the pull fails at once
+		}
+		return registryKeys(ctx, f.cfg.Resolver, f.cfg.ResolveTimeout, canonical)
+	}
+	run := func(ctx context.Context) (*Result, error) {
 		ctx, cancel := context.WithTimeout(ctx, f.cfg.PullTimeout)
 		defer cancel()
+		if canonical != "" {
+			ctx = withRegistryHost(ctx, canonical)
+		}
 		res, pulled, err := f.ensure(ctx, image, kc)
 		if err != nil && ctx.Err() == context.DeadlineExceeded {
-			err = joinReason(errTimeout, fmt.Errorf("pull of %s did not finish within %s: %w", image, f.cfg.PullTimeout, err))
+			err = &pullError{reason: errTimeout, public: fmt.Sprintf("pull of %s did not finish within %s: %s", image, f.cfg.PullTimeout, err), cause: err}
 		}
 		outcome := "cached"
 		switch {
@@ -188,59 +247,27 @@ func (f *Fetcher) Ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		}
 		f.pulls.WithLabelValues(outcome).Inc()
 		return res, err
-	})
-	if err != nil {
-		return nil, err
 	}
-	return v.(*Result), nil
-}
-
-// slot takes a pull slot and one of the registry host's share of them.
-func (f *Fetcher) slot(ctx context.Context, host string) (func(), error) {
-	f.mu.Lock()
-	hostSem, ok := f.perHost[host]
-	if !ok {
-		hostSem = make(chan struct{}, max(1, f.cfg.Concurrency/2))
-		f.perHost[host] = hostSem
-	}
-	f.mu.Unlock()
-	select {
-	case hostSem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	select {
-	case f.sem <- struct{}{}:
-		return func() { <-f.sem; <-hostSem }, nil
-	case <-ctx.Done():
-		<-hostSem
-		return nil, ctx.Err()
-	}
+	return f.queue.submit(ctx, ns, ns+"\x00"+image+"\x00"+kc.id, resolve, run, done)
 }
 
 func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Result, bool, error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: %v", errInvalidImage, err)
+		return nil, false, reasonf(errInvalidImage, "%v", err)
 	}
 	if slices.Contains(f.cfg.InsecureRegistries, ref.Context().RegistryStr()) {
 		if ref, err = name.ParseReference(image, name.Insecure); err != nil {
-			return nil, false, fmt.Errorf("%w: %v", errInvalidImage, err)
+			return nil, false, reasonf(errInvalidImage, "%v", err)
 		}
 	}
 	tag := ""
 	if t, ok := ref.(name.Tag); ok {
 		tag = t.TagStr()
 	}
-	release, err := f.slot(ctx, ref.Context().RegistryStr())
-	if err != nil {
-		return nil, false, err
-	}
-	defer release()
-
 	desc, err := remote.Get(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithTransport(f.registry))
 	if err != nil {
-		err = classify(fmt.Errorf("get %s: %w", image, err))
+		err = classify("get "+image, err)
 		if f.cfg.MirrorURL != "" && strings.HasPrefix(tag, "RELEASE.") && (errors.Is(err, errNotFound) || errors.Is(err, errPull)) {
 			f.log.Warn().Str("image", image).Str("reason", err.Error()).Msg("image unavailable; trying the release mirror")
 			return f.fromMirror(ctx, tag, f.cfg.Platforms)
@@ -256,7 +283,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		return nil, false, err
 	}
 	if _, err := binstore.BinaryName(rel); err != nil {
-		return nil, false, fmt.Errorf("%w: %v", errInvalidImage, err)
+		return nil, false, reasonf(errInvalidImage, "%v", err)
 	}
 	res := &Result{Release: rel}
 	pulled := false
@@ -289,7 +316,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		res.Sources = append(res.Sources, mirrored.Sources...)
 		res.KeyIDs = append(res.KeyIDs, mirrored.KeyIDs...)
 	case len(res.Platforms) == 0:
-		return nil, false, fmt.Errorf("%w: %s has no image for %s", errNoBinary, image, strings.Join(f.platformNames(), ", "))
+		return nil, false, reasonf(errNoBinary, "%s has no image for %s", image, strings.Join(f.platformNames(), ", "))
 	}
 	return res, pulled, nil
 }
@@ -312,37 +339,80 @@ func (r *Result) add(p Platform, b *binstore.Binary) {
 func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image string, img ggcrv1.Image, p Platform, rel string) (*binstore.Binary, bool, error) {
 	digest, err := img.Digest()
 	if err != nil {
-		return nil, false, classify(fmt.Errorf("digest of the %s image: %w", p, err))
+		return nil, false, classify("digest of the "+p.String()+" image", err)
 	}
-	b, unlock, err := f.lockUnlessServed(ctx, p, rel, func() *binstore.Binary { return f.servedFor(p, rel, digest.String()) })
+	source := ref.Context().String() + "@" + digest.String()
+	b, unlock, err := f.lockUnlessServed(ctx, p, source, func() *binstore.Binary { return f.servedFor(p, rel, digest.String()) })
 	if b != nil || err != nil {
 		return b, false, err
 	}
 	defer unlock()
 	src := binstore.Source{Image: image, Registry: ref.Context().RegistryStr(), Repository: ref.Context().RepositoryStr(), ManifestDigest: digest.String()}
-	if b, err = f.extract(img, p, rel, src); err != nil {
+	if b, err = f.extract(ctx, img, p, rel, src); err != nil {
 		return nil, true, err
 	}
-	f.mu.Lock()
-	f.same[digest.String()] = b.SHA256
-	f.mu.Unlock()
+	f.rememberSame(digest.String(), b.SHA256)
 	f.log.Info().Str("image", image).Str("platform", p.String()).Str("release", rel).Str("sha256", b.SHA256).
 		Int64("size", b.Size).Str("keyId", b.KeyID).Str("manifest", digest.String()).
 		Msg("binary from the image verified; served")
 	return b, true, nil
 }
 
+// sameEntries bounds same: a manifest is remembered as long as its binary
+// is served, and at most this many (the oldest go first). Forgetting one
+// costs a second comparison, never a wrong answer.
+const sameEntries = 1024
+
+// rememberSame records that the platform manifest's binary is the served
+// one with this SHA-256.
+func (f *Fetcher) rememberSame(manifest, sha string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.same[manifest]; !ok {
+		f.sameOrder = append(f.sameOrder, manifest)
+	}
+	f.same[manifest] = sha
+	for len(f.sameOrder) > sameEntries {
+		delete(f.same, f.sameOrder[0])
+		f.sameOrder = f.sameOrder[1:]
+	}
+}
+
+// Prune forgets what was learned about binaries the store no longer
+// serves (housekeeping removed them, or someone deleted them).
+func (f *Fetcher) Prune() {
+	served := map[string]bool{}
+	for _, b := range f.cfg.Store.Current().Binaries() {
+		served[b.SHA256] = true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	kept := f.sameOrder[:0]
+	for _, m := range f.sameOrder {
+		if served[f.same[m]] {
+			kept = append(kept, m)
+		} else {
+			delete(f.same, m)
+		}
+	}
+	clear(f.sameOrder[len(kept):])
+	f.sameOrder = kept
+}
+
 // lockUnlessServed returns served()'s binary if there is one; otherwise it
-// takes the release's lock and looks again, since another replica on a
-// shared volume may have landed it meanwhile. With no binary and no error,
-// the caller holds the lock and must call unlock.
-func (f *Fetcher) lockUnlessServed(ctx context.Context, p Platform, rel string, served func() *binstore.Binary) (b *binstore.Binary, unlock func(), err error) {
+// takes the source's lock (binstore.LockSource) and looks again, since
+// another replica on a shared volume may have landed it from the same
+// source meanwhile. With no binary and no error, the caller holds the lock
+// and must call unlock. The release's own lock is taken only to land
+// (commit): any tenant's image can claim any release, and a slow registry
+// must not hold another tenant's landing of it.
+func (f *Fetcher) lockUnlessServed(ctx context.Context, p Platform, source string, served func() *binstore.Binary) (b *binstore.Binary, unlock func(), err error) {
 	if b := served(); b != nil {
 		return b, nil, nil
 	}
-	unlock, err = f.cfg.Store.Lock(ctx, p.dir(), rel)
+	unlock, err = f.cfg.Store.LockSource(ctx, p.dir(), source)
 	if err != nil {
-		return nil, nil, joinReason(errPull, err)
+		return nil, nil, &pullError{reason: errPull, public: err.Error(), cause: err}
 	}
 	f.cfg.Store.Scan()
 	if b := served(); b != nil {
@@ -350,6 +420,17 @@ func (f *Fetcher) lockUnlessServed(ctx context.Context, p Platform, rel string, 
 		return b, nil, nil
 	}
 	return nil, unlock, nil
+}
+
+// commit lands a staged binary under the release's lock.
+func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *binstore.Staged, c binstore.Candidate) (*binstore.Binary, error) {
+	unlock, err := f.cfg.Store.Lock(ctx, p.dir(), rel)
+	if err != nil {
+		staged.Discard()
+		return nil, &pullError{reason: errPull, public: err.Error(), cause: err}
+	}
+	defer unlock()
+	return staged.Commit(c)
 }
 
 // servedFor returns the served binary if it is known to be the platform
@@ -377,11 +458,11 @@ func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.I
 	if desc.MediaType.IsIndex() {
 		idx, err := desc.ImageIndex()
 		if err != nil {
-			return nil, classify(fmt.Errorf("read index: %w", err))
+			return nil, classify("read index", err)
 		}
 		manifest, err := idx.IndexManifest()
 		if err != nil {
-			return nil, classify(fmt.Errorf("read index manifest: %w", err))
+			return nil, classify("read index manifest", err)
 		}
 		for _, m := range manifest.Manifests {
 			if m.Platform == nil {
@@ -396,7 +477,7 @@ func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.I
 			}
 			img, err := idx.Image(m.Digest)
 			if err != nil {
-				return nil, classify(fmt.Errorf("read %s image: %w", p, err))
+				return nil, classify("read "+p.String()+" image", err)
 			}
 			out[p] = img
 		}
@@ -404,7 +485,7 @@ func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.I
 	}
 	img, err := desc.Image()
 	if err != nil {
-		return nil, classify(fmt.Errorf("read image: %w", err))
+		return nil, classify("read image", err)
 	}
 	cfg, err := configFile(img)
 	if err != nil {
@@ -431,7 +512,7 @@ func releaseOf(images map[Platform]ggcrv1.Image, tag string) (string, error) {
 		}
 	}
 	if tag == "" || tag == "latest" {
-		return "", fmt.Errorf("%w: no release/version label and no release tag", errInvalidImage)
+		return "", reasonf(errInvalidImage, "no release/version label and no release tag")
 	}
 	return tag, nil
 }
@@ -440,7 +521,7 @@ func releaseOf(images map[Platform]ggcrv1.Image, tag string) (string, error) {
 func (f *Fetcher) fromMirror(ctx context.Context, rel string, platforms []Platform) (*Result, bool, error) {
 	binName, err := binstore.BinaryName(rel)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: %v", errInvalidImage, err)
+		return nil, false, reasonf(errInvalidImage, "%v", err)
 	}
 	client := &http.Client{Transport: f.cfg.Transport}
 	res := &Result{Release: rel}
@@ -464,7 +545,7 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 		}
 		return nil
 	}
-	b, unlock, err := f.lockUnlessServed(ctx, p, rel, fromMirror)
+	b, unlock, err := f.lockUnlessServed(ctx, p, base, fromMirror)
 	if b != nil || err != nil {
 		return b, false, err
 	}
@@ -475,7 +556,7 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 	}
 	digest, sumName, err := binstore.ParseSHA256Sum(sumData)
 	if err != nil || sumName != binName {
-		return nil, true, fmt.Errorf("%w: %s%s is not a checksum of %s", errChecksum, base, binstore.SHA256SumSuffix, binName)
+		return nil, true, reasonf(errChecksum, "%s%s is not a checksum of %s", base, binstore.SHA256SumSuffix, binName)
 	}
 	sig, err := f.get(ctx, client, base+binstore.MinisigSuffix, maxSidecarSize)
 	if err != nil && !errors.Is(err, errNotFound) {
@@ -483,11 +564,11 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base, nil)
 	if err != nil {
-		return nil, true, fmt.Errorf("%w: %v", errPull, err)
+		return nil, true, reasonf(errPull, "%v", err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, true, classify(fmt.Errorf("get %s: %w", base, err))
+		return nil, true, classify("get "+base, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -495,9 +576,9 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 	}
 	staged, err := f.cfg.Store.Stage(p.dir(), rel, countingReader{resp.Body, func(n int64) { f.bytes.Add(float64(n)) }}, f.cfg.MaxSize)
 	if err != nil {
-		return nil, true, classify(fmt.Errorf("download %s: %w", base, err))
+		return nil, true, classify("download "+base, err)
 	}
-	b, err = staged.Commit(binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
+	b, err = f.commit(ctx, p, rel, staged, binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
 	if err != nil {
 		return nil, true, fmt.Errorf("%s: %w", base, err)
 	}
@@ -509,11 +590,11 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limit int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errPull, err)
+		return nil, reasonf(errPull, "%v", err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, classify(fmt.Errorf("get %s: %w", url, err))
+		return nil, classify("get "+url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -521,7 +602,7 @@ func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limi
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
-		return nil, classify(fmt.Errorf("read %s: %w", url, err))
+		return nil, classify("read "+url, err)
 	}
 	f.bytes.Add(float64(len(data)))
 	return data, nil
@@ -530,11 +611,11 @@ func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limi
 func httpStatusError(url string, code int) error {
 	switch code {
 	case http.StatusNotFound:
-		return fmt.Errorf("%w: %s answered 404", errNotFound, url)
+		return reasonf(errNotFound, "%s answered 404", url)
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return fmt.Errorf("%w: %s answered %d", errAuth, url, code)
+		return reasonf(errAuth, "%s answered %d", url, code)
 	}
-	return fmt.Errorf("%w: %s answered %d", errPull, url, code)
+	return reasonf(errPull, "%s answered %d", url, code)
 }
 
 func (f *Fetcher) platformNames() []string {

@@ -1,7 +1,6 @@
 package binsource
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -28,13 +27,15 @@ const (
 func boundedManifests(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := next.RoundTrip(req)
-		if err != nil || !strings.Contains(req.URL.Path, "/manifests/") {
+		// A manifest request redirected elsewhere is still a manifest.
+		orig := originalRequest(req)
+		if err != nil || !strings.Contains(orig.URL.Path, "/manifests/") {
 			return resp, err
 		}
-		what := "the manifest at " + req.URL.Host + req.URL.Path
+		what := "the manifest at " + bounded(orig.URL.Host+orig.URL.Path, 512)
 		if resp.ContentLength > maxManifestSize {
 			resp.Body.Close()
-			return nil, fmt.Errorf("%w: %s is %d bytes; at most %d are read", errImageTooLarge, what, resp.ContentLength, maxManifestSize)
+			return nil, reasonf(errImageTooLarge, "%s is %d bytes; at most %d are read", what, resp.ContentLength, maxManifestSize)
 		}
 		resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxManifestSize, what: what}
 		return resp, nil
@@ -54,7 +55,7 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 		var one [1]byte
 		n, err := b.ReadCloser.Read(one[:])
 		if n > 0 {
-			return 0, fmt.Errorf("%w: %s is larger than %d bytes", errImageTooLarge, b.what, maxManifestSize)
+			return 0, reasonf(errImageTooLarge, "%s is larger than %d bytes", b.what, maxManifestSize)
 		}
 		return 0, err
 	}
@@ -71,14 +72,14 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 func configFile(img ggcrv1.Image) (*ggcrv1.ConfigFile, error) {
 	m, err := img.Manifest()
 	if err != nil {
-		return nil, classify(fmt.Errorf("read manifest: %w", err))
+		return nil, classify("read manifest", err)
 	}
 	if m.Config.Data == nil && (m.Config.Size < 0 || m.Config.Size > maxConfigSize) {
-		return nil, fmt.Errorf("%w: the image config %s declares %d bytes; at most %d are read", errImageTooLarge, m.Config.Digest, m.Config.Size, maxConfigSize)
+		return nil, reasonf(errImageTooLarge, "the image config %s declares %d bytes; at most %d are read", m.Config.Digest, m.Config.Size, maxConfigSize)
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
-		return nil, classify(fmt.Errorf("read image config: %w", err))
+		return nil, classify("read image config", err)
 	}
 	return cfg, nil
 }

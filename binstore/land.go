@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"aead.dev/minisign"
@@ -42,6 +43,10 @@ func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*St
 	if err != nil {
 		return nil, fmt.Errorf("create temporary file in %s: %w", dir, err)
 	}
+	// Locked while it is written, so another replica's start-up cleaning
+	// (RemoveStaleTemporaries) on a shared volume leaves it alone; the
+	// lock goes with the file's closing.
+	_ = syscall.Flock(int(tmp.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	st := &Staged{s: s, platform: platform, release: release, name: name, tmp: tmp, sha: sha256.New()}
 	st.prehash = minisign.NewReader(io.TeeReader(r, st.sha))
 	n, err := io.Copy(tmp, io.LimitReader(st.prehash, maxSize+1))

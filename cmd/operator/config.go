@@ -70,6 +70,7 @@ type config struct {
 	mirrorURL        string
 	storeKeep        int
 	pullConcurrency  int
+	pullPerNS        int
 	maxBinarySize    int64
 	platforms        []binsource.Platform
 	minisignKeys     []minisign.PublicKey
@@ -119,7 +120,8 @@ func (c *config) settings() []setting {
 		{"kube-api-burst", "OPERATOR_KUBE_API_BURST", "600", "burst of requests to the Kubernetes API", atLeast(&c.burst, 1)},
 		{"release-mirror-url", "OPERATOR_RELEASE_MIRROR_URL", "", "mirror of MinIO release directories (<url>/<os>-<arch>/minio.<RELEASE>) for releases no image provides", optional(httpURL(&c.mirrorURL, ""))},
 		{"store-keep", "OPERATOR_STORE_KEEP", "3", "unreferenced releases are removed once this many newer ones exist", atLeast(&c.storeKeep, 0)},
-		{"pull-concurrency", "OPERATOR_PULL_CONCURRENCY", "2", "image pulls and mirror downloads running at once", atLeast(&c.pullConcurrency, 1)},
+		{"pull-concurrency", "OPERATOR_PULL_CONCURRENCY", "2", "image pulls and mirror downloads running at once; one registry server gets at most half of them", atLeast(&c.pullConcurrency, 1)},
+		{"pull-slots-per-namespace", "OPERATOR_PULL_SLOTS_PER_NAMESPACE", "1", "pulls one namespace runs at once; free slots go to the namespaces in turn", atLeast(&c.pullPerNS, 1)},
 		{"max-binary-size", "OPERATOR_MAX_BINARY_SIZE", "1Gi", "largest binary accepted from an image or mirror (Kubernetes quantity)", size(&c.maxBinarySize)},
 		{"platforms", "OPERATOR_PLATFORMS", "linux/amd64,linux/arm64", "platforms fetched into <os>-<arch>/ directories", func(v string) (err error) {
 			c.platforms, err = binsource.ParsePlatforms(v)

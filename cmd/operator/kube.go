@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -117,7 +118,8 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	fetcher, err := binsource.NewFetcher(binsource.FetcherConfig{
 		Store: store, Transport: pool.Transport(), Platforms: cfg.platforms, MaxSize: cfg.maxBinarySize,
 		MaxPullBytes: cfg.pullMaxBytes, PullTimeout: cfg.pullTimeout, InsecureRegistries: cfg.insecureRegs,
-		MirrorURL: cfg.mirrorURL, Concurrency: cfg.pullConcurrency, Registerer: reg, Log: log,
+		MirrorURL: cfg.mirrorURL, Concurrency: cfg.pullConcurrency, PerNamespace: cfg.pullPerNS,
+		Resolver: net.DefaultResolver, Registerer: reg, Log: log,
 	})
 	if err != nil {
 		return err

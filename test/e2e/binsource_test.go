@@ -90,10 +90,15 @@ func conditionOf(t testing.TB, ns, store, typ string) metav1.Condition {
 func (e *binEnv) waitBinaryCondition(t testing.TB, store string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
 	var c metav1.Condition
-	require.Eventually(t, func() bool {
+	// EventuallyWithT reports the condition last seen, not the one before
+	// the first poll.
+	require.EventuallyWithT(t, func(collect *assert.CollectT) {
 		c = conditionOf(t, e.tenantNS, store, apiv1.ConditionBinaryAvailable)
-		return c.Status == status && (reason == "" || c.Reason == reason)
-	}, 60*time.Second, 50*time.Millisecond, "ObjectStore %s: want BinaryAvailable=%s %s, have %+v", store, status, reason, c)
+		assert.Equal(collect, status, c.Status, "ObjectStore %s: BinaryAvailable (%s: %s)", store, c.Reason, c.Message)
+		if reason != "" {
+			assert.Equal(collect, reason, c.Reason, "ObjectStore %s: BinaryAvailable's reason (%s)", store, c.Message)
+		}
+	}, 60*time.Second, 50*time.Millisecond)
 	return c
 }
 

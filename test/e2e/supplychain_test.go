@@ -97,7 +97,7 @@ func TestSwappedBlobLandsNothing(t *testing.T) {
 
 // TestHangingRegistryDoesNotHoldOtherTenants: a registry that accepts
 // connections and never answers ends at the pull deadline with a reason,
-// and another tenant's pull completes meanwhile.
+// and another tenant's (namespace's) pull completes meanwhile.
 func TestHangingRegistryDoesNotHoldOtherTenants(t *testing.T) {
 	e := newBinEnv(t, "OPERATOR_PULL_TIMEOUT=4s")
 	hang := make(chan struct{})
@@ -113,8 +113,10 @@ func TestHangingRegistryDoesNotHoldOtherTenants(t *testing.T) {
 	trustCA(t, e.opNS, "aistor-ca-tls-hanging", certPEM)
 
 	e.objectStore(t, "stuck", hanging+"/minio/aistor:"+release)
-	e.objectStore(t, "healthy", e.reg.pushImage(t, "minio/aistor:"+release, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release}), "regcred")
-	e.waitBinaryCondition(t, "healthy", metav1.ConditionTrue, "Available")
+	other := &binEnv{tenantNS: operatorNamespace(t)}
+	dockerConfigSecret(t, other.tenantNS, "regcred", e.reg.host, e.reg.user, e.reg.pass)
+	other.objectStore(t, "healthy", e.reg.pushImage(t, "minio/aistor:"+release, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release}), "regcred")
+	other.waitBinaryCondition(t, "healthy", metav1.ConditionTrue, "Available")
 	ready := e.op.ready()
 	assert.NotEqual(t, "PullTimeout", conditionOf(t, e.tenantNS, "stuck", apiv1.ConditionBinaryAvailable).Reason,
 		"the healthy tenant was served before the hanging registry's deadline ran out")

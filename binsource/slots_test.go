@@ -1,0 +1,184 @@
+package binsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// slotHarness submits pulls that run until released and records the
+// order they started in.
+type slotHarness struct {
+	t       *testing.T
+	q       *pullQueue
+	started chan string
+	release map[string]chan struct{}
+	ended   chan string
+}
+
+func newSlotHarness(t *testing.T, total, perNamespace, perRegistry int) *slotHarness {
+	return &slotHarness{t: t, q: newPullQueue(total, perNamespace, perRegistry),
+		started: make(chan string, 100), release: map[string]chan struct{}{}, ended: make(chan string, 100)}
+}
+
+// submit queues pull name of namespace ns against registry keys.
+func (h *slotHarness) submit(ns, name string, keys ...string) func() {
+	release := make(chan struct{})
+	h.release[name] = release
+	return h.q.submit(h.t.Context(), ns, name, func(context.Context) []string { return keys },
+		func(ctx context.Context) (*Result, error) {
+			h.started <- name
+			select {
+			case <-release:
+				return &Result{Release: name}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}, func(r *Result, err error) { h.ended <- name })
+}
+
+// next returns the pull that starts next, failing when none does.
+func (h *slotHarness) next() string {
+	h.t.Helper()
+	select {
+	case n := <-h.started:
+		return n
+	case <-time.After(5 * time.Second):
+		h.t.Fatal("no pull started")
+		return ""
+	}
+}
+
+// none checks that no pull starts now.
+func (h *slotHarness) none() {
+	h.t.Helper()
+	select {
+	case n := <-h.started:
+		h.t.Fatalf("pull %s started", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// settle waits until every submitted pull resolved its registry and is
+// queued or running.
+func (h *slotHarness) settle(n int) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		running, queued := h.q.stats()
+		h.q.mu.Lock()
+		defer h.q.mu.Unlock()
+		unresolved := 0
+		for _, p := range h.q.pulls {
+			if p.state == resolving {
+				unresolved++
+			}
+		}
+		return running+queued == n && unresolved == 0
+	}, 5*time.Second, time.Millisecond)
+}
+
+func (h *slotHarness) finish(name string) {
+	h.t.Helper()
+	close(h.release[name])
+	select {
+	case <-h.ended:
+	case <-time.After(5 * time.Second):
+		h.t.Fatalf("pull %s did not end", name)
+	}
+}
+
+func TestANamespaceHoldsAtMostItsShareOfPullSlots(t *testing.T) {
+	h := newSlotHarness(t, 4, 1, 4)
+	for i := range 3 {
+		h.submit("noisy", fmt.Sprintf("noisy-%d", i), fmt.Sprintf("10.0.0.%d:443", i))
+	}
+	h.settle(3)
+	first := h.next()
+	h.none() // three free slots, but the namespace has its one
+	h.submit("quiet", "quiet-0", "10.0.1.0:443")
+	assert.Equal(t, "quiet-0", h.next(), "another namespace gets a slot at once")
+	h.finish(first)
+	assert.Contains(t, h.next(), "noisy-", "the namespace's next pull takes the slot it freed")
+	h.none()
+}
+
+// TestPullSlotsAreServedRoundRobinAcrossNamespaces: a namespace with many
+// waiting pulls takes turns with one with a single pull; it cannot starve it.
+func TestPullSlotsAreServedRoundRobinAcrossNamespaces(t *testing.T) {
+	h := newSlotHarness(t, 1, 1, 1)
+	h.submit("a", "a-0", "a:443")
+	h.settle(1)
+	assert.Equal(t, "a-0", h.next())
+	for i := 1; i < 5; i++ {
+		h.submit("a", fmt.Sprintf("a-%d", i), "a:443")
+	}
+	h.submit("b", "b-0", "b:443")
+	h.submit("c", "c-0", "c:443")
+	h.settle(7)
+	var order []string
+	last := "a-0"
+	for range 6 {
+		h.finish(last)
+		last = h.next()
+		order = append(order, last)
+	}
+	assert.Equal(t, []string{"a-1", "b-0", "c-0", "a-2", "a-3", "a-4"}, order)
+}
+
+// TestOneRegistryServerGetsAtMostItsShareOfPullSlots: pulls of one server
+// (any key in common: an address and a name of it) share its slots, while
+// another registry's pull proceeds.
+func TestOneRegistryServerGetsAtMostItsShareOfPullSlots(t *testing.T) {
+	h := newSlotHarness(t, 4, 4, 2)
+	h.submit("a", "by-address", "127.0.0.1:443")
+	h.submit("b", "by-name", "127.0.0.1:443", "[::1]:443")
+	h.settle(2)
+	h.next()
+	h.next()
+	h.submit("c", "by-other-name", "[::1]:443", "127.0.0.1:443")
+	h.settle(3)
+	h.none()
+	h.submit("d", "elsewhere", "10.0.0.9:443")
+	assert.Equal(t, "elsewhere", h.next())
+	h.finish("by-address")
+	assert.Equal(t, "by-other-name", h.next())
+}
+
+func TestAPullNobodyWaitsForIsDroppedAndSharedPullsRunOnce(t *testing.T) {
+	h := newSlotHarness(t, 1, 1, 1)
+	first := h.submit("a", "running", "r:443")
+	h.settle(1)
+	assert.Equal(t, "running", h.next())
+
+	// Two ObjectStores wanting the same pull share it.
+	got := make(chan error, 2)
+	for range 2 {
+		h.q.submit(t.Context(), "a", "shared", func(context.Context) []string { return []string{"s:443"} },
+			func(context.Context) (*Result, error) { return nil, errors.New("the one run") },
+			func(_ *Result, err error) { got <- err })
+	}
+	withdrawn := h.submit("a", "withdrawn", "w:443")
+	h.settle(3)
+	withdrawn()
+	h.settle(2)
+
+	// The running pull's only waiter withdraws: it is stopped.
+	first()
+	for range 2 {
+		assert.EqualError(t, <-got, "the one run")
+	}
+	h.none()
+	running, queued := h.q.stats()
+	assert.Zero(t, running+queued, "nothing is kept once every pull ended")
+	h.q.mu.Lock()
+	defer h.q.mu.Unlock()
+	assert.Empty(t, h.q.byNS)
+	assert.Empty(t, h.q.byKey)
+	assert.Empty(t, h.q.waiting)
+	assert.Empty(t, h.q.turns)
+}
