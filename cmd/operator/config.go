@@ -82,6 +82,8 @@ type config struct {
 	updateTimeout    time.Duration
 	allowedEndpoints updates.EndpointPolicy
 	updateWorkers    int
+	mountWorkers     int
+	binaryWorkers    int
 	updateCallsNS    int
 	maxDownloads     int
 	maxConns         int
@@ -137,6 +139,8 @@ func (c *config) settings() []setting {
 		{"pull-max-bytes", "OPERATOR_PULL_MAX_BYTES", "4Gi", "most bytes one pull reads from a registry, compressed and uncompressed alike (Kubernetes quantity)", size(&c.pullMaxBytes)},
 		{"update-url", "OPERATOR_UPDATE_URL", "", "base URL (up to /webhook/v1/update) MinIO pods fetch in-place updates from; empty: https://<service>.<namespace>.svc.<cluster-domain>:<upgrade port>/webhook/v1/update", optional(httpURL(&c.updateURL, upgradeserver.UpdatePath))},
 		{"update-timeout", "OPERATOR_UPDATE_TIMEOUT", "10m", "how long an in-place update may take, from the call until every node runs the release, before the operator rolls the StatefulSets instead", duration(&c.updateTimeout, time.Second)},
+		{"mountsecret-workers", "OPERATOR_MOUNTSECRET_WORKERS", "8", "ObjectStores whose generated Secret is rebuilt at once", atLeast(&c.mountWorkers, 1)},
+		{"binsource-workers", "OPERATOR_BINSOURCE_WORKERS", "4", "ObjectStores whose image the binary source resolves at once (pulls run beside them, see OPERATOR_PULL_CONCURRENCY)", atLeast(&c.binaryWorkers, 1)},
 		{"update-workers", "OPERATOR_UPDATE_WORKERS", "4", "ObjectStores the in-place updater looks at at once (update calls run beside them)", atLeast(&c.updateWorkers, 1)},
 		{"update-calls-per-namespace", "OPERATOR_UPDATE_CALLS_PER_NAMESPACE", "1", "in-place update calls one namespace's ObjectStores may have running at once", atLeast(&c.updateCallsNS, 1)},
 		{"allowed-update-endpoints", "OPERATOR_ALLOWED_UPDATE_ENDPOINTS", "", "comma-separated CIDRs and host globs (10.0.0.0/8,*.minio.example.com) the operator may reach a tenant's admin API at, beyond the Services of the ObjectStore's own namespace; addresses only by CIDR, and loopback, link-local and metadata addresses only when a CIDR names them", func(v string) (err error) {

@@ -151,13 +151,14 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		Kube: k.client, Dynamic: k.dynamic,
 		Secrets: secrets, StatefulSets: tenantSets.Apps().V1().StatefulSets(), ObjectStores: stores,
 		OperatorCA: operatorCA, Recorder: recorder, Log: log, Metrics: mountsecret.NewMetrics(reg), Registerer: reg,
+		Workers: cfg.mountWorkers,
 	})
 	if err != nil {
 		return err
 	}
 	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep,
-		Recorder: recorder, Remedy: binaryRemedy, Log: log, Registerer: reg,
+		Recorder: recorder, Remedy: binaryRemedy, Log: log, Registerer: reg, Workers: cfg.binaryWorkers,
 		// The updater waits for the store; it is built next, before
 		// anything runs.
 		Resolved: func(key string) { w.updates.Resolved(key) },
