@@ -2,9 +2,7 @@ package updates
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -33,6 +30,7 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/binstore/binstoretest"
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
 // fakeAdmin is one tenant's MinIO admin API: nodes on releases, and the
@@ -142,7 +140,7 @@ func newFixture(t *testing.T, binaries Binaries, stores ...*unstructured.Unstruc
 	}
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, objs...)
-	f.dyn.PrependReactor("patch", "objectstores", applyStatus(f.dyn))
+	f.dyn.PrependReactor("patch", "objectstores", testutil.ApplyStatus(f.dyn, v1.Resource, "release", "update"))
 	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
 	f.c, err = New(Config{
 		Kube: fake.NewClientset(append(sets, setObjs...)...), Dynamic: f.dyn, ObjectStores: informer,
@@ -190,54 +188,6 @@ func (f *fixture) waitCallDone(t *testing.T, key string) {
 	require.Eventually(t, func() bool { return !f.c.calls.state(key).running }, 5*time.Second, time.Millisecond)
 }
 
-// applyStatus does what the apiserver does with this controller's status
-// apply: the resourceVersion precondition, status.release and
-// status.update replaced (or removed when left out), conditions merged by
-// type, and a new resourceVersion.
-func applyStatus(client *dynamicfake.FakeDynamicClient) k8stesting.ReactionFunc {
-	return func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchAction)
-		if p.GetPatchType() != types.ApplyPatchType || p.GetSubresource() != "status" {
-			return false, nil, nil
-		}
-		var applied unstructured.Unstructured
-		if err := json.Unmarshal(p.GetPatch(), &applied.Object); err != nil {
-			return true, nil, err
-		}
-		obj, err := client.Tracker().Get(v1.Resource, p.GetNamespace(), p.GetName())
-		if err != nil {
-			return true, nil, err
-		}
-		u := obj.(*unstructured.Unstructured).DeepCopy()
-		if rv := applied.GetResourceVersion(); rv != "" && rv != u.GetResourceVersion() {
-			return true, nil, apierrors.NewConflict(v1.Resource.GroupResource(), p.GetName(), fmt.Errorf("at %s, not %s", u.GetResourceVersion(), rv))
-		}
-		for _, field := range []string{"release", "update"} {
-			if v, ok, _ := unstructured.NestedFieldCopy(applied.Object, "status", field); ok {
-				_ = unstructured.SetNestedField(u.Object, v, "status", field)
-			} else {
-				unstructured.RemoveNestedField(u.Object, "status", field)
-			}
-		}
-		have, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		want, _, _ := unstructured.NestedSlice(applied.Object, "status", "conditions")
-		for _, w := range want {
-			replaced := false
-			for i, h := range have {
-				if h.(map[string]any)["type"] == w.(map[string]any)["type"] {
-					have[i], replaced = w, true
-				}
-			}
-			if !replaced {
-				have = append(have, w)
-			}
-		}
-		_ = unstructured.SetNestedSlice(u.Object, have, "status", "conditions")
-		bumpResourceVersion(u)
-		return true, u, client.Tracker().Update(v1.Resource, u, p.GetNamespace())
-	}
-}
-
 // TestACacheBehindTheStatusNeverCallsTwice: the call is recorded in the
 // status, but the informer still holds the object from before (a watch
 // lagging by seconds). The next sync reads the live object before any
@@ -282,7 +232,7 @@ func TestARecordThatLostItsRaceCallsNothing(t *testing.T) {
 		u := obj.(*unstructured.Unstructured).DeepCopy()
 		// The object as this sync read it; the store moves on right after.
 		moved := obj.(*unstructured.Unstructured).DeepCopy()
-		bumpResourceVersion(moved)
+		testutil.BumpResourceVersion(moved)
 		_ = f.dyn.Tracker().Update(v1.Resource, moved, "t")
 		return true, u, nil
 	})
@@ -348,13 +298,6 @@ func TestAPanickingSyncIsReportedAndTheOthersSync(t *testing.T) {
 	c := conditionOf(f.live(t, "t", "hostile"))
 	assert.Equal(t, metav1.ConditionUnknown, c.Status)
 	assert.Contains(t, c.Message, "index out of range")
-}
-
-// bumpResourceVersion gives u the next resourceVersion, as the apiserver
-// does on every write (the fake tracker does not).
-func bumpResourceVersion(u *unstructured.Unstructured) {
-	n, _ := strconv.Atoi(u.GetResourceVersion())
-	u.SetResourceVersion(strconv.Itoa(n + 1))
 }
 
 func conditionOf(s *v1.ObjectStore) metav1.Condition {

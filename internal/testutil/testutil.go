@@ -18,11 +18,13 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -160,6 +162,15 @@ func FreePorts(n int) ([]int, error) {
 // object, which the fake client cannot do itself. Install it with
 // client.PrependReactor("patch", resource, ApplyStatusConditions(client, gvr)).
 func ApplyStatusConditions(client *dynamicfake.FakeDynamicClient, gvr schema.GroupVersionResource) k8stesting.ReactionFunc {
+	return ApplyStatus(client, gvr)
+}
+
+// ApplyStatus is ApplyStatusConditions for a field manager that also owns
+// the status fields owned: each is replaced by the applied one, or removed
+// when the apply leaves it out. As the apiserver does, a resourceVersion
+// in the applied object is a precondition (a conflict when the object
+// moved on), and every write gives the object a new resourceVersion.
+func ApplyStatus(client *dynamicfake.FakeDynamicClient, gvr schema.GroupVersionResource, owned ...string) k8stesting.ReactionFunc {
 	return func(a k8stesting.Action) (bool, runtime.Object, error) {
 		p := a.(k8stesting.PatchAction)
 		if p.GetPatchType() != types.ApplyPatchType || p.GetSubresource() != "status" {
@@ -174,6 +185,16 @@ func ApplyStatusConditions(client *dynamicfake.FakeDynamicClient, gvr schema.Gro
 			return true, nil, err
 		}
 		u := obj.(*unstructured.Unstructured).DeepCopy()
+		if rv := applied.GetResourceVersion(); rv != "" && rv != u.GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), p.GetName(), fmt.Errorf("the object is at %s, not %s", u.GetResourceVersion(), rv))
+		}
+		for _, field := range owned {
+			if v, ok, _ := unstructured.NestedFieldCopy(applied.Object, "status", field); ok {
+				_ = unstructured.SetNestedField(u.Object, v, "status", field)
+			} else {
+				unstructured.RemoveNestedField(u.Object, "status", field)
+			}
+		}
 		have, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		want, _, _ := unstructured.NestedSlice(applied.Object, "status", "conditions")
 		for _, w := range want {
@@ -190,6 +211,14 @@ func ApplyStatusConditions(client *dynamicfake.FakeDynamicClient, gvr schema.Gro
 		if err := unstructured.SetNestedSlice(u.Object, have, "status", "conditions"); err != nil {
 			return true, nil, err
 		}
+		BumpResourceVersion(u)
 		return true, u, client.Tracker().Update(gvr, u, p.GetNamespace())
 	}
+}
+
+// BumpResourceVersion gives u the next resourceVersion, as the apiserver
+// does on every write (the fake tracker does not).
+func BumpResourceVersion(u *unstructured.Unstructured) {
+	n, _ := strconv.Atoi(u.GetResourceVersion())
+	u.SetResourceVersion(strconv.Itoa(n + 1))
 }
