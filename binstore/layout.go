@@ -19,6 +19,35 @@ const (
 	sourceSuffix    = ".source.json"
 )
 
+// digestDirName is the directory of a platform holding one directory per
+// binary, named after its SHA-256: <os>-<arch>/sha256/<hex>/minio.<RELEASE>.
+// Every release name of one binary there is a hard link to one file.
+const digestDirName = "sha256"
+
+// DigestPath is where a binary is served by its bytes, below the update
+// path: sha256/<hex>/minio.<RELEASE>. MinIO's update client reads the
+// .sha256sum there, then the binary and its .minisig beside it.
+func DigestPath(digest, release string) string {
+	return digestDirName + "/" + digest + "/minio." + release
+}
+
+// validDigest accepts a lower-case hex SHA-256.
+func validDigest(d string) bool {
+	if len(d) != 64 {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if c := d[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidDigest reports whether d is a lower-case hex SHA-256, the only
+// form a digest path takes.
+func ValidDigest(d string) bool { return validDigest(d) }
+
 // BinaryName returns the file name of a release's binary, minio.<release>,
 // or an error if the release cannot be a plain file name.
 func BinaryName(release string) (string, error) {
