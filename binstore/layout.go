@@ -90,6 +90,23 @@ func (s *Store) Remove(platform, name string) error {
 	return nil
 }
 
+// RemoveBinary deletes one indexed binary file and its sidecars, the
+// .sha256sum first, and its digest directory once empty; other release
+// names of the same bytes (hard links) stay. It re-indexes.
+func (s *Store) RemoveBinary(b *Binary) error {
+	base := filepath.Join(s.dir, filepath.FromSlash(b.Path()))
+	for _, p := range []string{base + SHA256SumSuffix, base, base + MinisigSuffix, base + sourceSuffix} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove %s: %w", p, err)
+		}
+	}
+	if b.inDigestDir() {
+		_ = os.Remove(filepath.Dir(base)) // fails while other names remain
+	}
+	s.Scan()
+	return nil
+}
+
 // RemoveStaleTemporaries deletes hidden temporary files left by an
 // interrupted landing (".minio.*.tmp"). A temporary whose release is
 // locked belongs to a landing in progress (this process's or, on a shared
