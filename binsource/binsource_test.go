@@ -291,7 +291,7 @@ func TestReplicasOnASharedVolumeLandAReleaseOnce(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, pulls, "one replica landed the release; the other found it landed")
-	sums, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", "minio.RELEASE.X*"))
+	sums, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", "sha256", "*", "minio.RELEASE.X*"))
 	assert.ElementsMatch(t, []string{"minio.RELEASE.X", "minio.RELEASE.X.minisig", "minio.RELEASE.X.sha256sum", "minio.RELEASE.X.source.json"},
 		baseNames(sums), "one set of files, nothing left staged")
 	tmp, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", ".*.tmp"))

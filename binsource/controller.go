@@ -43,6 +43,9 @@ type ControllerConfig struct {
 	// Remedy returns what the user should do about a condition reason, in
 	// the words of whoever wires this controller; "" for none.
 	Remedy func(reason string) string
+	// UpdateURL is the upgrade server's base URL as pods reach it (up to
+	// /webhook/v1/update); status.binary.url is the digest URL below it.
+	UpdateURL string
 	// Resolved, when set, is called with an ObjectStore's key whenever what
 	// its image resolved to changes (see Resolution): the in-place updater
 	// waits on it.
@@ -86,8 +89,10 @@ type awaited struct {
 // outcome is what a sync found for one ObjectStore's image: the release
 // (when available) and the condition to report.
 type outcome struct {
-	image     string
-	release   string
+	image   string
+	release string
+	// binary is the ObjectStore's own binary (nil until one is available).
+	binary    *v1.BinaryStatus
 	condition metav1.Condition
 }
 
@@ -252,7 +257,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	msg := fmt.Sprintf("minio.%s is served for %s (source: %s; minisign key %s)",
 		res.Release, strings.Join(res.Platforms, ", "), strings.Join(uniq(res.Sources), "; "), strings.Join(res.KeyIDs, ", "))
-	changed := c.record(key, outcome{image: image, release: res.Release, condition: metav1.Condition{
+	changed := c.record(key, outcome{image: image, release: res.Release, binary: c.binaryStatus(res), condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: "Available", Message: msg,
 	}})
 	if err := c.report(u); err != nil {
@@ -325,6 +330,27 @@ func (k keepWhilePulling) Forget(key string) {
 	}
 }
 
+// binaryStatus names the tenant's own binary by its bytes: linux/amd64's
+// when the image has it (the platform tenants are updated for), else the
+// first platform's.
+func (c *Controller) binaryStatus(res *Result) *v1.BinaryStatus {
+	if len(res.Binaries) == 0 {
+		return nil
+	}
+	b := res.Binaries[0]
+	for _, cand := range res.Binaries {
+		if cand.Platform == binstore.PlatformDir("linux", "amd64") {
+			b = cand
+			break
+		}
+	}
+	st := &v1.BinaryStatus{Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
+	if c.cfg.UpdateURL != "" {
+		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.DigestPath() + binstore.SHA256SumSuffix
+	}
+	return st
+}
+
 // uniq drops repeats, keeping the first of each (platforms from one image
 // share a source's words).
 func uniq(s []string) []string {
@@ -354,11 +380,12 @@ func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, ima
 	// resolved to before, so housekeeping does not remove it meanwhile.
 	c.mu.Lock()
 	kept := ""
+	var keptBinary *v1.BinaryStatus
 	if before, ok := c.outcomes[key]; ok && before.image == image {
-		kept = before.release
+		kept, keptBinary = before.release, before.binary
 	}
 	c.mu.Unlock()
-	c.record(key, outcome{image: image, release: kept, condition: metav1.Condition{
+	c.record(key, outcome{image: image, release: kept, binary: keptBinary, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionFalse, Reason: r, Message: msg,
 	}})
 	if err := c.report(u); err != nil {
@@ -379,11 +406,11 @@ func (c *Controller) report(u *unstructured.Unstructured) error {
 	if !ok {
 		return nil
 	}
-	_, err := c.status.SetCondition(ctx, u, o.condition)
+	_, err := c.status.SetConditionAndBinary(ctx, u, o.condition, o.binary)
 	return err
 }
 
-// FieldManager owns the BinaryAvailable condition.
+// FieldManager owns the BinaryAvailable condition and status.binary.
 const FieldManager = "object-store-operator-binsource"
 
 // Resolution is what the binary source found for an ObjectStore's image.
@@ -394,6 +421,9 @@ type Resolution struct {
 	Available bool
 	// Release is the release Image holds (set when Available).
 	Release string
+	// SHA256 and Platform name the ObjectStore's own binary (set when
+	// Available): it is served at binstore.DigestPath(SHA256, Release).
+	SHA256, Platform string
 	// Reason and Message are the BinaryAvailable condition's.
 	Reason, Message string
 }
@@ -411,6 +441,9 @@ func (c *Controller) Resolution(key, image string) (r Resolution, ok bool) {
 	r = Resolution{Image: o.image, Available: available, Reason: o.condition.Reason, Message: o.condition.Message}
 	if available {
 		r.Release = o.release
+		if o.binary != nil {
+			r.SHA256, r.Platform = o.binary.SHA256, o.binary.Platform
+		}
 	}
 	return r, true
 }
@@ -422,10 +455,17 @@ func (c *Controller) record(key string, o outcome) bool {
 	before, had := c.outcomes[key]
 	c.outcomes[key] = o
 	c.mu.Unlock()
-	if c.cfg.Resolved != nil && (!had || before.image != o.image || before.release != o.release || before.condition.Reason != o.condition.Reason) {
+	if c.cfg.Resolved != nil && (!had || before.image != o.image || before.release != o.release || sha(before.binary) != sha(o.binary) || before.condition.Reason != o.condition.Reason) {
 		c.cfg.Resolved(key)
 	}
-	return !had || before.release != o.release
+	return !had || before.release != o.release || sha(before.binary) != sha(o.binary)
+}
+
+func sha(b *v1.BinaryStatus) string {
+	if b == nil {
+		return ""
+	}
+	return b.SHA256
 }
 
 // forget drops an ObjectStore's outcome and withdraws its pull; it reports
@@ -443,13 +483,16 @@ func (c *Controller) forget(key string) bool {
 	return had && before.release != ""
 }
 
-// housekeep removes releases no ObjectStore wants once Keep newer releases
-// exist for the same platform. It waits until every ObjectStore with an
-// image has been resolved, so a release is never removed just because the
-// operator restarted and has not looked at its tenant yet.
+// housekeep removes binaries no ObjectStore wants once Keep newer
+// releases exist for the same platform. A binary in a digest directory is
+// wanted by the ObjectStores whose image resolved to those bytes under
+// that name; a file placed by hand at a plain path, by any ObjectStore on
+// its release. It waits until every ObjectStore with an image has been
+// resolved, so nothing is removed just because the operator restarted and
+// has not looked at its tenant yet.
 func (c *Controller) housekeep() {
 	c.mu.Lock()
-	referenced := map[string]bool{}
+	releases, pairs := map[string]bool{}, map[string]bool{}
 	for _, key := range c.stores.ListKeys() {
 		obj, ok, _ := c.stores.GetByKey(key)
 		if !ok || imageOf(obj.(*unstructured.Unstructured)) == "" {
@@ -460,36 +503,47 @@ func (c *Controller) housekeep() {
 			c.mu.Unlock()
 			return
 		}
-		referenced[o.release] = true
+		releases[o.release] = true
+		if o.binary != nil {
+			pairs[o.binary.SHA256+"/"+o.release] = true
+		}
 	}
 	c.mu.Unlock()
 
 	store := c.cfg.Fetcher.cfg.Store
 	defer c.cfg.Fetcher.Prune()
 	byPlatform := map[string][]string{}
-	for _, b := range store.Current().Binaries() {
-		if b.Platform != "" {
+	for _, b := range store.Current().All() {
+		if b.Platform != "" && !slices.Contains(byPlatform[b.Platform], b.Release) {
 			byPlatform[b.Platform] = append(byPlatform[b.Platform], b.Release)
 		}
 	}
-	for platform, releases := range byPlatform {
+	rank := map[string]int{}
+	for platform, rels := range byPlatform {
 		// MinIO release names sort by time.
-		sort.Sort(sort.Reverse(sort.StringSlice(releases)))
-		for i, release := range releases {
-			if referenced[release] || i < c.cfg.Keep {
-				continue
-			}
-			binName, err := binstore.BinaryName(release)
-			if err != nil {
-				continue
-			}
-			if err := store.Remove(platform, binName); err != nil {
-				c.log.Warn().Err(err).Str("platform", platform).Str("release", release).Msg("could not remove an unreferenced release")
-				continue
-			}
-			c.log.Info().Str("platform", platform).Str("release", release).Int("newer", i).Int("keep", c.cfg.Keep).
-				Msg("removed a release no ObjectStore references (enough newer ones exist)")
+		sort.Sort(sort.Reverse(sort.StringSlice(rels)))
+		for i, r := range rels {
+			rank[platform+"/"+r] = i
 		}
+	}
+	for _, b := range store.Current().All() {
+		if b.Platform == "" {
+			continue
+		}
+		newer := rank[b.Platform+"/"+b.Release]
+		wanted := pairs[b.SHA256+"/"+b.Release]
+		if b.Path() == b.PlainPath() {
+			wanted = releases[b.Release]
+		}
+		if wanted || newer < c.cfg.Keep {
+			continue
+		}
+		if err := store.RemoveBinary(b); err != nil {
+			c.log.Warn().Err(err).Str("file", b.Path()).Str("release", b.Release).Msg("could not remove an unreferenced binary")
+			continue
+		}
+		c.log.Info().Str("file", b.Path()).Str("release", b.Release).Str("sha256", b.SHA256).Int("newer", newer).Int("keep", c.cfg.Keep).
+			Msg("removed a binary no ObjectStore references (enough newer releases exist)")
 	}
 }
 

@@ -119,6 +119,8 @@ type Result struct {
 	Sources []string
 	// KeyIDs are the minisign keys that verified the served binaries.
 	KeyIDs []string
+	// Binaries are the served binaries, one per entry of Platforms.
+	Binaries []*binstore.Binary
 }
 
 // NewFetcher returns a Fetcher.
@@ -315,6 +317,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		res.Platforms = append(res.Platforms, mirrored.Platforms...)
 		res.Sources = append(res.Sources, mirrored.Sources...)
 		res.KeyIDs = append(res.KeyIDs, mirrored.KeyIDs...)
+		res.Binaries = append(res.Binaries, mirrored.Binaries...)
 	case len(res.Platforms) == 0:
 		return nil, false, reasonf(errNoBinary, "%s has no image for %s", image, strings.Join(f.platformNames(), ", "))
 	}
@@ -323,6 +326,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 
 func (r *Result) add(p Platform, b *binstore.Binary) {
 	r.Platforms = append(r.Platforms, p.String())
+	r.Binaries = append(r.Binaries, b)
 	src := "the store directory"
 	if b.Source != nil {
 		src = b.Source.String()
@@ -436,17 +440,15 @@ func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *bi
 // servedFor returns the served binary if it is known to be the platform
 // manifest's: it came from that manifest, or was compared with it.
 func (f *Fetcher) servedFor(p Platform, rel, manifest string) *binstore.Binary {
-	b := f.cfg.Store.Current().Binary(p.dir(), rel)
-	if b == nil {
-		return nil
-	}
-	if b.Source != nil && b.Source.ManifestDigest == manifest {
-		return b
-	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.same[manifest] == b.SHA256 {
-		return b
+	same := f.same[manifest]
+	f.mu.Unlock()
+	// Other images may claim the release with other bytes: only this
+	// manifest's own binary will do.
+	for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
+		if (b.Source != nil && b.Source.ManifestDigest == manifest) || (same != "" && b.SHA256 == same) {
+			return b
+		}
 	}
 	return nil
 }
@@ -540,8 +542,10 @@ func (f *Fetcher) fromMirror(ctx context.Context, rel string, platforms []Platfo
 func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform, rel, binName string) (*binstore.Binary, bool, error) {
 	base := strings.TrimSuffix(f.cfg.MirrorURL, "/") + "/" + p.dir() + "/" + binName
 	fromMirror := func() *binstore.Binary {
-		if b := f.cfg.Store.Current().Binary(p.dir(), rel); b != nil && b.Source != nil && b.Source.MirrorURL == base {
-			return b
+		for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
+			if b.Source != nil && b.Source.MirrorURL == base {
+				return b
+			}
 		}
 		return nil
 	}

@@ -1,6 +1,7 @@
 package binstore
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -86,14 +88,20 @@ type Candidate struct {
 	Signable bool
 }
 
-// Commit verifies the staged binary and lands it, unless the release is
-// already served:
+// Commit verifies the staged binary and lands it in its digest directory,
+// <platform>/sha256/<hex>/minio.<release>:
 //   - bytes that do not match WantSHA256: ReasonChecksumMismatch;
 //   - a signature no trusted key verifies: ReasonSignatureInvalid (never
 //     re-signed: a bad signature is a red flag, not a gap to fill);
 //   - no signature and no Signer (or not Signable): ReasonUnsigned;
-//   - the release served with other bytes: ReasonConflict, naming both
-//     sources; with the same bytes: the served binary, unchanged.
+//   - these bytes already stored under this release: the stored binary,
+//     unchanged (its first source stays on record).
+//
+// Other bytes under the same release name are no conflict: each binary is
+// served at its own digest path, and the release's plain path is withdrawn
+// while its claims disagree (see Snapshot.Withheld). When the bytes are
+// already stored under another release name, the new name is a hard link
+// to them: one copy on disk, whatever names point at it.
 //
 // The caller holds Lock for the release, so no other process lands it at
 // the same time. Files land binary first and .sha256sum last, so the
@@ -122,34 +130,59 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 		c.Source.SignedBy = keyID
 	}
 
-	s.Scan()
-	if served := s.Current().Binary(st.platform, st.release); served != nil {
-		if served.SHA256 == st.SHA256 {
-			return served, nil
-		}
-		existing := "a binary placed in the store directory"
-		if served.Source != nil {
-			existing = served.Source.String()
-		}
-		return nil, &Error{Reason: ReasonConflict, Err: fmt.Errorf(
-			"minio.%s for %s is already served from %s with sha256 %s; %s has sha256 %s: not replaced",
-			st.release, st.platform, existing, served.SHA256, c.Source, st.SHA256)}
-	}
-	info, err := st.land(sig, c.Source)
+	// Two releases of one binary landing at once must not both copy it.
+	unlock, err := st.lockDigest()
 	if err != nil {
 		return nil, &Error{Reason: ReasonOther, Err: err}
 	}
+	defer unlock()
+	s.Scan()
+	snap := s.Current()
+	if stored := snap.ByDigest(st.SHA256, st.release); stored != nil && stored.Platform == st.platform && stored.inDigestDir() {
+		return stored, nil
+	}
+	var same *Binary
+	for _, b := range snap.All() {
+		// Only the store's own files are linked: a file placed by hand
+		// may be rewritten in place, which would change every link.
+		if b.SHA256 == st.SHA256 && b.Platform == st.platform && b.inDigestDir() {
+			same = b
+			break
+		}
+	}
+	info, err := st.land(sig, c.Source, same)
+	if err != nil {
+		return nil, &Error{Reason: ReasonOther, Err: err}
+	}
+	rel := path.Join(st.digestDir(), st.name)
 	// The bytes were hashed and verified on their way in: the index need
 	// not read them again.
 	s.scanMu.Lock()
-	s.hashes[filepath.Join(st.platform, st.name)] = hashed{info: info, digest: st.SHA256, sig: sig, keyID: keyID}
+	s.hashes[rel] = hashed{info: info, digest: st.SHA256, sig: sig, keyID: keyID}
 	s.scanMu.Unlock()
 	s.Scan()
-	b := s.Current().Binary(st.platform, st.release)
-	if b == nil {
-		return nil, &Error{Reason: ReasonOther, Err: fmt.Errorf("%s/%s was landed but is not listed; see the store's log", st.platform, st.name)}
+	b := s.Current().ByDigest(st.SHA256, st.release)
+	if b == nil || b.Path() != rel {
+		return nil, &Error{Reason: ReasonOther, Err: fmt.Errorf("%s was landed but is not listed; see the store's log", rel)}
 	}
 	return b, nil
+}
+
+// digestDir is the staged binary's digest directory below the store root.
+func (st *Staged) digestDir() string { return path.Join(st.platform, digestDirName, st.SHA256) }
+
+// lockDigest takes the lock of the staged binary's digest (flock, so it
+// holds across processes sharing the directory). Like a release's lock,
+// its file exists only while it is held (see tryLock).
+func (st *Staged) lockDigest() (func(), error) {
+	dir := filepath.Join(st.s.dir, st.platform, digestDirName)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	// Held only while one binary is compared and linked: no deadline needed.
+	return st.s.wait(context.Background(), "another process landing "+st.SHA256, func() (func(), error) {
+		return st.s.tryLockFile(dir, "."+st.SHA256+".lock")
+	})
 }
 
 // trustedComment is signed with the binary: it says what was signed and
@@ -159,25 +192,39 @@ func trustedComment(name, digest string, src Source) string {
 		"\timage:" + src.Image + "\tmanifest:" + src.ManifestDigest + "\tlayer:" + src.LayerDigest
 }
 
-func (st *Staged) land(sig []byte, src Source) (os.FileInfo, error) {
-	dir := filepath.Join(st.s.dir, st.platform)
+// land puts the binary into its digest directory: a hard link to same's
+// file when the bytes are already stored, else the staged file. Sidecars
+// are written through temporaries in the platform directory, where
+// RemoveStaleTemporaries finds what an interruption leaves.
+func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error) {
+	tmpDir := filepath.Join(st.s.dir, st.platform)
+	dir := filepath.Join(st.s.dir, filepath.FromSlash(st.digestDir()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
 	final := filepath.Join(dir, st.name)
-	if err := st.tmp.Chmod(0o755); err != nil {
-		return nil, fmt.Errorf("chmod %s: %w", st.tmp.Name(), err)
-	}
-	if err := st.tmp.Sync(); err != nil {
-		return nil, fmt.Errorf("sync %s: %w", st.tmp.Name(), err)
-	}
 	// A stale checksum of an earlier, rejected attempt must not pair with
 	// the new bytes.
 	if err := os.Remove(final + SHA256SumSuffix); err != nil && !os.IsNotExist(err) {
 		return nil, fmt.Errorf("remove old checksum: %w", err)
 	}
-	if err := os.Rename(st.tmp.Name(), final); err != nil {
-		return nil, fmt.Errorf("rename into %s: %w", final, err)
+	linked := false
+	if same != nil {
+		linked = st.link(same, tmpDir, final)
 	}
-	st.tmp.Close()
-	st.tmp = nil
+	if !linked {
+		if err := st.tmp.Chmod(0o755); err != nil {
+			return nil, fmt.Errorf("chmod %s: %w", st.tmp.Name(), err)
+		}
+		if err := st.tmp.Sync(); err != nil {
+			return nil, fmt.Errorf("sync %s: %w", st.tmp.Name(), err)
+		}
+		if err := os.Rename(st.tmp.Name(), final); err != nil {
+			return nil, fmt.Errorf("rename into %s: %w", final, err)
+		}
+		st.tmp.Close()
+		st.tmp = nil
+	}
 	info, err := os.Stat(final)
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", final, err)
@@ -194,19 +241,43 @@ func (st *Staged) land(sig []byte, src Source) (os.FileInfo, error) {
 		{sourceSuffix, provenance},
 		{SHA256SumSuffix, SHA256SumFile(st.SHA256, st.name)},
 	} {
-		if err := writeAtomic(dir, st.name+f.suffix, f.data); err != nil {
+		if err := writeAtomic(tmpDir, dir, st.name+f.suffix, f.data); err != nil {
 			return nil, err
 		}
 	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
+	for _, d := range []string{dir, tmpDir} {
+		if f, err := os.Open(d); err == nil {
+			_ = f.Sync()
+			f.Close()
+		}
 	}
 	return info, nil
 }
 
-func writeAtomic(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
+// link makes final a hard link to the stored file of the same bytes,
+// checked unchanged since it was indexed; false when that cannot be done
+// (the caller then lands its own copy).
+func (st *Staged) link(same *Binary, tmpDir, final string) bool {
+	f, err := st.s.Open(same)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	tmp := filepath.Join(tmpDir, "."+st.name+"."+st.SHA256[:16]+".tmp")
+	_ = os.Remove(tmp)
+	if err := os.Link(filepath.Join(st.s.dir, filepath.FromSlash(same.Path())), tmp); err != nil {
+		st.s.log.Warn().Err(err).Str("file", same.Path()).Msg("cannot hard-link a stored binary; storing another copy")
+		return false
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		os.Remove(tmp)
+		return false
+	}
+	return true
+}
+
+func writeAtomic(tmpDir, dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(tmpDir, "."+name+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("create temporary file for %s: %w", name, err)
 	}
@@ -225,6 +296,3 @@ func writeAtomic(dir, name string, data []byte) error {
 	}
 	return nil
 }
-
-// IsConflict reports whether err is a release conflict.
-func IsConflict(err error) bool { return ReasonOf(err) == ReasonConflict }

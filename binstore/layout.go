@@ -21,6 +21,35 @@ const (
 	sourceSuffix    = ".source.json"
 )
 
+// digestDirName is the directory of a platform holding one directory per
+// binary, named after its SHA-256: <os>-<arch>/sha256/<hex>/minio.<RELEASE>.
+// Every release name of one binary there is a hard link to one file.
+const digestDirName = "sha256"
+
+// DigestPath is where a binary is served by its bytes, below the update
+// path: sha256/<hex>/minio.<RELEASE>. MinIO's update client reads the
+// .sha256sum there, then the binary and its .minisig beside it.
+func DigestPath(digest, release string) string {
+	return digestDirName + "/" + digest + "/minio." + release
+}
+
+// validDigest accepts a lower-case hex SHA-256.
+func validDigest(d string) bool {
+	if len(d) != 64 {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if c := d[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidDigest reports whether d is a lower-case hex SHA-256, the only
+// form a digest path takes.
+func ValidDigest(d string) bool { return validDigest(d) }
+
 // BinaryName returns the file name of a release's binary, minio.<release>,
 // or an error if the release cannot be a plain file name.
 func BinaryName(release string) (string, error) {
@@ -58,6 +87,23 @@ func (s *Store) Remove(platform, name string) error {
 		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("remove %s: %w", p, err)
 		}
+	}
+	s.Scan()
+	return nil
+}
+
+// RemoveBinary deletes one indexed binary file and its sidecars, the
+// .sha256sum first, and its digest directory once empty; other release
+// names of the same bytes (hard links) stay. It re-indexes.
+func (s *Store) RemoveBinary(b *Binary) error {
+	base := filepath.Join(s.dir, filepath.FromSlash(b.Path()))
+	for _, p := range []string{base + SHA256SumSuffix, base, base + MinisigSuffix, base + sourceSuffix} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove %s: %w", p, err)
+		}
+	}
+	if b.inDigestDir() {
+		_ = os.Remove(filepath.Dir(base)) // fails while other names remain
 	}
 	s.Scan()
 	return nil

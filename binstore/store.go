@@ -25,6 +25,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -58,7 +59,8 @@ type Binary struct {
 	OS, Arch string
 	Size     int64
 	ModTime  time.Time
-	// SHA256 is the lower-case hex digest, verified against the .sha256sum.
+	// SHA256 is the lower-case hex digest, verified against the .sha256sum
+	// (and, in a digest directory, against the directory's name).
 	SHA256 string
 	// KeyID is the id of the trusted minisign key that verified the
 	// .minisig, as minisign prints it.
@@ -67,13 +69,28 @@ type Binary struct {
 	// put into the directory by other means.
 	Source *Source
 
+	rel  string // the file's path below the store root
 	info os.FileInfo
 	sum  []byte
 	sig  []byte
 }
 
-// Path is the binary's path below the store root, e.g. linux-amd64/minio.RELEASE.X.
-func (b *Binary) Path() string { return path.Join(b.Platform, b.Name) }
+// Path is the binary's file below the store root, e.g.
+// linux-amd64/sha256/<hex>/minio.RELEASE.X or linux-amd64/minio.RELEASE.X.
+func (b *Binary) Path() string { return b.rel }
+
+// inDigestDir reports whether the file sits in a digest directory (the
+// store's own) rather than at a plain path (possibly placed by hand).
+func (b *Binary) inDigestDir() bool { return path.Dir(b.rel) != path.Clean(b.Platform) }
+
+// PlainPath is where the release is served by name alone,
+// <os>-<arch>/minio.<RELEASE> (or minio.<RELEASE> at the root), when every
+// source of the release agrees on its bytes.
+func (b *Binary) PlainPath() string { return path.Join(b.Platform, b.Name) }
+
+// DigestPath is where exactly these bytes are served under this release
+// name: sha256/<hex>/minio.<RELEASE>.
+func (b *Binary) DigestPath() string { return DigestPath(b.SHA256, b.Release) }
 
 // SHA256Sum is the content of the binary's .sha256sum file.
 func (b *Binary) SHA256Sum() []byte { return b.sum }
@@ -97,30 +114,89 @@ type File struct {
 	Kind   Kind
 }
 
+// Withheld is a release claimed with different bytes: it is served only at
+// each binary's digest path, never at the plain path.
+type Withheld struct {
+	// Platform is the <os>-<arch> directory ("" at the root).
+	Platform string
+	Release  string
+	// SHA256s are the digests claiming the release, sorted.
+	SHA256s []string
+}
+
+// Reason says in one line why the release has no plain path.
+func (w Withheld) Reason() string {
+	return fmt.Sprintf("%d different binaries claim this release name; each is served only at its own digest URL (sha256/<hex>/minio.%s)", len(w.SHA256s), w.Release)
+}
+
 // Snapshot is an immutable view of the store; a rescan builds a new one
 // and swaps it in whole, so readers never see a half-updated index.
 type Snapshot struct {
-	binaries []*Binary
+	// all is every indexed binary file; plain the releases served by name
+	// (every claim agrees on the bytes); withheld the others.
+	all      []*Binary
+	plain    []*Binary
+	withheld []Withheld
 	files    map[string]File
+	claims   map[string][]*Binary // PlainPath -> every binary claiming it
 }
 
-// Binaries returns the indexed binaries, sorted by platform and name. The
-// slice and its elements must not be modified.
-func (s *Snapshot) Binaries() []*Binary { return s.binaries }
+// Binaries returns the releases served at their plain paths (every source
+// agrees on the bytes), sorted by platform and name. The slice and its
+// elements must not be modified.
+func (s *Snapshot) Binaries() []*Binary { return s.plain }
 
-// Lookup finds the file at a store path such as linux-amd64/minio.X.sha256sum.
+// All returns every indexed binary file, digest directories included.
+func (s *Snapshot) All() []*Binary { return s.all }
+
+// Withheld returns the releases claimed with different bytes.
+func (s *Snapshot) Withheld() []Withheld { return s.withheld }
+
+// Lookup finds the file at a served path such as
+// linux-amd64/minio.X.sha256sum or sha256/<hex>/minio.X.minisig.
 func (s *Snapshot) Lookup(rel string) (File, bool) {
 	f, ok := s.files[rel]
 	return f, ok
 }
 
-// Binary returns the release's binary for platform ("" for the root), or nil.
+// Binary returns the release's binary served at its plain path for
+// platform ("" for the root), or nil (none, or claimed with other bytes).
 func (s *Snapshot) Binary(platform, release string) *Binary {
 	f, ok := s.files[path.Join(platform, "minio."+release)]
 	if !ok || f.Kind != KindBinary {
 		return nil
 	}
 	return f.Binary
+}
+
+// ByDigest returns the binary whose SHA-256 is digest stored under
+// release, or nil.
+func (s *Snapshot) ByDigest(digest, release string) *Binary {
+	f, ok := s.files[DigestPath(digest, release)]
+	if !ok || f.Kind != KindBinary {
+		return nil
+	}
+	return f.Binary
+}
+
+// Claims returns every binary stored under the release for platform,
+// whatever its bytes.
+func (s *Snapshot) Claims(platform, release string) []*Binary {
+	return s.claims[path.Join(platform, "minio."+release)]
+}
+
+// StoredBytes is the size of the distinct binaries (each digest and
+// platform once, however many names point at it).
+func (s *Snapshot) StoredBytes() int64 {
+	seen := map[string]bool{}
+	var total int64
+	for _, b := range s.all {
+		if k := b.Platform + "/" + b.SHA256; !seen[k] {
+			seen[k] = true
+			total += b.Size
+		}
+	}
+	return total
 }
 
 // Options configure a Store.
@@ -220,13 +296,9 @@ func (s *Store) register(reg prometheus.Registerer) error {
 	}, func() float64 { return float64(len(s.Current().Binaries())) })
 	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objectstore_operator_store_size_bytes",
-		Help: "Total size of the binaries the store lists.",
+		Help: "Total size of the distinct binaries the store holds (each digest once, whatever release names point at it).",
 	}, func() float64 {
-		var total int64
-		for _, b := range s.Current().Binaries() {
-			total += b.Size
-		}
-		return float64(total)
+		return float64(s.Current().StoredBytes())
 	})
 	for _, c := range []prometheus.Collector{count, size} {
 		if err := reg.Register(c); err != nil {
@@ -248,7 +320,7 @@ func (s *Store) TrustedKeyIDs() []string {
 	return ids
 }
 
-var emptySnapshot = &Snapshot{files: map[string]File{}}
+var emptySnapshot = &Snapshot{files: map[string]File{}, claims: map[string][]*Binary{}}
 
 // Current returns the latest snapshot; before the first scan it is empty
 // (Ready tells the difference).
@@ -368,19 +440,34 @@ func platformsIn(entries []fs.DirEntry) []string {
 }
 
 // Scan re-indexes the store now, swaps the new snapshot in and returns the
-// <os>-<arch> directories it found. Binaries are read only when their
+// directories it found (relative to the store: <os>-<arch> and their
+// digest directories), for watching. Binaries are read only when their
 // size, modification time, inode or signature changed.
 func (s *Store) Scan() []string {
 	s.scanMu.Lock()
 	defer s.scanMu.Unlock()
 
-	next := &Snapshot{files: map[string]File{}}
+	var all []*Binary
 	seen := map[string]bool{}
 	rootEntries := s.readDir(".")
 	platforms := platformsIn(rootEntries)
-	s.scanEntries("", rootEntries, next, seen)
+	dirs := append([]string(nil), platforms...)
+	all = s.scanEntries("", "", rootEntries, all, seen)
 	for _, p := range platforms {
-		s.scanEntries(p, s.readDir(p), next, seen)
+		all = s.scanEntries(p, p, s.readDir(p), all, seen)
+		digestRoot := path.Join(p, digestDirName)
+		if info, err := s.root.Lstat(digestRoot); err != nil || !info.IsDir() {
+			continue
+		}
+		dirs = append(dirs, digestRoot)
+		for _, e := range s.readDir(digestRoot) {
+			if !e.IsDir() || !validDigest(e.Name()) {
+				continue
+			}
+			d := path.Join(digestRoot, e.Name())
+			dirs = append(dirs, d)
+			all = s.scanEntries(p, d, s.readDir(d), all, seen)
+		}
 	}
 	for p := range s.hashes {
 		if !seen[p] {
@@ -392,17 +479,71 @@ func (s *Store) Scan() []string {
 			delete(s.rejected, p)
 		}
 	}
-	sort.Slice(next.binaries, func(i, j int) bool {
-		a, b := next.binaries[i], next.binaries[j]
+	next := index(all)
+	prev := s.current.Swap(next)
+	s.logChanges(prev, next)
+	return dirs
+}
+
+// index builds a snapshot from every verified binary file: each is served
+// at its digest path; a release is served at its plain path only when
+// every binary claiming it has the same bytes.
+func index(all []*Binary) *Snapshot {
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i], all[j]
 		if a.Platform != b.Platform {
 			return a.Platform < b.Platform
 		}
-		return a.Name < b.Name
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		// A file at the plain path (placed by hand) represents its
+		// release before a digest directory's.
+		return a.rel < b.rel
 	})
-
-	prev := s.current.Swap(next)
-	s.logChanges(prev, next)
-	return platforms
+	next := &Snapshot{all: all, files: map[string]File{}, claims: map[string][]*Binary{}}
+	add := func(key string, b *Binary) {
+		next.files[key] = File{Binary: b, Kind: KindBinary}
+		next.files[key+SHA256SumSuffix] = File{Binary: b, Kind: KindSHA256Sum}
+		next.files[key+MinisigSuffix] = File{Binary: b, Kind: KindMinisig}
+	}
+	var order []string
+	for _, b := range all {
+		key := b.PlainPath()
+		if _, ok := next.claims[key]; !ok {
+			order = append(order, key)
+		}
+		next.claims[key] = append(next.claims[key], b)
+	}
+	// Every binary is served at its digest path, the store's own copy
+	// first: a file placed by hand with the same bytes serves only when no
+	// digest directory has them. The same bytes under two platform
+	// directories (a mislabelled index) are still those bytes: the first
+	// found serves.
+	for _, own := range []bool{true, false} {
+		for _, b := range all {
+			if _, taken := next.files[b.DigestPath()]; !taken && b.inDigestDir() == own {
+				add(b.DigestPath(), b)
+			}
+		}
+	}
+	for _, key := range order {
+		claims := next.claims[key]
+		var digests []string
+		for _, b := range claims {
+			if !slices.Contains(digests, b.SHA256) {
+				digests = append(digests, b.SHA256)
+			}
+		}
+		if len(digests) > 1 {
+			sort.Strings(digests)
+			next.withheld = append(next.withheld, Withheld{Platform: claims[0].Platform, Release: claims[0].Release, SHA256s: digests})
+			continue
+		}
+		next.plain = append(next.plain, claims[0])
+		add(key, claims[0])
+	}
+	return next
 }
 
 func (s *Store) readDir(dir string) []fs.DirEntry {
@@ -413,15 +554,17 @@ func (s *Store) readDir(dir string) []fs.DirEntry {
 	return entries
 }
 
-func (s *Store) scanEntries(platform string, entries []fs.DirEntry, next *Snapshot, seen map[string]bool) {
+// scanEntries indexes the binaries among entries of dir, a platform
+// directory (or the root) or one of its digest directories.
+func (s *Store) scanEntries(platform, dir string, entries []fs.DirEntry, all []*Binary, seen map[string]bool) []*Binary {
 	for _, e := range entries {
 		name := e.Name()
 		if !isBinaryName(name) {
 			continue
 		}
-		rel := path.Join(platform, name)
+		rel := path.Join(dir, name)
 		seen[rel] = true
-		b, err := s.load(platform, name)
+		b, err := s.load(platform, dir, name)
 		if err != nil {
 			if errors.Is(err, errInProgress) {
 				s.log.Debug().Str("file", rel).Msg("binary is still being written; will look again")
@@ -435,17 +578,15 @@ func (s *Store) scanEntries(platform string, entries []fs.DirEntry, next *Snapsh
 			continue
 		}
 		delete(s.rejected, rel)
-		next.binaries = append(next.binaries, b)
-		next.files[rel] = File{Binary: b, Kind: KindBinary}
-		next.files[rel+SHA256SumSuffix] = File{Binary: b, Kind: KindSHA256Sum}
-		next.files[rel+MinisigSuffix] = File{Binary: b, Kind: KindMinisig}
+		all = append(all, b)
 	}
+	return all
 }
 
 var errInProgress = errors.New("file changed while it was read")
 
-func (s *Store) load(platform, name string) (*Binary, error) {
-	rel := path.Join(platform, name)
+func (s *Store) load(platform, dir, name string) (*Binary, error) {
+	rel := path.Join(dir, name)
 	sumData, err := s.readSmall(rel+SHA256SumSuffix, maxSumFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("no usable %s: %w", name+SHA256SumSuffix, err)
@@ -480,6 +621,11 @@ func (s *Store) load(platform, name string) (*Binary, error) {
 	if h.digest != want {
 		return nil, &Error{Reason: ReasonChecksumMismatch, Err: fmt.Errorf("file has sha256 %s, %s says %s", h.digest, name+SHA256SumSuffix, want)}
 	}
+	// A digest directory holds exactly the bytes it is named after: a
+	// digest path never serves other bytes, whatever was put there.
+	if d := path.Base(dir); dir != platform && d != h.digest {
+		return nil, &Error{Reason: ReasonChecksumMismatch, Err: fmt.Errorf("file has sha256 %s but sits in the directory of %s", h.digest, d)}
+	}
 	if h.sigErr != nil {
 		return nil, h.sigErr
 	}
@@ -491,6 +637,7 @@ func (s *Store) load(platform, name string) (*Binary, error) {
 		ModTime: info.ModTime(),
 		SHA256:  h.digest,
 		KeyID:   h.keyID,
+		rel:     rel,
 		info:    info,
 		sum:     sumData,
 		sig:     sig,
@@ -594,11 +741,19 @@ func elfPlatform(f io.ReaderAt) (osName, arch string) {
 func (s *Store) logChanges(prev, next *Snapshot) {
 	old := map[string]*Binary{}
 	if prev != nil {
-		for _, b := range prev.binaries {
+		for _, b := range prev.all {
 			old[b.Path()] = b
 		}
 	}
-	for _, b := range next.binaries {
+	for _, w := range next.withheld {
+		if prev == nil || !slices.ContainsFunc(prev.withheld, func(p Withheld) bool {
+			return p.Platform == w.Platform && p.Release == w.Release && slices.Equal(p.SHA256s, w.SHA256s)
+		}) {
+			s.log.Warn().Str("platform", w.Platform).Str("release", w.Release).Strs("sha256", w.SHA256s).
+				Str("reason", "ReleaseClaimedWithOtherBytes").Msg("release claimed with different binaries: served only at each digest URL, not at its plain path")
+		}
+	}
+	for _, b := range next.all {
 		if o, ok := old[b.Path()]; ok && o.SHA256 == b.SHA256 && bytes.Equal(o.sig, b.sig) {
 			delete(old, b.Path())
 			continue

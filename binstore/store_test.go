@@ -118,7 +118,7 @@ func TestRejectionReasonsAreTyped(t *testing.T) {
 	dir := t.TempDir()
 	binstoretest.WriteRelease(t, dir, "linux-amd64", release, []byte("x"), other)
 	s := newStore(t, dir, trusting(trusted))
-	_, err := s.load("linux-amd64", "minio."+release)
+	_, err := s.load("linux-amd64", "linux-amd64", "minio."+release)
 	require.Error(t, err)
 	assert.Equal(t, ReasonSignatureInvalid, ReasonOf(err))
 	var e *Error
@@ -174,7 +174,7 @@ func stage(t *testing.T, s *Store, content []byte) *Staged {
 var imageA = Source{Image: "reg.a/minio:" + release, Registry: "reg.a", Repository: "minio", ManifestDigest: "sha256:aaa", LayerDigest: "sha256:a1"}
 var imageB = Source{Image: "reg.b/minio:" + release, Registry: "reg.b", Repository: "minio", ManifestDigest: "sha256:bbb", LayerDigest: "sha256:b1"}
 
-func TestCommitBindsTheReleaseToItsFirstSource(t *testing.T) {
+func TestCommitKeepsEachBinarysFirstSource(t *testing.T) {
 	key := binstoretest.NewKey(t)
 	dir := t.TempDir()
 	s := newStore(t, dir, trusting(key))
@@ -185,26 +185,14 @@ func TestCommitBindsTheReleaseToItsFirstSource(t *testing.T) {
 	assert.Equal(t, binstoretest.SHA256(first), b.SHA256)
 	require.NotNil(t, b.Source)
 	assert.Equal(t, imageA, *b.Source)
+	assert.Equal(t, "linux-amd64/sha256/"+binstoretest.SHA256(first)+"/minio."+release, b.Path())
 
-	// Another source with other bytes, even validly signed: a conflict
-	// naming both sources and digests, and nothing replaced.
-	other := []byte("a planted binary")
-	_, err = stage(t, s, other).Commit(Candidate{Minisig: key.Sign(t, other), Source: imageB})
-	require.Error(t, err)
-	assert.True(t, IsConflict(err))
-	for _, want := range []string{imageA.Image, imageA.ManifestDigest, imageB.Image, imageB.ManifestDigest, binstoretest.SHA256(first), binstoretest.SHA256(other)} {
-		assert.Contains(t, err.Error(), want)
-	}
-	served := s.Current().Binary("linux-amd64", release)
-	require.NotNil(t, served)
-	assert.Equal(t, binstoretest.SHA256(first), served.SHA256)
-
-	// Another source with the same bytes: the served binary, unchanged.
+	// Another source with the same bytes: the stored binary, unchanged.
 	b, err = stage(t, s, first).Commit(Candidate{Minisig: key.Sign(t, first), Source: imageB})
 	require.NoError(t, err)
 	assert.Equal(t, imageA, *b.Source, "the first source stays on record")
 
-	// The binding survives a restart: a new Store reads the provenance.
+	// The record survives a restart: a new Store reads the provenance.
 	again := newStore(t, dir, trusting(key))
 	assert.Equal(t, imageA, *again.Current().Binary("linux-amd64", release).Source)
 	tmp, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", ".*.tmp"))
@@ -237,8 +225,7 @@ func TestCommitRefusesWhatItCannotVerify(t *testing.T) {
 			require.Error(t, err)
 			assert.Equal(t, tt.reason, ReasonOf(err), "%v", err)
 			assert.Empty(t, s.Current().Binaries())
-			files, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", "*"))
-			assert.Empty(t, files, "nothing visible landed")
+			assert.Empty(t, visible(t, dir), "nothing visible landed")
 		})
 	}
 }
@@ -390,4 +377,17 @@ func TestStartUpCleaningLeavesABinaryBeingStagedAlone(t *testing.T) {
 	starting.RemoveStaleTemporaries()
 	tmp, _ = filepath.Glob(filepath.Join(dir, "linux-amd64", ".minio.*.tmp"))
 	assert.Empty(t, tmp, "an interrupted pull's file goes")
+}
+
+// visible lists the store's files that are not hidden.
+func visible(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && !strings.HasPrefix(info.Name(), ".") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
 }

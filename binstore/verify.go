@@ -23,9 +23,6 @@ const (
 	// ReasonSignatureInvalid: the .minisig is malformed, names a key that
 	// is not trusted, or does not verify.
 	ReasonSignatureInvalid Reason = "SignatureInvalid"
-	// ReasonConflict: the release is already served with other bytes from
-	// another source.
-	ReasonConflict Reason = "ReleaseConflict"
 	// ReasonTooLarge: the binary exceeds the size bound.
 	ReasonTooLarge Reason = "BinaryTooLarge"
 	// ReasonOther is any other failure (file system errors and the like).
@@ -52,9 +49,9 @@ func ReasonOf(err error) Reason {
 	return ReasonOther
 }
 
-// Source is where a binary came from. A release is bound to its first
-// verified source: another source claiming the release with other bytes is
-// a conflict, never a replacement.
+// Source is where a binary came from. It is recorded per binary and
+// release name; other bytes under the same release name are another binary
+// with a source of its own, never a replacement.
 type Source struct {
 	// Image is the reference as the ObjectStore named it.
 	Image string `json:"image,omitempty"`

@@ -37,11 +37,23 @@ type Writer struct {
 // transition time while the status stays, and then records an Event on u
 // (Warning unless the condition is True). It reports whether it wrote.
 func (w *Writer) SetCondition(ctx context.Context, u *unstructured.Unstructured, want metav1.Condition) (bool, error) {
+	return w.set(ctx, u, want, nil, false)
+}
+
+// SetConditionAndBinary is SetCondition for the manager that also owns
+// status.binary (nil: none). Both go in one apply, always together: an
+// apply without the field would remove what the manager set before.
+func (w *Writer) SetConditionAndBinary(ctx context.Context, u *unstructured.Unstructured, want metav1.Condition, binary *v1.BinaryStatus) (bool, error) {
+	return w.set(ctx, u, want, binary, true)
+}
+
+func (w *Writer) set(ctx context.Context, u *unstructured.Unstructured, want metav1.Condition, binary *v1.BinaryStatus, withBinary bool) (bool, error) {
 	want.ObservedGeneration = u.GetGeneration()
 	want.Message = BoundMessage(want.Message)
 	have, found := Condition(u, want.Type)
+	sameBinary := !withBinary || equalBinary(u, binary)
 	if found && have.Status == want.Status && have.Reason == want.Reason && have.Message == want.Message &&
-		have.ObservedGeneration == want.ObservedGeneration {
+		have.ObservedGeneration == want.ObservedGeneration && sameBinary {
 		return false, nil
 	}
 	if found && have.Status == want.Status {
@@ -53,7 +65,11 @@ func (w *Writer) SetCondition(ctx context.Context, u *unstructured.Unstructured,
 		}
 		want.LastTransitionTime = metav1.NewTime(now.Now())
 	}
-	if err := Apply(ctx, w.Client, w.Manager, u, &v1.ObjectStoreStatus{Conditions: []metav1.Condition{want}}); err != nil {
+	st := &v1.ObjectStoreStatus{Conditions: []metav1.Condition{want}}
+	if withBinary {
+		st.Binary = binary
+	}
+	if err := Apply(ctx, w.Client, w.Manager, u, st); err != nil {
 		return false, fmt.Errorf("condition %s: %w", want.Type, err)
 	}
 	if w.Recorder != nil && (!found || have.Status != want.Status || have.Reason != want.Reason || have.Message != want.Message) {
@@ -130,4 +146,14 @@ func Condition(u *unstructured.Unstructured, t string) (metav1.Condition, bool) 
 		return c, true
 	}
 	return metav1.Condition{}, false
+}
+
+// equalBinary reports whether u's status.binary is binary (nil: absent).
+func equalBinary(u *unstructured.Unstructured, binary *v1.BinaryStatus) bool {
+	have, found, _ := unstructured.NestedStringMap(u.Object, "status", "binary")
+	if binary == nil {
+		return !found
+	}
+	return found && have["release"] == binary.Release && have["sha256"] == binary.SHA256 &&
+		have["platform"] == binary.Platform && have["url"] == binary.URL
 }

@@ -307,8 +307,10 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 	st := statusOf(store)
 	o := observation{now: c.cfg.Clock.Now(), image: store.Spec.Image, recorded: store.Status.Update, prev: st.cond,
 		paused: store.Annotations[v1.UpdatesPausedAnnotation] == "true", call: c.calls.state(key)}
+	var sha string // the SHA-256 of the tenant's own binary
 	if res, resolved := c.cfg.Binaries.Resolution(key, store.Spec.Image); resolved {
 		o.binary = binaryState{resolved: true, available: res.Available, release: res.Release, reason: res.Reason}
+		sha = res.SHA256
 	}
 	t, reach := c.loadTenant(ctx, store)
 	if reach == nil {
@@ -321,7 +323,10 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 		release = o.recorded.Release
 	}
 	if release != "" {
-		o.updateURL, o.urlErr = c.updateURL(release)
+		if release != o.binary.release {
+			sha = "" // an update recorded for another image's release
+		}
+		o.updateURL, o.urlErr = c.updateURL(release, sha)
 		if o.urlErr == nil && t != nil {
 			o.trustErr = c.preflight(t.roots, o.updateURL, o.now)
 		}
@@ -506,9 +511,12 @@ func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, st
 	return nil
 }
 
-// updateURL is the .sha256sum URL MinIO is given: the top-level release
-// when the store has one, else linux-amd64's.
-func (c *Controller) updateURL(release string) (string, error) {
+// updateURL is the .sha256sum URL MinIO is given. For the tenant's own
+// binary (sha known) it is the digest URL, which every replica serves with
+// exactly those bytes or not at all; otherwise the release's plain path,
+// at the top level or linux-amd64's, which is served only while every
+// source of the release agrees on its bytes.
+func (c *Controller) updateURL(release, sha string) (string, error) {
 	name, err := binstore.BinaryName(release)
 	if err != nil {
 		return "", err
@@ -516,6 +524,11 @@ func (c *Controller) updateURL(release string) (string, error) {
 	snap := c.cfg.Store.Current()
 	base := strings.TrimSuffix(c.cfg.UpdateURL, "/")
 	switch {
+	case sha != "":
+		if snap.ByDigest(sha, release) == nil {
+			return "", fmt.Errorf("%s with sha256 %s is not in this replica's store", name, sha)
+		}
+		return base + "/" + binstore.DigestPath(sha, release) + binstore.SHA256SumSuffix, nil
 	case snap.Binary("", release) != nil:
 		return base + "/" + name + binstore.SHA256SumSuffix, nil
 	case snap.Binary(binstore.PlatformDir("linux", "amd64"), release) != nil:

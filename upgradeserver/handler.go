@@ -26,7 +26,9 @@ var (
 const (
 	routeList = "list"
 	routeFile = "file"
-	routeNone = "not_found"
+	// routeDigest serves a binary by its bytes: sha256/<hex>/minio.<RELEASE>.
+	routeDigest = "digest"
+	routeNone   = "not_found"
 )
 
 type handler struct {
@@ -58,6 +60,7 @@ func newHandler(h *handler) http.Handler {
 	r.Handle(UpdatePath+"/", methods(http.HandlerFunc(h.list))).Name(routeList)
 	r.Handle(UpdatePath+"/{file}", methods(http.HandlerFunc(h.file))).Name(routeFile)
 	r.Handle(UpdatePath+"/{platform}/{file}", methods(http.HandlerFunc(h.file))).Name(routeFile)
+	r.Handle(UpdatePath+"/sha256/{digest}/{file}", methods(http.HandlerFunc(h.file))).Name(routeDigest)
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 page not found", http.StatusNotFound)
 	})
@@ -116,13 +119,22 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) file(w http.ResponseWriter, r *http.Request) {
 	vars := mux.Vars(r)
-	name, platform := vars["file"], vars["platform"]
+	name, platform, digest := vars["file"], vars["platform"], vars["digest"]
 	if !binstore.ValidFileName(name) || (platform != "" && !binstore.ValidPlatform(platform)) {
 		http.Error(w, "invalid file name", http.StatusBadRequest)
 		return
 	}
 	key := name
-	if platform != "" {
+	switch {
+	case digest != "":
+		// Only the lower-case hex form: every other spelling of a digest
+		// is simply not a key of the index.
+		if !binstore.ValidDigest(digest) {
+			http.Error(w, "invalid digest", http.StatusBadRequest)
+			return
+		}
+		key = "sha256/" + digest + "/" + name
+	case platform != "":
 		key = platform + "/" + name
 	}
 	ref, ok := h.store.Current().Lookup(key)
@@ -167,7 +179,7 @@ func (h *handler) serveBinary(w http.ResponseWriter, r *http.Request, b *binstor
 			http.Error(w, "too many downloads in progress, retry shortly", http.StatusServiceUnavailable)
 			return
 		}
-		h.metrics.downloads.WithLabelValues(b.Path()).Inc()
+		h.metrics.downloads.WithLabelValues(b.PlainPath()).Inc()
 		h.metrics.inFlight.Inc()
 		defer h.metrics.inFlight.Dec()
 	}

@@ -240,10 +240,11 @@ func FuzzResolve(f *testing.F) {
 	writeRelease(f, dir, "linux-amd64", release, []byte("inside"))
 	require.NoError(f, os.WriteFile(filepath.Join(parent, "secret"), []byte("TOP-SECRET"), 0o644))
 	s := newTestStore(f, dir)
+	digest := commit(f, s, release, []byte("by digest"))
+	commit(f, s, "RELEASE.2025-05-01T00-00-00Z", []byte("by digest"))
 	h := newTestHandler(f, s)
-	served := map[string]bool{}
-	for _, b := range s.Current().Binaries() {
-		served["inside"] = true
+	served := map[string]bool{"inside": true, "by digest": true}
+	for _, b := range s.Current().All() {
 		served[string(b.SHA256Sum())] = true
 		served[string(b.Minisig())] = true
 	}
@@ -251,6 +252,9 @@ func FuzzResolve(f *testing.F) {
 		f.Add(strings.TrimPrefix(target, UpdatePath))
 	}
 	f.Add("/linux-amd64/minio." + release)
+	f.Add("/sha256/" + digest + "/minio." + release + ".sha256sum")
+	f.Add("/sha256/" + digest + "/minio.RELEASE.2025-05-01T00-00-00Z")
+	f.Add("/sha256/" + digest + "/../minio." + release)
 	f.Fuzz(func(t *testing.T, suffix string) {
 		u, err := url.ParseRequestURI(UpdatePath + suffix)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,20 @@ import (
 // Listing is the JSON answer of GET /webhook/v1/update.
 type Listing struct {
 	Binaries []ListedBinary `json:"binaries"`
+	// Withheld are releases claimed with different bytes: they have no
+	// plain path, and each binary is served only at its own digest URL
+	// (the one in its ObjectStore's status.binary.url).
+	Withheld []WithheldRelease `json:"withheld,omitempty"`
+}
+
+// WithheldRelease is a release left out of the plain paths, with why.
+type WithheldRelease struct {
+	Name    string `json:"name"`
+	Release string `json:"release"`
+	OS      string `json:"os,omitempty"`
+	Arch    string `json:"arch,omitempty"`
+	// Reason says why in one line.
+	Reason string `json:"reason"`
 }
 
 // ListedBinary describes one downloadable binary with absolute URLs built
@@ -65,7 +80,7 @@ func (c *listingCache) listing(base string) (*renderedListing, error) {
 	if ok {
 		return r, nil
 	}
-	r, err := renderListing(c.snap.Binaries(), base)
+	r, err := renderListing(c.snap.Binaries(), c.snap.Withheld(), base)
 	if err != nil {
 		return nil, err
 	}
@@ -80,10 +95,14 @@ func (c *listingCache) listing(base string) (*renderedListing, error) {
 	return r, nil
 }
 
-func renderListing(binaries []*binstore.Binary, base string) (*renderedListing, error) {
+func renderListing(binaries []*binstore.Binary, withheld []binstore.Withheld, base string) (*renderedListing, error) {
 	l := Listing{Binaries: make([]ListedBinary, 0, len(binaries))}
+	for _, w := range withheld {
+		osName, arch, _ := strings.Cut(w.Platform, "-")
+		l.Withheld = append(l.Withheld, WithheldRelease{Name: "minio." + w.Release, Release: w.Release, OS: osName, Arch: arch, Reason: w.Reason()})
+	}
 	for _, b := range binaries {
-		u := base + "/" + b.Path()
+		u := base + "/" + b.PlainPath()
 		lb := ListedBinary{
 			Name: b.Name, Release: b.Release, OS: b.OS, Arch: b.Arch,
 			Size: b.Size, SHA256: b.SHA256, Signed: true, KeyID: b.KeyID, ModTime: b.ModTime.UTC(),

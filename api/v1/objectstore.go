@@ -124,6 +124,22 @@ type ObjectStoreStatus struct {
 	// Update is the in-place update in flight, recorded before MinIO is
 	// called so that a restarted or new leader never calls twice.
 	Update *UpdateStatus `json:"update,omitempty"`
+	// Binary is what spec.image resolved to, written by the binary source
+	// with its BinaryAvailable condition.
+	Binary *BinaryStatus `json:"binary,omitempty"`
+}
+
+// BinaryStatus names the ObjectStore's own binary by its bytes.
+type BinaryStatus struct {
+	Release string `json:"release,omitempty"`
+	// SHA256 is the lower-case hex digest of the binary.
+	SHA256 string `json:"sha256,omitempty"`
+	// Platform is <os>-<arch>.
+	Platform string `json:"platform,omitempty"`
+	// URL is the .sha256sum URL MinIO is given:
+	// <update URL>/sha256/<hex>/minio.<RELEASE>.sha256sum. Every replica
+	// serves it with exactly these bytes, or 404.
+	URL string `json:"url,omitempty"`
 }
 
 // UpdateStatus is an in-place update the operator started.

@@ -159,6 +159,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep,
 		Recorder: recorder, Remedy: binaryRemedy, Log: log, Registerer: reg, Workers: cfg.binaryWorkers,
+		UpdateURL: cfg.podUpdateURL(),
 		// The updater waits for the store; it is built next, before
 		// anything runs.
 		Resolved: func(key string) { w.updates.Resolved(key) },

@@ -16,8 +16,6 @@ func binaryRemedy(reason string) string {
 		return "MinIO's update client installs only binaries with a valid .minisig: use an image that ships minio.minisig, or set OPERATOR_SIGNING_KEY_SECRET so the operator signs binaries of verified images with your platform key, and set MINIO_UPDATE_MINISIGN_PUBKEY on the tenant to its public key"
 	case "SignatureInvalid":
 		return "the .minisig was not made by a trusted key: check the image, or add its signer's public key to OPERATOR_MINISIGN_PUBKEYS"
-	case "ReleaseConflict":
-		return "another source already provides this release with other bytes; nothing was replaced. Use the same image as the first source, or an image whose release label differs"
 	case "ChecksumMismatch":
 		return "the bytes do not match their checksum or digest: the image or registry is corrupt or tampered with"
 	case "RegistryNotTrusted":

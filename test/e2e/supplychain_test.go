@@ -27,9 +27,9 @@ import (
 )
 
 // TestOneTenantCannotPlantABinaryForAnother: two tenants' images claim the
-// same release with different bytes. The first verified one is served; the
-// second tenant gets ReleaseConflict naming both images and digests, and
-// is never served the first one's bytes as its own.
+// same release with different bytes. Neither blocks the other: each is
+// served its own bytes at its own digest URL, and the release's plain path
+// is withheld rather than served from whichever came first.
 func TestOneTenantCannotPlantABinaryForAnother(t *testing.T) {
 	e := newBinEnv(t)
 	planted, official := randomBytes(t, 1<<20), randomBytes(t, 1<<20)
@@ -42,16 +42,17 @@ func TestOneTenantCannotPlantABinaryForAnother(t *testing.T) {
 	victim := &binEnv{tenantNS: other}
 	good := e.reg.pushImage(t, "minio/aistor:"+release, imageSpec{binary: official, releaseLbl: release})
 	victim.objectStore(t, "second", good, "regcred")
-	c := victim.waitBinaryCondition(t, "second", metav1.ConditionFalse, "ReleaseConflict")
-	for _, want := range []string{evil, good, "sha256:"} {
-		assert.Contains(t, c.Message, want, "the condition names both images and their digests")
-	}
-	assert.Contains(t, kubectl(t, "describe", "objectstore", "second", "-n", other), "ReleaseConflict", "an Event says it too")
+	victim.waitBinaryCondition(t, "second", metav1.ConditionTrue, "Available")
 
+	c := e.op.client(t, testCluster.KubeletServingCA, 4)
+	firstURL := waitBinaryStatus(t, e.tenantNS, "first", planted).URL
+	secondURL := waitBinaryStatus(t, other, "second", official).URL
+	assert.Equal(t, official, updateClientWalk(t, c, secondURL), "the second tenant is served its own bytes")
+	assert.Equal(t, planted, updateClientWalk(t, c, firstURL), "the first keeps its own")
 	l := e.listing(t)
-	require.Len(t, l.Binaries, 1)
-	assert.Equal(t, planted, e.walk(t, l.Binaries[0]), "the first source stays; nothing was replaced")
-	assert.Contains(t, l.Binaries[0].Source, evil)
+	assert.Empty(t, l.Binaries, "the release claimed with different bytes is not served by name")
+	require.Len(t, l.Withheld, 1)
+	assert.Contains(t, l.Withheld[0].Reason, "2 different binaries")
 
 	// A tenant that cannot pull the first image itself does not get it
 	// through the store: same release, same bytes, but no credentials.
@@ -59,6 +60,7 @@ func TestOneTenantCannotPlantABinaryForAnother(t *testing.T) {
 	stranger := &binEnv{tenantNS: third}
 	stranger.objectStore(t, "no-credentials", evil)
 	stranger.waitBinaryCondition(t, "no-credentials", metav1.ConditionFalse, "AuthFailed")
+	assert.Nil(t, binaryStatus(t, third, "no-credentials"), "no binary named for a tenant that could not pull")
 }
 
 // TestSwappedBlobLandsNothing: a registry serves other bytes under the

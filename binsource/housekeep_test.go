@@ -1,0 +1,57 @@
+package binsource
+
+import (
+	"bytes"
+	"testing"
+
+	"aead.dev/minisign"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/binstore/binstoretest"
+)
+
+// TestHousekeepingKeepsEachTenantsOwnBytes: two binaries under one old
+// release name; only the one an ObjectStore resolved to stays, and the
+// hard-linked name of shared bytes survives removing another name.
+func TestHousekeepingKeepsEachTenantsOwnBytes(t *testing.T) {
+	key := binstoretest.NewKey(t)
+	store, err := binstore.New(t.TempDir(), zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	store.Scan()
+	land := func(rel string, content []byte) string {
+		st, err := store.Stage("linux-amd64", rel, bytes.NewReader(content), 1<<20)
+		require.NoError(t, err)
+		b, err := st.Commit(binstore.Candidate{Minisig: key.Sign(t, content), Source: binstore.Source{Image: "x:" + rel}})
+		require.NoError(t, err)
+		return b.SHA256
+	}
+	old := "RELEASE.2025-01-01T00-00-00Z"
+	mine := land(old, []byte("tenant B's bytes"))
+	theirs := land(old, []byte("tenant A's bytes, since deleted"))
+	shared := land("RELEASE.2025-02-01T00-00-00Z", []byte("tenant A's bytes, since deleted"))
+	require.Equal(t, theirs, shared)
+	f, err := NewFetcher(FetcherConfig{Store: store})
+	require.NoError(t, err)
+	stores := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, stores.Add(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
+		"metadata": map[string]any{"name": "b", "namespace": "t"},
+		"spec":     map[string]any{"image": "registry/minio:b"},
+	}}))
+	c := &Controller{cfg: ControllerConfig{Fetcher: f, Keep: 1}, log: zerolog.Nop(), stores: stores, outcomes: map[string]outcome{}}
+	c.record("t/b", outcome{image: "registry/minio:b", release: old, binary: &v1.BinaryStatus{Release: old, SHA256: mine}})
+	c.housekeep()
+
+	snap := store.Current()
+	assert.NotNil(t, snap.ByDigest(mine, old), "the tenant's own bytes stay")
+	assert.Nil(t, snap.ByDigest(theirs, old), "other bytes under its release name go")
+	assert.NotNil(t, snap.ByDigest(shared, "RELEASE.2025-02-01T00-00-00Z"), "the newest release stays, its hard link intact")
+	assert.NotNil(t, snap.Binary("linux-amd64", old), "undisputed again, the release has its plain path back")
+}
