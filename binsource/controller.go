@@ -252,6 +252,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if !ended {
 		return nil // the pull's end queues the key again
 	}
+	if p := (*controller.PanicError)(nil); errors.As(err, &p) {
+		return err // InternalError, with the stack, through the worker's HandlePanics
+	}
 	if err != nil {
 		return c.fail(ctx, u, image, err)
 	}

@@ -1,6 +1,8 @@
 package binsource
 
 import (
+	"github.com/object-store-operator/operator/internal/controller"
+
 	"context"
 	"slices"
 	"sync"
@@ -186,7 +188,13 @@ func (q *pullQueue) start(p *queuedPull) {
 		q.byKey[k]++
 	}
 	go func() {
-		res, err := p.run(p.ctx)
+		// A registry's bytes are parsed here, beside the workers: a panic on
+		// them is the pulling tenant's failure, not the process's.
+		var res *Result
+		err := controller.Recovering(func() (err error) {
+			res, err = p.run(p.ctx)
+			return err
+		})
 		q.mu.Lock()
 		q.running--
 		decrement(q.byNS, p.ns)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/object-store-operator/operator/internal/controller"
 )
 
 // slotHarness submits pulls that run until released and records the
@@ -181,4 +183,26 @@ func TestAPullNobodyWaitsForIsDroppedAndSharedPullsRunOnce(t *testing.T) {
 	assert.Empty(t, h.q.byKey)
 	assert.Empty(t, h.q.waiting)
 	assert.Empty(t, h.q.turns)
+}
+
+// TestAPullThatPanicsIsThatTenantsFailure: a pull parses a registry's
+// bytes beside the workers; a panic there comes back to its waiter as a
+// *controller.PanicError (the sync reports it InternalError), its slot is
+// freed, and the process carries on.
+func TestAPullThatPanicsIsThatTenantsFailure(t *testing.T) {
+	q := newPullQueue(1, 1, 1)
+	got := make(chan error, 1)
+	q.submit(t.Context(), "hostile", "bomb", func(context.Context) []string { return []string{"registry"} },
+		func(context.Context) (*Result, error) {
+			var layers []int
+			return nil, fmt.Errorf("layer %d", layers[3])
+		}, func(_ *Result, err error) { got <- err })
+	var p *controller.PanicError
+	require.ErrorAs(t, <-got, &p)
+	assert.Contains(t, fmt.Sprint(p.Value), "index out of range")
+
+	next := make(chan error, 1)
+	q.submit(t.Context(), "other", "fine", func(context.Context) []string { return []string{"registry"} },
+		func(context.Context) (*Result, error) { return &Result{}, nil }, func(_ *Result, err error) { next <- err })
+	assert.NoError(t, <-next, "the slot came back")
 }

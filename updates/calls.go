@@ -3,6 +3,8 @@ package updates
 import (
 	"context"
 	"sync"
+
+	"github.com/object-store-operator/operator/internal/controller"
 )
 
 // calls runs ServerUpdateV2 calls beside the work queue. MinIO answers an
@@ -97,7 +99,12 @@ func (c *calls) start(ctx context.Context, key, namespace string, do func(contex
 	delete(c.results, key)
 	c.mu.Unlock()
 	go func() {
-		r := do(ctx)
+		// MinIO's answer is parsed here, beside the workers: a panic on it
+		// is this tenant's failure, handed to its next sync.
+		var r callResult
+		if err := controller.Recovering(func() error { r = do(ctx); return nil }); err != nil {
+			r = callResult{err: err}
+		}
 		c.mu.Lock()
 		delete(c.running, key)
 		if ctx.Err() == nil {

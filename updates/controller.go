@@ -337,6 +337,11 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 // act does what decide chose and writes the status it leads to.
 func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstructured, store *v1.ObjectStore, o observation, t *tenant, a action) error {
 	if a.verb == retry {
+		if o.reach == nil && o.call.result != nil {
+			// The call panicked (decide): hand the panic to the worker once.
+			c.calls.consume(key)
+			return o.call.result.err
+		}
 		return o.reach
 	}
 	log := c.log.With().Str("objectstore", key).Logger()

@@ -41,6 +41,9 @@ type fakeAdmin struct {
 	calls    int
 	// hang makes ServerUpdateV2 answer only when its context ends.
 	hang bool
+	// panics makes ServerUpdateV2 panic, as a client library might on a
+	// hostile answer.
+	panics bool
 }
 
 func (f *fakeAdmin) ServerInfo(context.Context, ...func(*madmin.ServerInfoOpts)) (madmin.InfoMessage, error) {
@@ -63,6 +66,10 @@ func (f *fakeAdmin) ServerUpdateV2(ctx context.Context, _ madmin.ServerUpdateOpt
 	f.calls++
 	hang, n := f.hang, len(f.releases)
 	f.mu.Unlock()
+	if f.panics {
+		var results []madmin.ServerPeerUpdateStatus
+		_ = results[n]
+	}
 	if hang {
 		<-ctx.Done()
 		return madmin.ServerUpdateStatusV2{}, ctx.Err()
@@ -307,4 +314,24 @@ func conditionOf(s *v1.ObjectStore) metav1.Condition {
 		}
 	}
 	return metav1.Condition{}
+}
+
+// TestAPanicWhileReadingMinIOsAnswerIsThatTenantsAlone: the update call
+// runs beside the workers; a panic there (a client library on a hostile
+// answer) is recovered, reported InternalError on that ObjectStore, and
+// the process and the other tenants carry on.
+func TestAPanicWhileReadingMinIOsAnswerIsThatTenantsAlone(t *testing.T) {
+	f := newFixture(t, fakeBinaries{}, tenantStore("t", "hostile"), tenantStore("u", "tenant"))
+	f.admin("t", "hostile").panics = true
+	f.lead(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = f.c.Run(ctx) }()
+	f.c.queue.Add("t/hostile")
+	f.c.queue.Add("u/tenant")
+	require.Eventually(t, func() bool {
+		return conditionOf(f.live(t, "t", "hostile")).Reason == controller.ReasonInternalError
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.Contains(t, conditionOf(f.live(t, "t", "hostile")).Message, "index out of range")
+	assert.Equal(t, 1, f.admin("u", "tenant").callCount(), "the other tenant was called")
 }

@@ -324,6 +324,10 @@ func follow(o observation, p params) action {
 	}
 	if r := o.call.result; r != nil {
 		switch {
+		case r.err != nil && causeOf(r.err) == "":
+			// Not MinIO's answer: a panic while reading it (act returns it
+			// to the worker, which reports InternalError).
+			return action{verb: retry}
 		case r.err != nil:
 			return rollBack(o, p, r.err)
 		case len(r.failed) > 0 && len(r.failed) == r.transient && up.Calls < maxCalls:

@@ -28,17 +28,19 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("sync panicked: %v", e.Value) }
 
-// syncRecovering calls sync and turns a panic into a *PanicError: one
-// object's input must never take the process, and with it every other
-// tenant's certificates and updates, down. client-go's HandleCrash would
-// log and re-panic; this keeps the worker.
-func syncRecovering(sync func() error) (err error) {
+// Recovering calls f and turns a panic into a *PanicError: one object's
+// input must never take the process, and with it every other tenant's
+// certificates and updates, down. client-go's HandleCrash would log and
+// re-panic; this keeps the worker. Work a sync hands to a goroutine of its
+// own (a pull, an update call) runs under it too, and its *PanicError
+// comes back to a sync, which returns it to HandlePanics.
+func Recovering(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
 		}
 	}()
-	return sync()
+	return f()
 }
 
 // HandlePanics returns an onError for Run: a recovered panic is logged

@@ -46,7 +46,7 @@ func processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface
 		return false
 	}
 	defer queue.Done(key)
-	err := syncRecovering(func() error { return sync(ctx, key) })
+	err := Recovering(func() error { return sync(ctx, key) })
 	var p *PanicError
 	if err != nil && (ctx.Err() == nil || errors.As(err, &p)) {
 		if onError != nil {
