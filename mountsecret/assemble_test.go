@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/object-store-operator/operator/internal/secretcache"
+
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/testutil"
 )
@@ -33,7 +35,7 @@ func secretsOf(t *testing.T, secrets ...*corev1.Secret) secretGetter {
 		require.NoError(t, err)
 		require.NoError(t, idx.Add(&metav1.PartialObjectMetadata{ObjectMeta: created.ObjectMeta}))
 	}
-	return newSecretReader(idx, client)
+	return secretcache.NewReader(idx, client, contentHash)
 }
 
 func secret(name string, data map[string][]byte) *corev1.Secret {

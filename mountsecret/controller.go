@@ -9,7 +9,7 @@
 // act (Lead).
 //
 // Secrets are watched as metadata only: the data of the Secrets
-// ObjectStores reference is read on demand and kept (secretReader), so the
+// ObjectStores reference is read on demand and kept (secretcache.Reader), so the
 // operator's memory does not grow with the cluster's other Secrets.
 package mountsecret
 
@@ -38,6 +38,7 @@ import (
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/status"
 )
 
@@ -68,11 +69,15 @@ type Config struct {
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
 	// Secrets is a metadata-only informer (PartialObjectMetadata, see
-	// TrimSecretMetadata) over every namespace the controller works in;
+	// secretcache.TrimMetadata) over every namespace the controller works in;
 	// data is read through Kube when a sync needs it. StatefulSets needs
 	// only those labelled v1.ObjectStoreLabel. ObjectStores is a dynamic
 	// informer on v1.Resource.
-	Secrets      cache.SharedIndexInformer
+	Secrets cache.SharedIndexInformer
+	// Reader reads Secrets' data over Secrets' indexer; nil: one of the
+	// controller's own. Pass one shared with the other controllers that
+	// read referenced Secrets, so each version is fetched once.
+	Reader       *secretcache.Reader
 	StatefulSets appsinformers.StatefulSetInformer
 	ObjectStores cache.SharedIndexInformer
 	// OperatorCA may be nil (plain HTTP): then no operator CA is added.
@@ -115,7 +120,7 @@ type Controller struct {
 	cfg     Config
 	log     zerolog.Logger
 	term    controller.Term
-	secrets *secretReader
+	secrets *secretcache.Reader
 	sets    appslisters.StatefulSetLister
 	stores  cache.Indexer
 	synced  []cache.InformerSynced
@@ -128,6 +133,12 @@ type Controller struct {
 	status   *status.Writer
 }
 
+// NewSecretReader is a secretcache.Reader whose metadata view carries this
+// controller's digest of a generated Secret's data.
+func NewSecretReader(meta cache.Indexer, kube kubernetes.Interface) *secretcache.Reader {
+	return secretcache.NewReader(meta, kube, contentHash)
+}
+
 // FieldManager owns the CertificatesReady condition.
 const FieldManager = "object-store-operator-mountsecret"
 
@@ -136,13 +147,16 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 8
 	}
+	if cfg.Reader == nil {
+		cfg.Reader = NewSecretReader(cfg.Secrets.GetIndexer(), cfg.Kube)
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{
 		cfg:     cfg,
 		log:     cfg.Log.With().Str("component", "mountsecret").Logger(),
-		secrets: newSecretReader(cfg.Secrets.GetIndexer(), cfg.Kube),
+		secrets: cfg.Reader,
 		sets:    cfg.StatefulSets.Lister(),
 		stores:  cfg.ObjectStores.GetIndexer(),
 		synced:  []cache.InformerSynced{cfg.Secrets.HasSynced, cfg.StatefulSets.Informer().HasSynced, cfg.ObjectStores.HasSynced},
@@ -187,7 +201,7 @@ func New(cfg Config) (*Controller, error) {
 			},
 			DeleteFunc: func(obj any) {
 				if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-					c.secrets.forget(key)
+					c.secrets.Forget(key)
 				}
 				c.secretChanged(obj)
 			},
@@ -242,7 +256,7 @@ func (c *Controller) forgetUnreferenced(obj any) {
 	for _, name := range store.ReferencedSecrets() {
 		key := store.Namespace + "/" + name
 		if referrers, err := c.stores.IndexKeys(secretRefIndex, key); err == nil && len(referrers) == 0 {
-			c.secrets.forget(key)
+			c.secrets.Forget(key)
 		}
 	}
 }
@@ -413,7 +427,7 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 		if err != nil {
 			return nil, "", fmt.Errorf("create Secret %s/%s: %w", store.Namespace, name, err)
 		}
-		c.secrets.remember(created, false)
+		c.secrets.Remember(created, false)
 		c.writes.WithLabelValues("secret_create").Inc()
 		return created, "generated Secret missing (first creation, or deleted): created", nil
 	case err != nil:
@@ -441,7 +455,7 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 	if err != nil {
 		return nil, "", fmt.Errorf("update Secret %s/%s: %w", store.Namespace, name, err)
 	}
-	c.secrets.remember(updated, false)
+	c.secrets.Remember(updated, false)
 	c.writes.WithLabelValues("secret_update").Inc()
 	return updated, reason, nil
 }

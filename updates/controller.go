@@ -28,6 +28,7 @@ import (
 	"github.com/minio/madmin-go/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -60,6 +61,13 @@ type ServingCertificate interface {
 	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
+// Secrets reads a Secret with its data, kept while its resourceVersion
+// stays (secretcache.Reader): no GET per sync. The Secret is shared: not
+// to be modified.
+type Secrets interface {
+	Get(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+}
+
 // adminAPI is the part of MinIO's admin API the controller calls.
 type adminAPI interface {
 	ServerInfo(ctx context.Context, opts ...func(*madmin.ServerInfoOpts)) (madmin.InfoMessage, error)
@@ -68,10 +76,13 @@ type adminAPI interface {
 
 // Config configures the controller.
 type Config struct {
-	// Kube reads the tenants' configuration and generated Secrets when
-	// needed and patches StatefulSets.
+	// Kube patches StatefulSets.
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
+	// Secrets reads the tenants' configuration and generated Secrets.
+	Secrets Secrets
+	// SecretsSynced tells when what Secrets reads from has synced.
+	SecretsSynced cache.InformerSynced
 	// ObjectStores is a dynamic informer on v1.Resource; StatefulSets
 	// lists the StatefulSets labelled v1.ObjectStoreLabel.
 	ObjectStores cache.SharedIndexInformer
@@ -149,6 +160,9 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Remedy == nil {
 		cfg.Remedy = func(string) string { return "" }
 	}
+	if cfg.Secrets == nil {
+		return nil, errors.New("updates: no Secrets reader")
+	}
 	if cfg.Workers <= 0 || cfg.Timeout <= 0 || cfg.Poll <= 0 || cfg.MaxPoll <= 0 || cfg.CallsPerNamespace <= 0 {
 		return nil, fmt.Errorf("updates: workers (%d), timeout (%s), poll (%s), max poll (%s) and calls per namespace (%d) must be positive",
 			cfg.Workers, cfg.Timeout, cfg.Poll, cfg.MaxPoll, cfg.CallsPerNamespace)
@@ -168,8 +182,10 @@ func New(cfg Config) (*Controller, error) {
 		status:  &statusWriter{client: cfg.Dynamic, recorder: cfg.Recorder, clock: cfg.Clock},
 		panics:  controller.PanicCounter(cfg.Registerer, "updates"),
 	}
-	if cfg.SetsSynced != nil {
-		c.synced = append(c.synced, cfg.SetsSynced)
+	for _, synced := range []cache.InformerSynced{cfg.SetsSynced, cfg.SecretsSynced} {
+		if synced != nil {
+			c.synced = append(c.synced, synced)
+		}
 	}
 	c.calls = newCalls(cfg.CallsPerNamespace, c.queue.Add)
 	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{

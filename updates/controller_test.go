@@ -149,8 +149,9 @@ func newFixture(t *testing.T, binaries Binaries, stores ...*unstructured.Unstruc
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, objs...)
 	f.dyn.PrependReactor("patch", "objectstores", testutil.ApplyStatus(f.dyn, v1.Resource, "release", "update"))
 	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	kube := fake.NewClientset(append(sets, setObjs...)...)
 	f.c, err = New(Config{
-		Kube: fake.NewClientset(append(sets, setObjs...)...), Dynamic: f.dyn, ObjectStores: informer,
+		Kube: kube, Dynamic: f.dyn, ObjectStores: informer, Secrets: apiSecrets{kube},
 		StatefulSets: setsLister(t, setObjs...), Binaries: binaries, Store: bs,
 		UpdateURL: "http://op.ops.svc:4221/webhook/v1/update", ClusterDomain: "cluster.local",
 		Timeout: time.Minute, Poll: time.Hour, MaxPoll: time.Hour, CallsPerNamespace: 1, Workers: 2,

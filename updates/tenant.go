@@ -18,7 +18,6 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 )
@@ -65,7 +64,7 @@ func (c *Controller) loadTenant(ctx context.Context, store *v1.ObjectStore) (*te
 		return nil, newError(CauseEndpointNotAllowed, fmt.Errorf("spec.updates.endpoint: %w", err))
 	}
 	name := store.Spec.Configuration.Name
-	secret, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Get(ctx, name, metav1.GetOptions{})
+	secret, err := c.cfg.Secrets.Get(ctx, store.Namespace, name)
 	if apierrors.IsNotFound(err) {
 		return nil, newError(CauseConfigurationMissing, fmt.Errorf("configuration Secret %s not found in namespace %s", name, store.Namespace))
 	}
@@ -88,7 +87,7 @@ func (c *Controller) loadTenant(ctx context.Context, store *v1.ObjectStore) (*te
 // what its MinIO trusts (its certs/CAs directory).
 func (c *Controller) tenantCAs(ctx context.Context, store *v1.ObjectStore) (*x509.CertPool, error) {
 	name := v1.GeneratedSecretName(store.Name)
-	secret, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Get(ctx, name, metav1.GetOptions{})
+	secret, err := c.cfg.Secrets.Get(ctx, store.Namespace, name)
 	if apierrors.IsNotFound(err) {
 		return x509.NewCertPool(), nil
 	}

@@ -1,6 +1,7 @@
 package updates
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
@@ -206,4 +208,11 @@ func TestFailedNodeHostIsReadBackFromItsMessage(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:9003", failedHost("node 127.0.0.1:9003: Updated file has wrong checksum. Expected: a, got: b"))
 	assert.Equal(t, "pool-0-2.tenant-hl.ns.svc.cluster.local:9000",
 		failedHost("node pool-0-2.tenant-hl.ns.svc.cluster.local:9000: invalid input: magic number mismatch"))
+}
+
+// apiSecrets reads Secrets straight from a (fake) apiserver, for tests.
+type apiSecrets struct{ kube kubernetes.Interface }
+
+func (a apiSecrets) Get(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	return a.kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/health"
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/trust"
 	"github.com/object-store-operator/operator/updates"
@@ -138,7 +139,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	}
 	secrets := metadatainformer.NewFilteredMetadataInformer(k.metadata, corev1.SchemeGroupVersion.WithResource("secrets"),
 		metav1.NamespaceAll, cfg.resync, cache.Indexers{}, nil).Informer()
-	if err := secrets.SetTransform(mountsecret.TrimSecretMetadata); err != nil {
+	if err := secrets.SetTransform(secretcache.TrimMetadata); err != nil {
 		return err
 	}
 	tenantSets := informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithTransform(controller.TrimForCache),
@@ -147,9 +148,12 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	if cert != nil {
 		operatorCA = cert
 	}
+	// One reader of Secrets' data for every controller: each version is
+	// fetched once, whoever asks.
+	secretData := mountsecret.NewSecretReader(secrets.GetIndexer(), k.client)
 	w.mount, err = mountsecret.New(mountsecret.Config{
 		Kube: k.client, Dynamic: k.dynamic,
-		Secrets: secrets, StatefulSets: tenantSets.Apps().V1().StatefulSets(), ObjectStores: stores,
+		Secrets: secrets, Reader: secretData, StatefulSets: tenantSets.Apps().V1().StatefulSets(), ObjectStores: stores,
 		OperatorCA: operatorCA, Recorder: recorder, Log: log, Metrics: mountsecret.NewMetrics(reg), Registerer: reg,
 		Workers: cfg.mountWorkers,
 	})
@@ -173,6 +177,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	}
 	w.updates, err = updates.New(updates.Config{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Binaries: w.binaries, Store: store, Serving: serving,
+		Secrets: secretData, SecretsSynced: secrets.HasSynced,
 		StatefulSets: tenantSets.Apps().V1().StatefulSets().Lister(), SetsSynced: tenantSets.Apps().V1().StatefulSets().Informer().HasSynced,
 		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
 		Workers: cfg.updateWorkers, CallsPerNamespace: cfg.updateCallsNS,

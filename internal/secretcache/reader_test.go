@@ -1,7 +1,11 @@
-package mountsecret
+package secretcache
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,18 +17,18 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// readerFixture is a secretReader over a fake apiserver whose metadata
+// readerFixture is a Reader over a fake apiserver whose metadata
 // indexer the test moves by hand, as the informer would.
 type readerFixture struct {
 	t      *testing.T
 	client *fake.Clientset
 	meta   cache.Indexer
-	r      *secretReader
+	r      *Reader
 }
 
 func newReaderFixture(t *testing.T) *readerFixture {
 	f := &readerFixture{t: t, client: fake.NewClientset(), meta: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})}
-	f.r = newSecretReader(f.meta, f.client)
+	f.r = NewReader(f.meta, f.client, contentHash)
 	return f
 }
 
@@ -80,22 +84,22 @@ func TestSecretReaderFetchesEachVersionOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "2", string(s.Data["v"]))
 	assert.Equal(t, 1, f.gets(), "a new version is fetched")
-	assert.Equal(t, 1, f.r.kept())
+	assert.Equal(t, 1, f.r.Kept())
 
-	f.r.forget("t/ca")
-	assert.Zero(t, f.r.kept())
+	f.r.Forget("t/ca")
+	assert.Zero(t, f.r.Kept())
 }
 
 func TestSecretReaderDigestKeepsNoData(t *testing.T) {
 	f := newReaderFixture(t)
 	data := map[string][]byte{"v": []byte("1"), "tls.key": []byte("secret")}
 	f.put(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s-generated", Namespace: "t",
-		Annotations: map[string]string{HashAnnotation: "h"}}, Data: data})
+		Annotations: map[string]string{"aistor.min.io/content-hash": "h"}}, Data: data})
 
 	s, digest, err := f.r.Digest(context.Background(), "t", "s-generated")
 	require.NoError(t, err)
 	assert.Nil(t, s.Data, "a generated Secret is kept without its data")
-	assert.Equal(t, "h", s.Annotations[HashAnnotation], "its annotations are kept: the controller compares them")
+	assert.Equal(t, "h", s.Annotations["aistor.min.io/content-hash"], "its annotations are kept: the controller compares them")
 	assert.Equal(t, contentHash(data), digest)
 
 	f.client.ClearActions()
@@ -109,7 +113,7 @@ func TestSecretReaderDigestKeepsNoData(t *testing.T) {
 	f.client.ClearActions()
 	again, digest, err := f.r.Digest(context.Background(), "t", "s-generated")
 	require.NoError(t, err)
-	assert.Equal(t, "h", again.Annotations[HashAnnotation])
+	assert.Equal(t, "h", again.Annotations["aistor.min.io/content-hash"])
 	assert.Equal(t, contentHash(data), digest)
 	assert.Zero(t, f.gets(), "both views are kept")
 }
@@ -121,16 +125,27 @@ func TestSecretReaderSaysNotFoundFromTheInformer(t *testing.T) {
 	assert.Empty(t, f.client.Actions(), "no GET for a Secret the informer does not know")
 }
 
-func TestTrimSecretMetadataDropsAnnotations(t *testing.T) {
+func TestTrimMetadataDropsAnnotations(t *testing.T) {
 	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x",
 		Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "big"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 		Labels:        map[string]string{"a": "b"}}}
-	out, err := TrimSecretMetadata(m)
+	out, err := TrimMetadata(m)
 	require.NoError(t, err)
 	got := out.(*metav1.PartialObjectMetadata)
 	assert.Nil(t, got.Annotations)
 	assert.Nil(t, got.ManagedFields)
 	assert.Nil(t, got.Labels)
 	assert.Equal(t, "x", got.Name)
+}
+
+// contentHash stands in for the mount-secret controller's digest.
+func contentHash(data map[string][]byte) string {
+	keys := slices.Sorted(maps.Keys(data))
+	h := sha256.New()
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write(data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -1,4 +1,6 @@
-package mountsecret
+// Package secretcache reads the Secrets ObjectStores reference, for every
+// controller, without caching every Secret of the cluster.
+package secretcache
 
 import (
 	"context"
@@ -14,15 +16,17 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// secretReader reads the Secrets ObjectStores reference without caching
+// Reader reads the Secrets ObjectStores reference without caching
 // every Secret of the cluster. A metadata-only informer (see
-// TrimSecretMetadata) tells which Secrets exist and their resource
+// TrimMetadata) tells which Secrets exist and their resource
 // versions; data is fetched with a GET for the Secrets a sync asks for and
 // kept while the resource version stays. Memory grows with what tenants
 // reference, not with Helm release Secrets and the like.
-type secretReader struct {
+type Reader struct {
 	meta   cache.Indexer // *metav1.PartialObjectMetadata
 	client kubernetes.Interface
+	// digest sums a Secret's data for the metadata view (Digest).
+	digest func(map[string][]byte) string
 	// reads shares one GET among the syncs that want the same version of
 	// a Secret: a CA shared by a namespace's ObjectStores changes, and
 	// every one of them is queued at once.
@@ -50,28 +54,31 @@ type cachedSecret struct {
 	digest string // contentHash of the data, in the metadata view only
 }
 
-func newSecretReader(meta cache.Indexer, client kubernetes.Interface) *secretReader {
-	return &secretReader{meta: meta, client: client, data: map[viewKey]cachedSecret{}}
+// NewReader reads data through client for the Secrets meta (a
+// metadata-only informer's indexer, see TrimMetadata) holds; digest sums
+// a Secret's data for Digest.
+func NewReader(meta cache.Indexer, client kubernetes.Interface, digest func(map[string][]byte) string) *Reader {
+	return &Reader{meta: meta, client: client, digest: digest, data: map[viewKey]cachedSecret{}}
 }
 
 // Get returns the Secret namespace/name with its data, as the informer
 // last saw it: from memory when its resource version is the one kept,
 // else from the apiserver. The result is shared: callers must not modify
 // it.
-func (r *secretReader) Get(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+func (r *Reader) Get(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
 	c, err := r.lookup(ctx, namespace, name, true)
 	return c.secret, err
 }
 
 // Digest returns the Secret namespace/name without its data, and the
-// contentHash of its data: what the controller needs of the Secrets it
+// digest of its data: what the controller needs of the Secrets it
 // generates. The Secret is shared: callers must not modify it.
-func (r *secretReader) Digest(ctx context.Context, namespace, name string) (*corev1.Secret, string, error) {
+func (r *Reader) Digest(ctx context.Context, namespace, name string) (*corev1.Secret, string, error) {
 	c, err := r.lookup(ctx, namespace, name, false)
 	return c.secret, c.digest, err
 }
 
-func (r *secretReader) lookup(ctx context.Context, namespace, name string, data bool) (cachedSecret, error) {
+func (r *Reader) lookup(ctx context.Context, namespace, name string, data bool) (cachedSecret, error) {
 	key := namespace + "/" + name
 	obj, exists, err := r.meta.GetByKey(key)
 	if err != nil {
@@ -97,7 +104,7 @@ func (r *secretReader) lookup(ctx context.Context, namespace, name string, data 
 		if err != nil {
 			return nil, err
 		}
-		return r.remember(s, data), nil
+		return r.Remember(s, data), nil
 	})
 	if err != nil {
 		return cachedSecret{}, err
@@ -105,13 +112,13 @@ func (r *secretReader) lookup(ctx context.Context, namespace, name string, data 
 	return v.(cachedSecret), nil
 }
 
-// remember keeps s, as read or as written by the controller: with its
+// Remember keeps s, as read or as written by a controller: with its
 // data and the little metadata assemble reads, or (data false) with its
 // metadata and the digest of its data. Annotations of a referenced Secret
 // are dropped: kubectl's last-applied-configuration repeats its data. A
 // version newer than the informer's is fetched once more when the
 // informer catches up: harmless.
-func (r *secretReader) remember(s *corev1.Secret, data bool) cachedSecret {
+func (r *Reader) Remember(s *corev1.Secret, data bool) cachedSecret {
 	c := cachedSecret{resourceVersion: s.ResourceVersion}
 	if data {
 		c.secret = &corev1.Secret{
@@ -119,7 +126,7 @@ func (r *secretReader) remember(s *corev1.Secret, data bool) cachedSecret {
 			Type:       s.Type, Data: s.Data,
 		}
 	} else {
-		c.digest = contentHash(s.Data)
+		c.digest = r.digest(s.Data)
 		slim := *s
 		slim.ManagedFields, slim.Data, slim.StringData = nil, nil, nil
 		c.secret = &slim
@@ -130,28 +137,28 @@ func (r *secretReader) remember(s *corev1.Secret, data bool) cachedSecret {
 	return c
 }
 
-// forget drops what is kept for namespace/name: the Secret was deleted,
+// Forget drops what is kept for namespace/name: the Secret was deleted,
 // or no ObjectStore references it any more.
-func (r *secretReader) forget(key string) {
+func (r *Reader) Forget(key string) {
 	r.mu.Lock()
 	delete(r.data, viewKey{key, true})
 	delete(r.data, viewKey{key, false})
 	r.mu.Unlock()
 }
 
-// kept is how many Secret views are held in memory.
-func (r *secretReader) kept() int {
+// Kept is how many Secret views are held in memory.
+func (r *Reader) Kept() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.data)
 }
 
-// TrimSecretMetadata is the transform for the metadata-only Secret
-// informer. The controller reads names, resource versions and owner
+// TrimMetadata is the transform for the metadata-only Secret informer.
+// The controllers read names, resource versions and owner
 // references from it, nothing else: managed fields, labels and
 // annotations go (for a Secret applied with kubectl, an annotation holds
 // the whole Secret: kubectl.kubernetes.io/last-applied-configuration).
-func TrimSecretMetadata(obj any) (any, error) {
+func TrimMetadata(obj any) (any, error) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		m.ManagedFields, m.Labels, m.Annotations = nil, nil, nil
 	}
