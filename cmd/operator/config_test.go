@@ -48,6 +48,7 @@ func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"update URL without the path", map[string]string{"OPERATOR_UPDATE_URL": "https://operator.example.com:4221"}, nil, "OPERATOR_UPDATE_URL"},
 		{"update URL not http", map[string]string{"OPERATOR_UPDATE_URL": "ftp://x/webhook/v1/update"}, nil, "OPERATOR_UPDATE_URL"},
 		{"update timeout", map[string]string{"OPERATOR_UPDATE_TIMEOUT": "0s"}, nil, "OPERATOR_UPDATE_TIMEOUT"},
+		{"watch namespace not a name", map[string]string{"OPERATOR_WATCH_NAMESPACES": "tenant-a,Tenant_B"}, nil, `OPERATOR_WATCH_NAMESPACES: "tenant-a,Tenant_B" has "Tenant_B", which is not a namespace name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,4 +151,14 @@ func TestUnknownOperatorVariablesAreNamed(t *testing.T) {
 	_, unknown, err := loadConfig(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"OPERATOR_AUTO_CERT_DISABLE"}, unknown)
+}
+
+func TestWatchNamespacesAreSortedWithoutRepeats(t *testing.T) {
+	cfg, _, err := loadConfig([]string{"--watch-namespaces", " tenant-b, tenant-a,,tenant-b "}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"tenant-a", "tenant-b"}, cfg.watchNamespaces)
+
+	cfg, _, err = loadConfig(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Empty(t, cfg.watchNamespaces, "every namespace by default")
 }

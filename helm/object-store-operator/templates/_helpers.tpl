@@ -49,3 +49,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "osop.signer" -}}
 {{- default "kubernetes.io/kubelet-serving" (include "osop.env" (list . "OPERATOR_CSR_SIGNER_NAME")) -}}
 {{- end -}}
+
+{{/* watchNamespaces, comma-joined ("" for every namespace). The
+operator's scope and the chart's RBAC both follow this value, so setting
+OPERATOR_WATCH_NAMESPACES in extraEnv instead is refused. */}}
+{{- define "osop.watchNamespaces" -}}
+{{- if include "osop.env" (list . "OPERATOR_WATCH_NAMESPACES") -}}
+{{- fail "set watchNamespaces, not OPERATOR_WATCH_NAMESPACES in global.operator.extraEnv: the chart's RBAC follows watchNamespaces" -}}
+{{- end -}}
+{{- $names := list -}}
+{{- range .Values.watchNamespaces -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" .) -}}
+{{- fail (printf "watchNamespaces: %q is not a namespace name" .) -}}
+{{- end -}}
+{{- $names = append $names . -}}
+{{- end -}}
+{{- $names | uniq | sortAlpha | join "," -}}
+{{- end -}}
