@@ -41,7 +41,9 @@ var rbacUses = map[string]rbacUse{
 	"/configmaps get":                                                {"autocert/issuer.go", `ConfigMaps(i.cfg.Namespace).Get(ctx, "kube-root-ca.crt"`, "the cluster CA for the serving CA bundle"},
 	"coordination.k8s.io/leases get":                                 {"cmd/operator/leader.go", "resourcelock.LeaseLock{", "leader election reads the Lease"},
 	"coordination.k8s.io/leases create":                              {"cmd/operator/leader.go", "resourcelock.LeaseLock{", "leader election creates the Lease"},
-	"coordination.k8s.io/leases update":                              {"cmd/operator/leader.go", "resourcelock.LeaseLock{", "leader election renews the Lease"},
+	"coordination.k8s.io/leases update":                              {"cmd/operator/leader.go", "resourcelock.LeaseLock{", "leader election renews the Lease; the claim is renewed"},
+	"coordination.k8s.io/leases list":                                {"internal/claim/claim.go", "Leases(metav1.NamespaceAll).List(", "every install reads the others' claims"},
+	"coordination.k8s.io/leases delete":                              {"internal/claim/claim.go", "leases.Delete(ctx, LeaseName", "a lapsed claim, or one whose namespaces changed, is made again"},
 	// ObjectStores
 	"aistor.min.io/objectstores list":              {"cmd/operator/kube.go", "ForResource(apiv1.Resource)", "the ObjectStore informer lists"},
 	"aistor.min.io/objectstores watch":             {"cmd/operator/kube.go", "ForResource(apiv1.Resource)", "the ObjectStore informer watches"},
@@ -78,6 +80,17 @@ var chartRenders = map[string]string{
     extraEnv:
       - name: OPERATOR_CSR_SIGNER_NAME
         value: example.com/signer
+`,
+	"watched namespaces": `watchNamespaces: [tenant-a, tenant-b]
+`,
+	"watched namespaces, custom certificate": `watchNamespaces: [tenant-a]
+global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_AUTO_CERT_DISABLED
+        value: "on"
+      - name: OPERATOR_CUSTOM_TLS_SECRET_NAME
+        value: object-store-operator-tls
 `,
 	"custom certificate": `global:
   operator:
