@@ -374,16 +374,45 @@ metadata:
 data:
   tls.crt: eA==
 `, tenantNS, tlsSecret.ResourceVersion)
+	// A Secret named and owned as a generated one but not labelled (not
+	// the operator's) is not taken over by adding the label.
+	applyYAML(t, objectStoreYAML(tenantNS, "solo", nil, nil, nil))
+	solo, err := dyn(t).Resource(apiv1.Resource).Namespace(tenantNS).Get(t.Context(), "solo", metav1.GetOptions{})
+	require.NoError(t, err)
+	soloOwner := strings.NewReplacer("name: store", "name: solo", string(u.GetUID()), string(solo.GetUID())).Replace(ownerRef)
+	notOurs := strings.Replace(strings.Replace(secretYAML("solo-generated", false), "  labels:\n    aistor.min.io/objectstore: store\n", "", 1),
+		"\ndata:", "\n"+soloOwner+"data:", 1)
+	applyYAML(t, notOurs)
+	notOursSecret, err := adminClient(t).CoreV1().Secrets(tenantNS).Get(t.Context(), "solo-generated", metav1.GetOptions{})
+	require.NoError(t, err)
+	takeOver := strings.Replace(secretYAML("solo-generated", false), "\ndata:", "\n"+soloOwner+"data:", 1)
+	takeOver = strings.Replace(takeOver, "metadata:\n", "metadata:\n  resourceVersion: \""+notOursSecret.ResourceVersion+"\"\n", 1)
+	claim := func(scope string) string {
+		return `apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata:
+  name: object-store-operator-claim
+  namespace: ` + opNS + `
+  annotations:
+    aistor.min.io/watch-namespaces: "` + scope + `"
+`
+	}
+	out, err := kubectlAs(t, sa, claim("*"), "create", "-f", "-", "--dry-run=server")
+	assert.NoError(t, err, "its own claim, as configured: %s", out)
+
 	for _, d := range []struct {
 		what, stdin string
 		args        []string
 	}{
+		{"a claim on namespaces the release does not watch", claim(tenantNS), []string{"create", "-f", "-", "--dry-run=server"}},
+		{"a Secret it did not generate, labelled on the way", takeOver, []string{"replace", "-f", "-"}},
 		{"an unlabelled Secret", "", []string{"create", "secret", "generic", "loose", "-n", tenantNS, "--from-literal=k=v"}},
 		{"an unlabelled Secret in its own namespace", "", []string{"create", "secret", "generic", "loose", "-n", opNS, "--from-literal=k=v"}},
 		{"a labelled Secret without an ObjectStore owner", secretYAML("other-generated", false), []string{"create", "-f", "-", "--dry-run=server"}},
 		{"a tenant's Secret, labelled on the way", hijack, []string{"replace", "-f", "-"}},
 	} {
 		out, err := kubectlAs(t, sa, d.stdin, d.args...)
+		t.Logf("%s: %s", d.what, strings.TrimSpace(out))
 		if assert.Error(t, err, "%s must be denied: %s", d.what, out) {
 			assert.Contains(t, out, "ValidatingAdmissionPolicy", "%s: denied by the policy, not RBAC", d.what)
 		}
@@ -399,6 +428,7 @@ data:
 		{"an unlabelled StatefulSet's minio image", "unrelated", `{"spec":{"template":{"spec":{"containers":[{"name":"minio","image":"minio:new"}]}}}}`},
 	} {
 		err := patchSet(d.name, d.patch)
+		t.Logf("%s: %v", d.what, err)
 		if assert.Error(t, err, "%s must be denied", d.what) {
 			assert.Contains(t, err.Error(), "ValidatingAdmissionPolicy", "%s: denied by the policy, not RBAC", d.what)
 		}
