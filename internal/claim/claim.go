@@ -257,10 +257,16 @@ func (k *Keeper) snapshot() (bool, <-chan struct{}) {
 func (k *Keeper) check(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.Duration/2)
 	defer cancel()
-	own, err := k.ensure(ctx)
+	// One list a check: this install's claim is among them.
+	claims, err := k.list(ctx)
 	if err == nil {
-		var claims []coordinationv1.Lease
-		if claims, err = k.list(ctx); err == nil {
+		var own *coordinationv1.Lease
+		for i := range claims {
+			if claims[i].Namespace == k.cfg.Namespace && claims[i].Name == LeaseName {
+				own = &claims[i]
+			}
+		}
+		if own, err = k.ensure(ctx, own); err == nil {
 			k.decide(k.conflict(own, claims))
 			return
 		}
@@ -271,16 +277,20 @@ func (k *Keeper) check(ctx context.Context) {
 	k.failed(err)
 }
 
-// ensure makes sure this install's claim exists, says what it watches and
-// is renewed, and returns it.
-func (k *Keeper) ensure(ctx context.Context) (*coordinationv1.Lease, error) {
+// ensure makes sure this install's claim (cur, as just listed; nil when
+// there is none) exists, says what it watches and is renewed, and returns
+// it.
+func (k *Keeper) ensure(ctx context.Context, cur *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	leases := k.cfg.Client.CoordinationV1().Leases(k.cfg.Namespace)
-	cur, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return k.create(ctx)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get claim %s/%s: %w", k.cfg.Namespace, LeaseName, err)
+	if cur == nil {
+		created, err := k.create(ctx)
+		if !apierrors.IsAlreadyExists(err) {
+			return created, err
+		}
+		// Made by another replica a moment ago, or it lost its label.
+		if cur, err = leases.Get(ctx, LeaseName, metav1.GetOptions{}); err != nil {
+			return nil, fmt.Errorf("get claim %s/%s: %w", k.cfg.Namespace, LeaseName, err)
+		}
 	}
 	now := k.cfg.Clock.Now()
 	reason := ""
@@ -305,11 +315,15 @@ func (k *Keeper) ensure(ctx context.Context) (*coordinationv1.Lease, error) {
 	if cur.Spec.HolderIdentity != nil {
 		holder = *cur.Spec.HolderIdentity
 	}
-	if holder != "" && now.Sub(cur.Spec.RenewTime.Time) < k.cfg.Duration/3 {
+	if holder != "" && now.Sub(cur.Spec.RenewTime.Time) < k.cfg.Duration/3 && cur.Labels[Label] == "true" {
 		return cur, nil
 	}
 	next := cur.DeepCopy()
 	k.stamp(next, now)
+	if next.Labels == nil {
+		next.Labels = map[string]string{}
+	}
+	next.Labels[Label] = "true"
 	updated, err := leases.Update(ctx, next, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
 		return cur, nil // another replica renewed it
@@ -342,7 +356,7 @@ func (k *Keeper) create(ctx context.Context) (*coordinationv1.Lease, error) {
 	k.stamp(l, now)
 	created, err := k.cfg.Client.CoordinationV1().Leases(k.cfg.Namespace).Create(ctx, l, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("create claim %s/%s: another replica made it at the same moment; reading it next time", k.cfg.Namespace, LeaseName)
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create claim %s/%s: %w", k.cfg.Namespace, LeaseName, err)

@@ -51,9 +51,14 @@ func newAPI(t *testing.T) *api {
 
 func (a *api) keeper(t *testing.T, ns string, watch ...string) *Keeper {
 	t.Helper()
+	return a.replica(t, ns, ns+"-replica", watch...)
+}
+
+func (a *api) replica(t *testing.T, ns, identity string, watch ...string) *Keeper {
+	t.Helper()
 	k, err := New(Config{
 		Client: a.client, Namespace: ns, Install: "object-store-operator", Namespaces: watch,
-		Identity: ns + "-replica", Duration: 30 * time.Second, Interval: 2 * time.Second, Clock: a.clock, Log: zerolog.Nop(),
+		Identity: identity, Duration: 30 * time.Second, Interval: 2 * time.Second, Clock: a.clock, Log: zerolog.Nop(),
 	})
 	require.NoError(t, err)
 	return k
@@ -271,4 +276,57 @@ func TestLongConflictMessagesAreBounded(t *testing.T) {
 	c := &Conflict{Install: "ops/x", Lease: "ops/" + LeaseName, Shared: many, Theirs: strings.Join(many, ","), ours: All}
 	assert.Less(t, len(c.Error()), 1000)
 	assert.Contains(t, c.Error(), "and 490 more")
+}
+
+func TestAReplicaStoppingKeepsItsInstallsClaim(t *testing.T) {
+	a := newAPI(t)
+	r1, r2 := a.replica(t, "ops-a", "r1", "tenant-a"), a.replica(t, "ops-a", "r2", "tenant-a")
+	for range 2 {
+		a.step(t.Context(), r1, r2)
+	}
+	require.NoError(t, r1.Ready())
+	require.NoError(t, r2.Ready())
+	other := a.keeper(t, "ops-b", "tenant-a")
+	for range 3 {
+		a.step(t.Context(), r1, r2, other)
+	}
+	require.Error(t, other.Ready())
+
+	// A rolling update: the replica that renewed last stops and releases
+	// the claim; the other renews it again, and the other install never
+	// acts in between.
+	l, err := a.client.CoordinationV1().Leases("ops-a").Get(t.Context(), LeaseName, metav1.GetOptions{})
+	require.NoError(t, err)
+	stopping, survivor := r1, r2
+	if *l.Spec.HolderIdentity == "r2" {
+		stopping, survivor = r2, r1
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	stopping.release(ctx)
+	l, err = a.client.CoordinationV1().Leases("ops-a").Get(t.Context(), LeaseName, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Empty(t, *l.Spec.HolderIdentity, "released")
+	for range 10 {
+		a.step(t.Context(), survivor, other)
+		assert.Error(t, other.Ready(), "the other install waits while a replica of the first runs")
+	}
+	assert.NoError(t, survivor.Ready())
+}
+
+func TestAClaimThatLostItsLabelIsLabelledAgain(t *testing.T) {
+	a := newAPI(t)
+	k := a.keeper(t, "ops-a", "tenant-a")
+	a.step(t.Context(), k)
+	l, err := a.client.CoordinationV1().Leases("ops-a").Get(t.Context(), LeaseName, metav1.GetOptions{})
+	require.NoError(t, err)
+	delete(l.Labels, Label)
+	_, err = a.client.CoordinationV1().Leases("ops-a").Update(t.Context(), l, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	a.step(t.Context(), k)
+	a.step(t.Context(), k)
+	assert.NoError(t, k.Ready())
+	l, err = a.client.CoordinationV1().Leases("ops-a").Get(t.Context(), LeaseName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "true", l.Labels[Label], "others find it again")
 }
