@@ -155,7 +155,20 @@ func TestChartWithWatchNamespacesGrantsNoClusterWideTenantWrites(t *testing.T) {
 	}
 	assert.True(t, grants(rules[opNS], "coordination.k8s.io", "leases", "create"), "leader election stays in the operator namespace")
 
-	helm(t, "install", "osop", chartDir(t), "-n", opNS, "--set", set)
+	// The operator's scope and the RBAC follow one value.
+	bin, err := cluster.BinDir()
+	require.NoError(t, err)
+	out, err := exec.Command(filepath.Join(bin, "helm"), "template", "osop", chartDir(t), "-n", opNS, "-f", valuesFile(t, `global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_WATCH_NAMESPACES
+        value: elsewhere
+`)).CombinedOutput()
+	assert.Error(t, err)
+	assert.Contains(t, string(out), "set watchNamespaces, not OPERATOR_WATCH_NAMESPACES")
+
+	notes := helm(t, "install", "osop", chartDir(t), "-n", opNS, "--set", set)
+	assert.Contains(t, notes, "Scope: ObjectStores in "+strings.Join(sortedPair(tenantA, tenantB), ",")+" only")
 	sa := serviceAccountUser(opNS)
 	for _, w := range tenantWrites {
 		res := w.resource
@@ -170,6 +183,13 @@ func TestChartWithWatchNamespacesGrantsNoClusterWideTenantWrites(t *testing.T) {
 	assert.False(t, canI(t, sa, "list", "secrets", ""), "no cluster-wide Secret listing either")
 	assert.False(t, canI(t, sa, "list", "statefulsets.apps", other))
 	assert.True(t, canI(t, sa, "create", "certificatesigningrequests.certificates.k8s.io", ""), "CSRs stay cluster-wide")
+}
+
+func sortedPair(a, b string) []string {
+	if a > b {
+		return []string{b, a}
+	}
+	return []string{a, b}
 }
 
 // install is one Helm release of the chart with its operator running
@@ -232,6 +252,17 @@ func TestTwoInstallsSideBySideAndAnOverlappingOneIsRefused(t *testing.T) {
 	// Each rebuilt exactly its own tenant's Secret: neither saw the other's.
 	assert.Equal(t, 1.0, metricValue(t, a.op, "objectstore_operator_mountsecret_rebuilds_total"))
 	assert.Equal(t, 1.0, metricValue(t, b.op, "objectstore_operator_mountsecret_rebuilds_total"))
+	// A rotated certificate is rewritten into the generated Secret under the
+	// Role and the admission policy.
+	keyPairSecret(t, tenantA, "store-a-tls", true)
+	rotated, err := adminClient(t).CoreV1().Secrets(tenantA).Get(t.Context(), "store-a-tls", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		gen, err := generated(t, tenantA, "store-a")
+		return err == nil && string(gen.Data["public.crt"]) == string(rotated.Data["tls.crt"])
+	}, 20*time.Second, 50*time.Millisecond, "the generated Secret follows the rotation")
+	assert.Equal(t, 2.0, metricValue(t, a.op, "objectstore_operator_mountsecret_rebuilds_total"))
+	assert.Equal(t, 1.0, metricValue(t, b.op, "objectstore_operator_mountsecret_rebuilds_total"))
 
 	// A third install whose namespaces overlap A's is refused: not ready,
 	// saying which install holds which namespace, and writes nothing.
@@ -247,7 +278,7 @@ func TestTwoInstallsSideBySideAndAnOverlappingOneIsRefused(t *testing.T) {
 	assert.Contains(t, body, opA+"/object-store-operator", "names the install that holds the namespace")
 	assert.Contains(t, body, tenantA, "names the namespace both claim")
 	assert.NotContains(t, body, opB, "B overlaps nothing of C's")
-	_, err := generated(t, tenantX, "store-x")
+	_, err = generated(t, tenantX, "store-x")
 	assert.Error(t, err, "the refused install wrote nothing")
 
 	// A goes away: C takes over its namespaces and reconciles them.
