@@ -239,9 +239,11 @@ func TestTwoInstallsSideBySideAndAnOverlappingOneIsRefused(t *testing.T) {
 	tenantA, tenantB, tenantX := operatorNamespace(t), operatorNamespace(t), operatorNamespace(t)
 	installChart(t, opA, tenantA)
 	installChart(t, opB, tenantB)
+	started := time.Now()
 	a, b := runInstall(t, opA), runInstall(t, opB)
 	a.op.waitReady(t)
 	b.op.waitReady(t)
+	t.Logf("two installs ready %s after their start", time.Since(started).Round(10*time.Millisecond))
 
 	tenantStore(t, tenantA, "store-a")
 	tenantStore(t, tenantB, "store-b")
@@ -282,8 +284,10 @@ func TestTwoInstallsSideBySideAndAnOverlappingOneIsRefused(t *testing.T) {
 	assert.Error(t, err, "the refused install wrote nothing")
 
 	// A goes away: C takes over its namespaces and reconciles them.
+	stopped := time.Now()
 	a.op.stop()
 	c.op.waitReady(t)
+	t.Logf("the refused install took over %s after the other was told to stop", time.Since(stopped).Round(10*time.Millisecond))
 	waitGenerated(t, tenantX, "store-x")
 	assert.Equal(t, 1.0, metricValue(t, b.op, "objectstore_operator_mountsecret_rebuilds_total"), "B never touched C's tenants")
 
