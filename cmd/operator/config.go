@@ -17,6 +17,7 @@ import (
 	"github.com/minio/pkg/v3/env"
 	"github.com/rs/zerolog"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/binstore"
@@ -87,6 +88,9 @@ type config struct {
 	updateCallsNS    int
 	maxDownloads     int
 	maxConns         int
+	// watchNamespaces are the namespaces whose ObjectStores this install
+	// reconciles, sorted; empty means every namespace.
+	watchNamespaces []string
 }
 
 func (c *config) settings() []setting {
@@ -117,6 +121,7 @@ func (c *config) settings() []setting {
 		{"lease-duration", "OPERATOR_LEASE_DURATION", "15s", "leader election: how long a lease is valid", duration(&c.leaseDuration, time.Second)},
 		{"lease-renew-deadline", "OPERATOR_LEASE_RENEW_DEADLINE", "10s", "leader election: how long the leader tries to renew before giving up", duration(&c.renewDeadline, time.Second)},
 		{"lease-retry-period", "OPERATOR_LEASE_RETRY_PERIOD", "2s", "leader election: how often candidates retry", duration(&c.retryPeriod, 100*time.Millisecond)},
+		{"watch-namespaces", "OPERATOR_WATCH_NAMESPACES", "", "comma-separated namespaces whose ObjectStores this install reconciles (informers, writes and its claim); empty: every namespace", namespaces(&c.watchNamespaces)},
 		{"resync-period", "OPERATOR_RESYNC_PERIOD", "10m", "how often every watched object is re-checked even without events", duration(&c.resync, time.Second)},
 		{"kube-api-qps", "OPERATOR_KUBE_API_QPS", "300", "sustained requests per second to the Kubernetes API (a shared CA rotates into every generated Secret at about this rate)", positive(&c.qps)},
 		{"kube-api-burst", "OPERATOR_KUBE_API_BURST", "600", "burst of requests to the Kubernetes API", atLeast(&c.burst, 1)},
@@ -289,6 +294,25 @@ func list(dst *[]string) func(string) error {
 				*dst = append(*dst, item)
 			}
 		}
+		return nil
+	}
+}
+
+// namespaces accepts a comma-separated list of namespace names, sorted
+// and without repeats.
+func namespaces(dst *[]string) func(string) error {
+	return func(v string) error {
+		var names []string
+		if err := list(&names)(v); err != nil {
+			return err
+		}
+		for _, n := range names {
+			if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+				return fmt.Errorf("has %q, which is not a namespace name (%s)", n, strings.Join(errs, "; "))
+			}
+		}
+		slices.Sort(names)
+		*dst = slices.Compact(names)
 		return nil
 	}
 }

@@ -53,6 +53,7 @@ func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"allowed endpoints: a bad CIDR is named", map[string]string{"OPERATOR_ALLOWED_UPDATE_ENDPOINTS": "10.0.0.0/8,10.1.0.0/33"}, nil, `OPERATOR_ALLOWED_UPDATE_ENDPOINTS: "10.0.0.0/8,10.1.0.0/33" has an entry "10.1.0.0/33" that is not a CIDR`},
 		{"allowed endpoints: a host with a port is named", map[string]string{"OPERATOR_ALLOWED_UPDATE_ENDPOINTS": "minio.example.com:9000"}, nil, `entry "minio.example.com:9000"`},
 		{"allowed endpoints: a URL is named", nil, []string{"--allowed-update-endpoints", "https://minio.example.com"}, `--allowed-update-endpoints: "https://minio.example.com" has an entry "https://minio.example.com" that is a URL`},
+		{"watch namespace not a name", map[string]string{"OPERATOR_WATCH_NAMESPACES": "tenant-a,Tenant_B"}, nil, `OPERATOR_WATCH_NAMESPACES: "tenant-a,Tenant_B" has "Tenant_B", which is not a namespace name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,4 +165,14 @@ func TestUnknownOperatorVariablesAreNamed(t *testing.T) {
 	_, unknown, err := loadConfig(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"OPERATOR_AUTO_CERT_DISABLE"}, unknown)
+}
+
+func TestWatchNamespacesAreSortedWithoutRepeats(t *testing.T) {
+	cfg, _, err := loadConfig([]string{"--watch-namespaces", " tenant-b, tenant-a,,tenant-b "}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"tenant-a", "tenant-b"}, cfg.watchNamespaces)
+
+	cfg, _, err = loadConfig(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Empty(t, cfg.watchNamespaces, "every namespace by default")
 }

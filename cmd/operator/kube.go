@@ -31,11 +31,19 @@ import (
 	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/health"
+	"github.com/object-store-operator/operator/internal/claim"
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/trust"
 	"github.com/object-store-operator/operator/updates"
+)
+
+// The namespace claim: renewed and read every claimInterval; a claim not
+// renewed for claimDuration is dead (internal/claim).
+const (
+	claimDuration = 30 * time.Second
+	claimInterval = 2 * time.Second
 )
 
 // kube holds the clients and the operator-namespace informers shared by
@@ -129,21 +137,33 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: k.client.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "object-store-operator"})
 
-	// Cluster-wide informers, one of each, for the life of the process.
-	// What they hold is what the operator's memory grows with
-	// (docs/development.md): ObjectStores, the labelled StatefulSets, and
-	// Secrets as metadata only.
-	stores := dynamicinformer.NewDynamicSharedInformerFactory(k.dynamic, cfg.resync).ForResource(apiv1.Resource).Informer()
+	// One informer of each for the life of the process, over the watched
+	// namespaces (every namespace when none is set). What they hold is what
+	// the operator's memory grows with (docs/development.md): ObjectStores,
+	// the labelled StatefulSets, and Secrets as metadata only.
+	watched := cfg.watchNamespaces
+	if len(watched) == 0 {
+		watched = []string{metav1.NamespaceAll}
+	}
+	stores := newNamespacedInformers(watched, func(ns string) cache.SharedIndexInformer {
+		return dynamicinformer.NewFilteredDynamicSharedInformerFactory(k.dynamic, cfg.resync, ns, nil).ForResource(apiv1.Resource).Informer()
+	})
 	if err := stores.SetTransform(controller.TrimForCache); err != nil {
 		return err
 	}
-	secrets := metadatainformer.NewFilteredMetadataInformer(k.metadata, corev1.SchemeGroupVersion.WithResource("secrets"),
-		metav1.NamespaceAll, cfg.resync, cache.Indexers{}, nil).Informer()
+	secrets := newNamespacedInformers(watched, func(ns string) cache.SharedIndexInformer {
+		return metadatainformer.NewFilteredMetadataInformer(k.metadata, corev1.SchemeGroupVersion.WithResource("secrets"),
+			ns, cfg.resync, cache.Indexers{}, nil).Informer()
+	})
 	if err := secrets.SetTransform(secretcache.TrimMetadata); err != nil {
 		return err
 	}
-	tenantSets := informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithTransform(controller.TrimForCache),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = apiv1.ObjectStoreLabel }))
+	tenantSets := statefulSetInformer{newNamespacedInformers(watched, func(ns string) cache.SharedIndexInformer {
+		return informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithNamespace(ns),
+			informers.WithTransform(controller.TrimForCache),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = apiv1.ObjectStoreLabel }),
+		).Apps().V1().StatefulSets().Informer()
+	})}
 	var operatorCA mountsecret.CABundleSource
 	if cert != nil {
 		operatorCA = cert
@@ -153,7 +173,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	secretData := mountsecret.NewSecretReader(secrets.GetIndexer(), k.client)
 	w.mount, err = mountsecret.New(mountsecret.Config{
 		Kube: k.client, Dynamic: k.dynamic,
-		Secrets: secrets, Reader: secretData, StatefulSets: tenantSets.Apps().V1().StatefulSets(), ObjectStores: stores,
+		Secrets: secrets, Reader: secretData, StatefulSets: tenantSets, ObjectStores: stores,
 		OperatorCA: operatorCA, Recorder: recorder, Log: log, Metrics: mountsecret.NewMetrics(reg), Registerer: reg,
 		Workers: cfg.mountWorkers,
 	})
@@ -178,7 +198,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	w.updates, err = updates.New(updates.Config{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Binaries: w.binaries, Store: store, Serving: serving,
 		Secrets: secretData, SecretsSynced: secrets.HasSynced,
-		StatefulSets: tenantSets.Apps().V1().StatefulSets().Lister(), SetsSynced: tenantSets.Apps().V1().StatefulSets().Informer().HasSynced,
+		StatefulSets: tenantSets.Lister(), SetsSynced: tenantSets.Informer().HasSynced,
 		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
 		Workers: cfg.updateWorkers, CallsPerNamespace: cfg.updateCallsNS,
 		// An update in flight is looked at every 2 s; a tenant whose admin
@@ -190,20 +210,43 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		return err
 	}
 	checks.Add("binaries", w.binaries.Ready)
-	k.namespace.Start(ctx.Done())
-	tenantSets.Start(ctx.Done())
-	go stores.Run(ctx.Done())
-	go secrets.Run(ctx.Done())
-	g.Go(func() error { return pool.Run(ctx) })
-	g.Go(func() error { return w.binaries.Run(ctx) })
-	g.Go(func() error { return w.mount.Run(ctx) })
-	if w.issuer != nil {
-		g.Go(func() error { return w.issuer.Run(ctx) })
+
+	identity, err := replicaIdentity()
+	if err != nil {
+		return err
 	}
-	g.Go(func() error { return w.updates.Run(ctx) })
+	keeper, err := claim.New(claim.Config{
+		Client: k.client, Namespace: cfg.namespace, Install: cfg.serviceName, Namespaces: cfg.watchNamespaces,
+		Identity: identity, Duration: claimDuration, Interval: claimInterval, Registerer: reg, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	checks.Add("namespace-claim", keeper.Ready)
+	g.Go(func() error { return keeper.Run(ctx) })
+	// Nothing watches or acts before this install holds its namespaces: an
+	// install whose namespaces another one claimed first starts nothing
+	// (docs/install.md, several installs), and a leadership term ends when
+	// the claim stops being held.
 	g.Go(func() error {
 		defer broadcaster.Shutdown()
-		return runAsLeader(ctx, cfg, k.client, log, w.term)
+		if err := keeper.WaitHeld(ctx); err != nil {
+			return nil
+		}
+		k.namespace.Start(ctx.Done())
+		go tenantSets.informer.Run(ctx.Done())
+		go stores.Run(ctx.Done())
+		go secrets.Run(ctx.Done())
+		g.Go(func() error { return pool.Run(ctx) })
+		g.Go(func() error { return w.binaries.Run(ctx) })
+		g.Go(func() error { return w.mount.Run(ctx) })
+		if w.issuer != nil {
+			g.Go(func() error { return w.issuer.Run(ctx) })
+		}
+		g.Go(func() error { return w.updates.Run(ctx) })
+		return runAsLeader(ctx, cfg, k.client, identity, log, func(ctx context.Context) error {
+			return keeper.WhileHeld(ctx, w.term)
+		})
 	})
 	return nil
 }

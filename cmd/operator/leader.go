@@ -13,22 +13,26 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
+// replicaIdentity names this replica in its leader Lease and its
+// install's claim. Replicas may share a host name outside Kubernetes; the
+// suffix keeps identities apart.
+func replicaIdentity() (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("replica identity: %w", err)
+	}
+	return host + "_" + string(uuid.NewUUID()), nil
+}
+
 // leaseName is the Lease replicas compete for.
 const leaseName = "object-store-operator"
 
 // runAsLeader runs fn whenever this replica leads, until ctx ends. Only
 // the leader files CSRs and writes Secrets; every replica serves.
-func runAsLeader(ctx context.Context, cfg config, cs kubernetes.Interface, log zerolog.Logger, fn func(context.Context) error) error {
+func runAsLeader(ctx context.Context, cfg config, cs kubernetes.Interface, identity string, log zerolog.Logger, fn func(context.Context) error) error {
 	if !cfg.leaderElection {
 		return fn(ctx)
 	}
-	host, err := os.Hostname()
-	if err != nil {
-		return fmt.Errorf("leader election identity: %w", err)
-	}
-	// Replicas may share a host name outside Kubernetes; the suffix keeps
-	// identities apart.
-	identity := host + "_" + string(uuid.NewUUID())
 	log = log.With().Str("component", "leader").Str("lease", cfg.namespace+"/"+leaseName).Str("identity", identity).Logger()
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.namespace, Name: leaseName},

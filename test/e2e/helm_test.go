@@ -81,6 +81,14 @@ func TestChartLintsAndRenders(t *testing.T) {
 	assert.NotContains(t, approveOff, "certificatesigningrequests/approval", "no self-approval rights when an admin approves")
 	assert.NotContains(t, approveOff, "[approve]")
 
+	withVAP := helm(t, "template", "osop", chartDir(t), "-n", "objectstore-operator", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")
+	assert.Contains(t, withVAP, "kind: ValidatingAdmissionPolicy\n", "the admission policy, where the API is served")
+	assert.Contains(t, withVAP, "kind: ValidatingAdmissionPolicyBinding")
+	assert.NotContains(t, def, "ValidatingAdmissionPolicy", "not where it is not")
+	off := helm(t, "template", "osop", chartDir(t), "-n", "objectstore-operator", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+		"--set", "admissionPolicy.enabled=false")
+	assert.NotContains(t, off, "ValidatingAdmissionPolicy", "admissionPolicy.enabled=false")
+
 	ha := helm(t, "template", "osop", chartDir(t), "--set", "replicas=3")
 	assert.Contains(t, ha, "kind: PodDisruptionBudget")
 	assert.Contains(t, ha, "topologySpreadConstraints")
@@ -139,6 +147,8 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 		_ = adminClient(t).CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{})
 	})
 	kubeconfig, sa := asChartServiceAccount(t, ns)
+	_, err = adminClient(t).AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(t.Context(), "object-store-operator-"+ns, metav1.GetOptions{})
+	require.NoError(t, err, "the chart installs its admission policy: everything below runs under it")
 
 	// No kubelet runs here, so no pod is made from the Deployment: admit its
 	// pod template as a Pod (dry run) to see Pod Security accept it.
