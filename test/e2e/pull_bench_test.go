@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/object-store-operator/operator/binstore/binstoretest"
 	"github.com/object-store-operator/operator/upgradeserver"
 )
 
@@ -76,4 +79,98 @@ func procStatusKiB(b testing.TB, pid int, field string) int {
 	}
 	b.Fatalf("%s not in /proc/%d/status", field, pid)
 	return 0
+}
+
+// BenchmarkHundredTenantsTwentyBinaries: 100 tenants in 20 namespaces,
+// 20 distinct signed binaries under 100 release labels (each binary under
+// five), three replicas with their own stores. It reports the time from
+// the ObjectStores' creation until every tenant's status.binary.url serves
+// its own bytes on every replica, the largest replica's store size against
+// the 20 distinct binaries (content addressing: identical bytes are kept
+// once, whatever their labels), and the largest peak RSS.
+func BenchmarkHundredTenantsTwentyBinaries(b *testing.B) {
+	const (
+		namespaces = 20
+		perNS      = 5
+		distinct   = 20
+		size       = 4 << 20
+	)
+	for b.Loop() {
+		e := newBinEnv(b)
+		dirs := []string{e.updateDir}
+		ops := []*operator{e.op}
+		for i := range 2 {
+			dir := fmt.Sprintf("%s/replica-%d", b.TempDir(), i)
+			dirs = append(dirs, dir)
+			ops = append(ops, startOperator(b, append(e.env, "OPERATOR_UPDATE_DIR="+dir)))
+		}
+		binaries := make([][]byte, distinct)
+		for i := range binaries {
+			binaries[i] = randomBytes(b, size)
+		}
+		type tenant struct {
+			ns, name string
+			want     []byte
+		}
+		var tenants []tenant
+		for n := range namespaces {
+			env := &binEnv{tenantNS: operatorNamespace(b), reg: e.reg, opNS: e.opNS}
+			dockerConfigSecret(b, env.tenantNS, "regcred", e.reg.host, e.reg.user, e.reg.pass)
+			for i := range perNS {
+				k := n*perNS + i
+				bin := binaries[k%distinct]
+				label := fmt.Sprintf("RELEASE.2026-%02d-%02dT10-00-00Z", 1+k/28, 1+k%28)
+				image := e.reg.pushImage(b, fmt.Sprintf("fleet/minio:%d", k), imageSpec{binary: bin, releaseLbl: label})
+				name := fmt.Sprintf("tenant-%d", k)
+				tenants = append(tenants, tenant{ns: env.tenantNS, name: name, want: bin})
+				env.objectStore(b, name, image, "regcred")
+			}
+		}
+		for _, op := range ops {
+			require.NoError(b, os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", op.cmd.Process.Pid), []byte("5"), 0o200))
+		}
+		start := time.Now()
+		served := map[string]bool{}
+		require.Eventually(b, func() bool {
+			for _, tn := range tenants {
+				if served[tn.ns+"/"+tn.name] {
+					continue
+				}
+				st := binaryStatus(b, tn.ns, tn.name)
+				if st == nil || st.SHA256 != binstoretest.SHA256(tn.want) || st.URL == "" {
+					return false
+				}
+				for _, op := range ops {
+					code, body := status(b, op.client(b, testCluster.KubeletServingCA, 1), st.URL)
+					if code != http.StatusOK || !strings.HasPrefix(string(body), st.SHA256) {
+						return false
+					}
+				}
+				served[tn.ns+"/"+tn.name] = true
+			}
+			return true
+		}, 10*time.Minute, 200*time.Millisecond, "every tenant's URL serves its bytes on every replica")
+		took := time.Since(start)
+		var storeBytes int64
+		for _, dir := range dirs {
+			storeBytes = max(storeBytes, duBytes(b, dir))
+		}
+		peak := 0
+		for _, op := range ops {
+			peak = max(peak, procStatusKiB(b, op.cmd.Process.Pid, "VmHWM"))
+		}
+		b.ReportMetric(took.Seconds(), "s-to-served-on-3")
+		b.ReportMetric(float64(storeBytes)/(1<<20), "store-MiB")
+		b.ReportMetric(float64(storeBytes)/float64(distinct*size), "store/distinct")
+		b.ReportMetric(float64(peak)/1024, "peak-rss-MiB")
+	}
+}
+
+// duBytes is the disk usage of dir as du counts it (hard links once).
+func duBytes(b testing.TB, dir string) int64 {
+	out, err := exec.Command("du", "-sb", dir).Output()
+	require.NoError(b, err)
+	n, err := strconv.ParseInt(strings.Fields(string(out))[0], 10, 64)
+	require.NoError(b, err)
+	return n
 }
