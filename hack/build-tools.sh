@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pinned control plane (etcd, kube-apiserver,
-# kube-controller-manager), kubectl and helm from hack/tools/go.mod, and two
-# stamped releases of MinIO from hack/minio/go.mod, into bin/. Each part does
+# kube-controller-manager), kubectl and helm from hack/tools/go.mod, and the
+# stamped releases of MinIO (hack/minio/releases) and mc from
+# hack/minio/go.mod, into bin/. Each part does
 # nothing when bin/ was already built from the same pin.
 set -euo pipefail
 
@@ -20,6 +21,7 @@ build_minio() {
 	if [[ -f "${mstamp}" && "$(cat "${mstamp}")" == "${pin}" ]]; then
 		local ok=yes
 		for r in "${releases[@]}"; do [[ -x "${bin}/minio.${r}" ]] || ok=no; done
+		[[ -x "${bin}/mc" ]] || ok=no
 		[[ "${ok}" == yes ]] && return 0
 	fi
 	mkdir -p "${bin}"
@@ -36,6 +38,9 @@ build_minio() {
 			-X github.com/minio/minio/cmd.CommitID=$(echo -n "${r}" | sha1sum | cut -d' ' -f1)" \
 			github.com/minio/minio)
 	done
+	# mc, from the same pinned module graph (MinIO's server imports it):
+	# what an administrator runs by hand (`mc admin update`).
+	(cd "${dir}" && CGO_ENABLED=0 go build -trimpath -o "${bin}/mc" -ldflags "-s -w" github.com/minio/mc)
 	echo "${pin}" > "${mstamp}"
 	echo "MinIO built in $(( $(date +%s) - start ))s"
 }
