@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,7 @@ import (
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/mountsecret"
+	objstatus "github.com/object-store-operator/operator/status"
 	"github.com/object-store-operator/operator/trust"
 	"github.com/object-store-operator/operator/updates"
 )
@@ -210,6 +212,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		return err
 	}
 	checks.Add("binaries", w.binaries.Ready)
+	reg.MustRegister(objstatus.NewConditionCollector(stores.GetIndexer()))
 
 	identity, err := replicaIdentity()
 	if err != nil {
@@ -244,7 +247,19 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 			g.Go(func() error { return w.issuer.Run(ctx) })
 		}
 		g.Go(func() error { return w.updates.Run(ctx) })
+		var leading atomic.Bool
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "objectstore_operator_leader",
+			Help: "1 while this replica leads (writes, files CSRs, calls MinIO), else 0.",
+		}, func() float64 {
+			if leading.Load() {
+				return 1
+			}
+			return 0
+		}))
 		return runAsLeader(ctx, cfg, k.client, identity, log, func(ctx context.Context) error {
+			leading.Store(true)
+			defer leading.Store(false)
 			return keeper.WhileHeld(ctx, w.term)
 		})
 	})

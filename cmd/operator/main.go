@@ -55,7 +55,13 @@ func main() {
 func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	log.Info().Str("version", version).Msg("object-store-operator starting")
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "objectstore_operator_build_info",
+			Help:        "The operator's version (label version), always 1.",
+			ConstLabels: prometheus.Labels{"version": version},
+		}, func() float64 { return 1 }))
 	// Before any queue exists: client-go reads the provider when a queue is made.
 	workqueue.SetProvider(controller.NewWorkqueueMetrics(reg))
 	checks := &health.Checks{}
