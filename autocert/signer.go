@@ -33,7 +33,7 @@ func detectSigner(ctx context.Context, client kubernetes.Interface, log zerolog.
 			log.Debug().Err(err).Msg("cannot list nodes to detect EKS; using " + DefaultSigner)
 			return DefaultSigner
 		}
-		log.Warn().Err(err).Dur("retryIn", backoff).Msg("cannot reach the apiserver to detect the CSR signer; retrying")
+		log.Warn().Err(err).Stringer("retryIn", backoff).Msg("cannot reach the apiserver to detect the CSR signer; retrying")
 		select {
 		case <-ctx.Done():
 			return DefaultSigner

@@ -404,7 +404,7 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 		c.metrics.observe(a.outcome, a.took)
 	}
 	if a.verb == setImage && a.reason == ReasonUpdatedInPlace {
-		log.Info().Str("release", o.binary.release).Dur("took", a.took).Msg("every node runs the new release; updated in place")
+		log.Info().Str("release", o.binary.release).Stringer("took", a.took).Msg("every node runs the new release; updated in place")
 	}
 	if a.after > 0 {
 		c.queue.AddAfter(key, a.after)

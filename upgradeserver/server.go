@@ -55,7 +55,7 @@ type Config struct {
 	// AccessLog receives one line per request; nil means Log.
 	AccessLog *zerolog.Logger
 	// ShutdownGrace is how long running downloads may continue after
-	// shutdown begins. Default 30s.
+	// shutdown begins; zero closes them at once.
 	ShutdownGrace time.Duration
 	// StallTimeout drops a download that made no progress for this long.
 	// Default 60s.
@@ -80,9 +80,6 @@ type Server struct {
 
 // New returns a server for cfg.
 func New(cfg Config) *Server {
-	if cfg.ShutdownGrace <= 0 {
-		cfg.ShutdownGrace = 30 * time.Second
-	}
 	if cfg.StallTimeout <= 0 {
 		cfg.StallTimeout = 60 * time.Second
 	}
@@ -185,7 +182,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("upgrade server: %w", err)
 	case <-ctx.Done():
 	}
-	s.cfg.Log.Info().Dur("grace", s.cfg.ShutdownGrace).Msg("upgrade server shutting down; letting running downloads finish")
+	s.cfg.Log.Info().Stringer("grace", s.cfg.ShutdownGrace).Msg("upgrade server shutting down; letting running downloads finish")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
 	defer cancel()
 	err := srv.Shutdown(shutdownCtx)
