@@ -38,7 +38,7 @@ func TestUpdateByHandFromStatusBinaryURL(t *testing.T) {
 	mc := mcClient(t, e.certs)
 	mc(t, "alias", "set", "tenant", fmt.Sprintf("https://127.0.0.1:%d", e.minioPorts[0]), e.minio.user, e.minio.pass)
 	out := mc(t, "admin", "update", "tenant", own.URL, "--yes", "--json")
-	assert.Contains(t, out, `"status": "success"`, out)
+	assert.Contains(t, out, `"status":"success"`, out)
 	assert.NotContains(t, out, `"err"`, "no node reports an error: %s", out)
 	require.Eventually(t, func() bool { return e.minio.allRun(t, e.newer) }, time.Minute, 200*time.Millisecond,
 		"every node runs %s: %v", e.newer, e.minio.versions(t))
