@@ -109,8 +109,9 @@ func BenchmarkHundredTenantsTwentyBinaries(b *testing.B) {
 			binaries[i] = randomBytes(b, size)
 		}
 		type tenant struct {
-			ns, name string
-			want     []byte
+			env         *binEnv
+			name, image string
+			want        []byte
 		}
 		var tenants []tenant
 		for n := range namespaces {
@@ -121,22 +122,23 @@ func BenchmarkHundredTenantsTwentyBinaries(b *testing.B) {
 				bin := binaries[k%distinct]
 				label := fmt.Sprintf("RELEASE.2026-%02d-%02dT10-00-00Z", 1+k/28, 1+k%28)
 				image := e.reg.pushImage(b, fmt.Sprintf("fleet/minio:%d", k), imageSpec{binary: bin, releaseLbl: label})
-				name := fmt.Sprintf("tenant-%d", k)
-				tenants = append(tenants, tenant{ns: env.tenantNS, name: name, want: bin})
-				env.objectStore(b, name, image, "regcred")
+				tenants = append(tenants, tenant{env: env, name: fmt.Sprintf("tenant-%d", k), image: image, want: bin})
 			}
 		}
 		for _, op := range ops {
 			require.NoError(b, os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", op.cmd.Process.Pid), []byte("5"), 0o200))
 		}
 		start := time.Now()
+		for _, tn := range tenants {
+			tn.env.objectStore(b, tn.name, tn.image, "regcred")
+		}
 		served := map[string]bool{}
 		require.Eventually(b, func() bool {
 			for _, tn := range tenants {
-				if served[tn.ns+"/"+tn.name] {
+				if served[tn.env.tenantNS+"/"+tn.name] {
 					continue
 				}
-				st := binaryStatus(b, tn.ns, tn.name)
+				st := binaryStatus(b, tn.env.tenantNS, tn.name)
 				if st == nil || st.SHA256 != binstoretest.SHA256(tn.want) || st.URL == "" {
 					return false
 				}
@@ -146,7 +148,7 @@ func BenchmarkHundredTenantsTwentyBinaries(b *testing.B) {
 						return false
 					}
 				}
-				served[tn.ns+"/"+tn.name] = true
+				served[tn.env.tenantNS+"/"+tn.name] = true
 			}
 			return true
 		}, 10*time.Minute, 200*time.Millisecond, "every tenant's URL serves its bytes on every replica")
