@@ -134,7 +134,11 @@ type Controller struct {
 	status  *statusWriter
 	term    controller.Term
 	calls   *calls
-	panics  prometheus.Counter
+	// asking holds each namespace to CallsPerNamespace syncs at once: a
+	// sync asks the tenant's admin API which release its nodes run, and an
+	// endpoint that never answers holds the worker until its deadline.
+	asking *calls
+	panics prometheus.Counter
 	// dial, when set, stands in for dialAdmin in tests.
 	dial func(t *tenant, host string) (adminAPI, func(), error)
 }
@@ -188,6 +192,7 @@ func New(cfg Config) (*Controller, error) {
 		}
 	}
 	c.calls = newCalls(cfg.CallsPerNamespace, c.queue.Add)
+	c.asking = newCalls(cfg.CallsPerNamespace, c.queue.Add)
 	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, obj any) {
@@ -287,12 +292,19 @@ func (c *Controller) sync(_ context.Context, key string) error {
 	if !ok {
 		ns, _, _ := cache.SplitMetaNamespaceKey(key)
 		c.calls.forget(key, ns)
+		c.asking.forget(key, ns)
 		return nil
 	}
 	store, err := v1.FromUnstructured(u)
 	if err != nil || store.Spec.Image == "" {
 		return nil // binsource reports what does not convert
 	}
+	// One namespace's silent endpoints hold at most its share of the
+	// workers; the key is queued again when one of its syncs ends.
+	if !c.asking.reserve(key, store.Namespace) {
+		return nil
+	}
+	defer c.asking.release(store.Namespace)
 	o, t := c.observe(ctx, key, store)
 	a := decide(o, c.params())
 	if a.verb == call {
@@ -491,6 +503,10 @@ func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, r
 	return r
 }
 
+// serverInfoTimeout bounds asking a tenant which release its nodes run:
+// MinIO answers in milliseconds; a sync holds a worker while it waits.
+const serverInfoTimeout = 10 * time.Second
+
 // updateInProgress is what MinIO answers a call that arrives while it is
 // still verifying or installing the binary of another.
 const updateInProgress = "update already in progress"
@@ -565,7 +581,7 @@ func (c *Controller) serverInfo(ctx context.Context, t *tenant) ([]node, error) 
 		return nil, newError(CauseTenantUnreachable, err)
 	}
 	defer done()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, serverInfoTimeout)
 	defer cancel()
 	info, err := adm.ServerInfo(ctx)
 	if err != nil {

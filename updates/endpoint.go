@@ -305,6 +305,7 @@ const (
 const (
 	codeRedirected = "EndpointRedirected"
 	codeUnexpected = "UnexpectedResponse"
+	codeTooLarge   = "AnswerTooLarge"
 )
 
 // limitedBodies is the admin client's RoundTripper. It caps a 200's body
@@ -326,11 +327,26 @@ func (l limitedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
 	switch {
 	case code == http.StatusOK:
 		// The only answer the calls made here take as success; madmin
-		// quotes any other, a 204 or 206 included, as an error.
-		resp.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.LimitReader(resp.Body, maxAdminResponse), resp.Body}
+		// quotes any other, a 204 or 206 included, as an error. Its shape
+		// is bounded before madmin decodes it: 8 MiB of "{}," would be
+		// millions of empty servers, gigabytes once decoded.
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminResponse+1))
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read the admin API's answer: %w", err)
+		}
+		// Refused as an answer madmin does not retry (an error here would
+		// be fetched and scanned again ten times).
+		resp.StatusCode = http.StatusUnprocessableEntity
+		if len(body) > maxAdminResponse {
+			return adminErrorResponse(resp, codeTooLarge, fmt.Sprintf("the endpoint's answer is larger than %d MiB", maxAdminResponse>>20)), nil
+		}
+		if _, ok := jsonObjectsWithin(body, maxAdminObjects); !ok {
+			return adminErrorResponse(resp, codeTooLarge, fmt.Sprintf("the endpoint's answer holds more than %d JSON objects", maxAdminObjects)), nil
+		}
+		resp.StatusCode = http.StatusOK
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
 		return resp, nil
 	case code >= 300 && code < 400:
 		resp.Body.Close()
@@ -412,4 +428,29 @@ func cleanText(s string, max int) string {
 		out = out[:len(out)-1]
 	}
 	return out + cut
+}
+
+// maxAdminObjects bounds the JSON objects one answer of a tenant's admin
+// API may hold: a server info of a thousand nodes with their drives fits,
+// and what the decoder then builds stays within tens of MiB.
+const maxAdminObjects = 1 << 17
+
+// jsonObjectsWithin counts the objects in data, a JSON document, without
+// building them, and says whether there are at most limit (it stops
+// counting past it). A document that does not parse is left for the
+// decoder to refuse.
+func jsonObjectsWithin(data []byte, limit int) (int, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	n := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return n, true
+		}
+		if d, ok := tok.(json.Delim); ok && d == '{' {
+			if n++; n > limit {
+				return n, false
+			}
+		}
+	}
 }
