@@ -50,7 +50,13 @@ type ControllerConfig struct {
 	// its image resolved to changes (see Resolution): the in-place updater
 	// waits on it.
 	Resolved func(key string)
-	Log      zerolog.Logger
+	// Platforms, when set, returns the platforms ("os/arch", sorted) the
+	// ObjectStore's pods run on (placement.Source): status.binary names
+	// the binary of the first, and every one must be in the image. Unset,
+	// linux/amd64's binary is named when the image has one, else the
+	// first platform's.
+	Platforms func(namespace, name string) []string
+	Log       zerolog.Logger
 	Workers  int
 	// Registerer takes the count of recovered panics (nil: not exported).
 	Registerer prometheus.Registerer
@@ -135,6 +141,12 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 }
 
 func (c *Controller) enqueue(obj any) { controller.EnqueueObject(c.queue, obj) }
+
+// PlacementChanged queues the ObjectStore key: the platforms its pods run
+// on may have changed (a pod bound, a Node relabelled), and with them the
+// binary status.binary names. The sync resolves the image again (its
+// manifests; layers already stored are not read).
+func (c *Controller) PlacementChanged(key string) { c.queue.Add(key) }
 
 // Run works until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
@@ -258,9 +270,17 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return c.fail(ctx, u, image, err)
 	}
+	platforms := c.platformsOf(u)
+	own, err := c.binaryStatus(res, platforms)
+	if err != nil {
+		return c.fail(ctx, u, image, err)
+	}
 	msg := fmt.Sprintf("minio.%s is served for %s (source: %s; minisign key %s)",
 		res.Release, strings.Join(res.Platforms, ", "), strings.Join(uniq(res.Sources), "; "), strings.Join(res.KeyIDs, ", "))
-	changed := c.record(key, outcome{image: image, release: res.Release, binary: c.binaryStatus(res), condition: metav1.Condition{
+	if own != nil && len(platforms) > 0 {
+		msg += fmt.Sprintf("; the ObjectStore's pods run on %s, its binary is %s's", strings.Join(platforms, ", "), platforms[0])
+	}
+	changed := c.record(key, outcome{image: image, release: res.Release, binary: own, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: "Available", Message: msg,
 	}})
 	if err := c.report(u); err != nil {
@@ -333,25 +353,56 @@ func (k keepWhilePulling) Forget(key string) {
 	}
 }
 
-// binaryStatus names the tenant's own binary by its bytes: linux/amd64's
-// when the image has it (the platform tenants are updated for), else the
-// first platform's.
-func (c *Controller) binaryStatus(res *Result) *v1.BinaryStatus {
-	if len(res.Binaries) == 0 {
+// platformsOf returns the platforms of the ObjectStore's pods, nil when
+// no Platforms source is wired.
+func (c *Controller) platformsOf(u *unstructured.Unstructured) []string {
+	if c.cfg.Platforms == nil {
 		return nil
 	}
-	b := res.Binaries[0]
-	for _, cand := range res.Binaries {
-		if cand.Platform == binstore.PlatformDir("linux", "amd64") {
-			b = cand
-			break
+	return c.cfg.Platforms(u.GetNamespace(), u.GetName())
+}
+
+// binaryStatus names the tenant's own binary by its bytes: the binary for
+// the first of the platforms its pods run on (a tenant on several is
+// rolled, not updated in place: see the updates package), each of which
+// the image must hold, since a pod restarted on any of them runs it. With
+// no platforms known, linux/amd64's when the image has it, else the first
+// platform's.
+func (c *Controller) binaryStatus(res *Result, platforms []string) (*v1.BinaryStatus, error) {
+	if len(res.Binaries) == 0 {
+		return nil, nil
+	}
+	byDir := map[string]*binstore.Binary{}
+	for _, b := range res.Binaries {
+		if _, ok := byDir[b.Platform]; !ok {
+			byDir[b.Platform] = b
 		}
+	}
+	b := res.Binaries[0]
+	if amd := byDir[binstore.PlatformDir("linux", "amd64")]; amd != nil {
+		b = amd
+	}
+	var missing []string
+	for i, p := range platforms {
+		os, arch, _ := strings.Cut(p, "/")
+		cand := byDir[binstore.PlatformDir(os, arch)]
+		if cand == nil {
+			missing = append(missing, p)
+			continue
+		}
+		if i == 0 {
+			b = cand
+		}
+	}
+	if len(missing) > 0 {
+		return nil, reasonf(errNoPlatform, "the ObjectStore's pods run on %s, and minio.%s has no binary for %s (the image holds %s)",
+			strings.Join(platforms, ", "), res.Release, strings.Join(missing, ", "), strings.Join(res.Platforms, ", "))
 	}
 	st := &v1.BinaryStatus{Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
 	if c.cfg.UpdateURL != "" {
 		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.DigestPath() + binstore.SHA256SumSuffix
 	}
-	return st
+	return st, nil
 }
 
 // uniq drops repeats, keeping the first of each (platforms from one image
