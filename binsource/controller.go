@@ -56,8 +56,12 @@ type ControllerConfig struct {
 	// linux/amd64's binary is named when the image has one, else the
 	// first platform's.
 	Platforms func(namespace, name string) []string
-	Log       zerolog.Logger
-	Workers  int
+	// PlatformsSynced tells when what Platforms reads has synced: no
+	// sync names a binary before, so a restart does not flip
+	// status.binary to linux/amd64 and back.
+	PlatformsSynced cache.InformerSynced
+	Log             zerolog.Logger
+	Workers         int
 	// Registerer takes the count of recovered panics (nil: not exported).
 	Registerer prometheus.Registerer
 }
@@ -118,6 +122,9 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		outcomes: map[string]outcome{},
 		pulls:    map[string]*awaited{},
 		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
+	}
+	if ps := cfg.PlatformsSynced; ps != nil {
+		c.synced = func() bool { return cfg.ObjectStores.HasSynced() && ps() }
 	}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		// Registries come and go outside the cluster: retry from 5 s,

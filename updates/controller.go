@@ -95,6 +95,8 @@ type Config struct {
 	// Platforms, when set, returns the platforms ("os/arch", sorted) the
 	// ObjectStore's pods run on (placement.Source); unset, linux/amd64.
 	Platforms func(namespace, name string) []string
+	// PlatformsSynced tells when what Platforms reads has synced.
+	PlatformsSynced cache.InformerSynced
 	// Serving is nil when the upgrade server speaks plain HTTP.
 	Serving ServingCertificate
 	// UpdateURL is the upgrade server's base URL as pods reach it, up to
@@ -186,7 +188,7 @@ func New(cfg Config) (*Controller, error) {
 		status:  &statusWriter{client: cfg.Dynamic, recorder: cfg.Recorder, clock: cfg.Clock},
 		panics:  controller.PanicCounter(cfg.Registerer, "updates"),
 	}
-	for _, synced := range []cache.InformerSynced{cfg.SetsSynced, cfg.SecretsSynced} {
+	for _, synced := range []cache.InformerSynced{cfg.SetsSynced, cfg.SecretsSynced, cfg.PlatformsSynced} {
 		if synced != nil {
 			c.synced = append(c.synced, synced)
 		}

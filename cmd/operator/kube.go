@@ -32,6 +32,7 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/health"
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/placement"
 	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/trust"
@@ -131,8 +132,9 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 
 	// Cluster-wide informers, one of each, for the life of the process.
 	// What they hold is what the operator's memory grows with
-	// (docs/development.md): ObjectStores, the labelled StatefulSets, and
-	// Secrets as metadata only.
+	// (docs/development.md): ObjectStores, the labelled StatefulSets,
+	// Secrets as metadata only, and StatefulSet pods and Nodes trimmed to
+	// where pods run.
 	stores := dynamicinformer.NewDynamicSharedInformerFactory(k.dynamic, cfg.resync).ForResource(apiv1.Resource).Informer()
 	if err := stores.SetTransform(controller.TrimForCache); err != nil {
 		return err
@@ -144,6 +146,21 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	}
 	tenantSets := informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithTransform(controller.TrimForCache),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = apiv1.ObjectStoreLabel }))
+	// Where tenants' pods run, for the platform of their binary: StatefulSet
+	// pods only (the label the statefulset controller sets) and Nodes,
+	// each trimmed to what placement reads.
+	podsFactory := informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithTransform(placement.TrimPod),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = placement.PodSelector }))
+	nodesFactory := informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithTransform(placement.TrimNode))
+	pods, nodes := podsFactory.Core().V1().Pods().Informer(), nodesFactory.Core().V1().Nodes().Informer()
+	where, err := placement.NewSource(tenantSets.Apps().V1().StatefulSets().Informer(), pods, nodes, func(key string) {
+		// Both are built below, before anything runs.
+		w.binaries.PlacementChanged(key)
+		w.updates.PlacementChanged(key)
+	})
+	if err != nil {
+		return err
+	}
 	var operatorCA mountsecret.CABundleSource
 	if cert != nil {
 		operatorCA = cert
@@ -163,7 +180,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep,
 		Recorder: recorder, Remedy: binaryRemedy, Log: log, Registerer: reg, Workers: cfg.binaryWorkers,
-		UpdateURL: cfg.podUpdateURL(),
+		UpdateURL: cfg.podUpdateURL(), Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
 		// The updater waits for the store; it is built next, before
 		// anything runs.
 		Resolved: func(key string) { w.updates.Resolved(key) },
@@ -177,6 +194,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	}
 	w.updates, err = updates.New(updates.Config{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Binaries: w.binaries, Store: store, Serving: serving,
+		Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
 		Secrets: secretData, SecretsSynced: secrets.HasSynced,
 		StatefulSets: tenantSets.Apps().V1().StatefulSets().Lister(), SetsSynced: tenantSets.Apps().V1().StatefulSets().Informer().HasSynced,
 		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
@@ -192,6 +210,8 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	checks.Add("binaries", w.binaries.Ready)
 	k.namespace.Start(ctx.Done())
 	tenantSets.Start(ctx.Done())
+	podsFactory.Start(ctx.Done())
+	nodesFactory.Start(ctx.Done())
 	go stores.Run(ctx.Done())
 	go secrets.Run(ctx.Done())
 	g.Go(func() error { return pool.Run(ctx) })

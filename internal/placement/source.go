@@ -29,6 +29,8 @@ type Source struct {
 	sets  appslisters.StatefulSetLister
 	pods  cache.Indexer
 	nodes cache.Indexer
+	// HasSynced tells when the three informers have synced.
+	HasSynced cache.InformerSynced
 }
 
 // NewSource wires the informers; changed is called with an ObjectStore's
@@ -44,7 +46,8 @@ func NewSource(sets cache.SharedIndexInformer, pods, nodes cache.SharedIndexInfo
 	}}); err != nil {
 		return nil, fmt.Errorf("placement pod index: %w", err)
 	}
-	s := &Source{sets: appslisters.NewStatefulSetLister(sets.GetIndexer()), pods: pods.GetIndexer(), nodes: nodes.GetIndexer()}
+	s := &Source{sets: appslisters.NewStatefulSetLister(sets.GetIndexer()), pods: pods.GetIndexer(), nodes: nodes.GetIndexer(),
+		HasSynced: func() bool { return sets.HasSynced() && pods.HasSynced() && nodes.HasSynced() }}
 	if changed == nil {
 		return s, nil
 	}
@@ -235,4 +238,3 @@ func TrimNode(obj any) (any, error) {
 	}
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion, Labels: l}}, nil
 }
-
