@@ -285,7 +285,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	msg := fmt.Sprintf("minio.%s is served for %s (source: %s; minisign key %s)",
 		res.Release, strings.Join(res.Platforms, ", "), strings.Join(uniq(res.Sources), "; "), strings.Join(res.KeyIDs, ", "))
 	if own != nil && len(platforms) > 0 {
-		msg += fmt.Sprintf("; the ObjectStore's pods run on %s, its binary is %s's", strings.Join(platforms, ", "), platforms[0])
+		msg += fmt.Sprintf("; the ObjectStore's pods run on %s, status.binary is %s's", strings.Join(platforms, ", "), own.Platform)
 	}
 	changed := c.record(key, outcome{image: image, release: res.Release, binary: own, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: "Available", Message: msg,
@@ -370,11 +370,12 @@ func (c *Controller) platformsOf(u *unstructured.Unstructured) []string {
 }
 
 // binaryStatus names the tenant's own binary by its bytes: the binary for
-// the first of the platforms its pods run on (a tenant on several is
-// rolled, not updated in place: see the updates package), each of which
-// the image must hold, since a pod restarted on any of them runs it. With
-// no platforms known, linux/amd64's when the image has it, else the first
-// platform's.
+// the first of the platforms its pods run on that the image holds; an
+// image that holds none of them has no binary for the tenant. A tenant on
+// several platforms is rolled, never updated in place (see the updates
+// package), so one of its binaries is as good as another for
+// status.binary. With no platforms known, linux/amd64's when the image has
+// it, else the first platform's.
 func (c *Controller) binaryStatus(res *Result, platforms []string) (*v1.BinaryStatus, error) {
 	if len(res.Binaries) == 0 {
 		return nil, nil
@@ -389,21 +390,18 @@ func (c *Controller) binaryStatus(res *Result, platforms []string) (*v1.BinarySt
 	if amd := byDir[binstore.PlatformDir("linux", "amd64")]; amd != nil {
 		b = amd
 	}
-	var missing []string
-	for i, p := range platforms {
-		os, arch, _ := strings.Cut(p, "/")
-		cand := byDir[binstore.PlatformDir(os, arch)]
-		if cand == nil {
-			missing = append(missing, p)
-			continue
-		}
-		if i == 0 {
-			b = cand
+	if len(platforms) > 0 {
+		b = nil
+		for _, p := range platforms {
+			os, arch, _ := strings.Cut(p, "/")
+			if b = byDir[binstore.PlatformDir(os, arch)]; b != nil {
+				break
+			}
 		}
 	}
-	if len(missing) > 0 {
+	if b == nil {
 		return nil, reasonf(errNoPlatform, "the ObjectStore's pods run on %s, and minio.%s has no binary for %s (the image holds %s)",
-			strings.Join(platforms, ", "), res.Release, strings.Join(missing, ", "), strings.Join(res.Platforms, ", "))
+			strings.Join(platforms, ", "), res.Release, strings.Join(platforms, " nor "), strings.Join(res.Platforms, ", "))
 	}
 	st := &v1.BinaryStatus{Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
 	if c.cfg.UpdateURL != "" {
