@@ -157,7 +157,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		// Both are built below, before anything runs.
 		w.binaries.PlacementChanged(key)
 		w.updates.PlacementChanged(key)
-	})
+	}, log)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,16 @@
 package placement
 
 import (
+	"context"
 	"fmt"
 	"maps"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
@@ -29,15 +34,23 @@ type Source struct {
 	sets  appslisters.StatefulSetLister
 	pods  cache.Indexer
 	nodes cache.Indexer
-	// HasSynced tells when the three informers have synced.
+	// HasSynced tells when the three informers have synced, or the pod
+	// or Node informer was forbidden to list (then Platforms answers
+	// from what it has: node selectors, the default).
 	HasSynced cache.InformerSynced
+	// podsForbidden, nodesForbidden: a list or watch was refused.
+	podsForbidden, nodesForbidden atomic.Bool
 }
 
 // NewSource wires the informers; changed is called with an ObjectStore's
 // key ("namespace/name") whenever what Platforms answers for it may have
 // changed: a pod bound, created or deleted, a Node's labels, a
 // StatefulSet's node selector.
-func NewSource(sets cache.SharedIndexInformer, pods, nodes cache.SharedIndexInformer, changed func(key string)) (*Source, error) {
+//
+// An operator whose RBAC predates this (no list or watch on pods or
+// nodes) must still serve and report: a refused list counts as synced,
+// is logged, and Platforms falls back to node selectors.
+func NewSource(sets cache.SharedIndexInformer, pods, nodes cache.SharedIndexInformer, changed func(key string), log zerolog.Logger) (*Source, error) {
 	if err := pods.AddIndexers(cache.Indexers{nodeIndex: func(obj any) ([]string, error) {
 		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
 			return []string{p.Spec.NodeName}, nil
@@ -46,8 +59,28 @@ func NewSource(sets cache.SharedIndexInformer, pods, nodes cache.SharedIndexInfo
 	}}); err != nil {
 		return nil, fmt.Errorf("placement pod index: %w", err)
 	}
-	s := &Source{sets: appslisters.NewStatefulSetLister(sets.GetIndexer()), pods: pods.GetIndexer(), nodes: nodes.GetIndexer(),
-		HasSynced: func() bool { return sets.HasSynced() && pods.HasSynced() && nodes.HasSynced() }}
+	s := &Source{sets: appslisters.NewStatefulSetLister(sets.GetIndexer()), pods: pods.GetIndexer(), nodes: nodes.GetIndexer()}
+	s.HasSynced = func() bool {
+		return sets.HasSynced() && (pods.HasSynced() || s.podsForbidden.Load()) && (nodes.HasSynced() || s.nodesForbidden.Load())
+	}
+	for _, w := range []struct {
+		inf       cache.SharedIndexInformer
+		forbidden *atomic.Bool
+		resource  string
+	}{{pods, &s.podsForbidden, "pods"}, {nodes, &s.nodesForbidden, "nodes"}} {
+		if err := w.inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			if apierrors.IsForbidden(err) {
+				if !w.forbidden.Swap(true) {
+					log.Error().Err(err).Str("resource", w.resource).Str("reason", "Forbidden").
+						Msg("cannot list or watch " + w.resource + ": tenants' platforms come from their StatefulSets' node selectors, else linux/amd64; grant list and watch on " + w.resource + " (the chart's ClusterRole does)")
+				}
+				return
+			}
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		}); err != nil {
+			return nil, fmt.Errorf("placement %s watch error handler: %w", w.resource, err)
+		}
+	}
 	if changed == nil {
 		return s, nil
 	}

@@ -1,18 +1,23 @@
 package placement
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
@@ -65,7 +70,7 @@ func TestSourceFindsATenantsPodsThroughItsStatefulSets(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		changed[key]++
-	})
+	}, zerolog.Nop())
 	require.NoError(t, err)
 	f.Start(t.Context().Done())
 	require.True(t, cache.WaitForCacheSync(t.Context().Done(), s.HasSynced))
@@ -96,4 +101,23 @@ func TestSourceFindsATenantsPodsThroughItsStatefulSets(t *testing.T) {
 	require.NoError(t, err)
 	assert.Eventually(t, func() bool { return count("ns/t") > before }, 5*time.Second, 10*time.Millisecond, "a Node relabelled")
 	assert.Equal(t, []string{"linux/amd64"}, s.Platforms("ns", "t"))
+}
+
+// TestSourceWithoutRightsOnPodsAndNodesStillSyncs: an operator whose RBAC
+// lacks list on pods and nodes is not held: the source counts as synced
+// and answers from node selectors.
+func TestSourceWithoutRightsOnPodsAndNodesStillSyncs(t *testing.T) {
+	cs := fake.NewSimpleClientset(set("u-pool-0", "u", map[string]string{LabelArch: "arm64"}), set("t-pool-0", "t", nil))
+	for _, resource := range []string{"pods", "nodes"} {
+		cs.PrependReactor("list", resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(corev1.Resource(resource), "", errors.New("RBAC"))
+		})
+	}
+	f := informers.NewSharedInformerFactory(cs, 0)
+	s, err := NewSource(f.Apps().V1().StatefulSets().Informer(), f.Core().V1().Pods().Informer(), f.Core().V1().Nodes().Informer(), nil, zerolog.Nop())
+	require.NoError(t, err)
+	f.Start(t.Context().Done())
+	require.True(t, cache.WaitForCacheSync(t.Context().Done(), s.HasSynced))
+	assert.Equal(t, []string{"linux/arm64"}, s.Platforms("ns", "u"))
+	assert.Equal(t, []string{Default}, s.Platforms("ns", "t"))
 }
