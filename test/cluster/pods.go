@@ -63,7 +63,9 @@ func (d *podDriver) start(ctx context.Context, obj any) {
 				ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
 				Target:     corev1.ObjectReference{Kind: "Node", Name: node},
 			}, metav1.CreateOptions{})
-			if err != nil && ctx.Err() == nil {
+			// A conflict is an event of a pod since replaced under its name
+			// (the binding names its UID): the new pod's event binds it.
+			if err != nil && !apierrors.IsConflict(err) && ctx.Err() == nil {
 				fmt.Fprintf(d.log, "pod driver: bind %s/%s to %s: %v\n", pod.Namespace, pod.Name, node, err)
 			}
 			return // the binding's update event starts it
