@@ -52,9 +52,10 @@ type ControllerConfig struct {
 	Resolved func(key string)
 	// Platforms, when set, returns the platforms ("os/arch", sorted) the
 	// ObjectStore's pods run on (placement.Source): status.binary names
-	// the binary of the first, and every one must be in the image. Unset,
-	// linux/amd64's binary is named when the image has one, else the
-	// first platform's.
+	// the binary of the first the image holds, and an image that holds
+	// none of them has none for the tenant. Unset, or nil (nothing known:
+	// no StatefulSets), linux/amd64's binary is named when the image has
+	// one, else the first platform's.
 	Platforms func(namespace, name string) []string
 	// PlatformsSynced tells when what Platforms reads has synced: no
 	// sync names a binary before, so a restart does not flip

@@ -93,7 +93,8 @@ type Config struct {
 	Binaries   Binaries
 	Store      Catalog
 	// Platforms, when set, returns the platforms ("os/arch", sorted) the
-	// ObjectStore's pods run on (placement.Source); unset, linux/amd64.
+	// ObjectStore's pods run on (placement.Source); unset or nil (no
+	// StatefulSets), linux/amd64.
 	Platforms func(namespace, name string) []string
 	// PlatformsSynced tells when what Platforms reads has synced.
 	PlatformsSynced cache.InformerSynced

@@ -15,7 +15,8 @@ const (
 	LabelArch = "kubernetes.io/arch"
 )
 
-// Default is the platform of a tenant nothing else is known of.
+// Default is the platform of a StatefulSet whose pods are on no labelled
+// Node and whose node selector names neither label.
 const Default = "linux/amd64"
 
 const defaultOS, defaultArch = "linux", "amd64"
@@ -32,8 +33,10 @@ type Set struct {
 // tenant's StatefulSets: for each, the platforms of the Nodes its pods are
 // bound to (Nodes unknown to labels, or missing either label, count for
 // nothing); for a StatefulSet none of whose pods is on such a Node, its
-// node selector's, the default filling what it does not name. A tenant
-// without StatefulSets is on Default.
+// node selector's, the default filling what it does not name. For a
+// tenant without StatefulSets nothing is known: nil (callers take
+// linux/amd64 when they can, and do not hold it against an image without
+// it: there is no pod to run it).
 func Platforms(sets []Set, labels func(node string) (map[string]string, bool)) []string {
 	var out []string
 	add := func(p string) {
@@ -65,9 +68,6 @@ func Platforms(sets []Set, labels func(node string) (map[string]string, bool)) [
 			}
 			add(os + "/" + arch)
 		}
-	}
-	if len(out) == 0 {
-		return []string{Default}
 	}
 	slices.Sort(out)
 	return out

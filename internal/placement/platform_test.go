@@ -20,7 +20,7 @@ func TestPlatforms(t *testing.T) {
 		sets []Set
 		want []string
 	}{
-		{name: "no StatefulSets: the default", want: []string{Default}},
+		{name: "no StatefulSets: nothing known", want: nil},
 		{name: "pods on arm64 nodes", sets: []Set{{Nodes: []string{"arm-1", "arm-1"}}}, want: []string{"linux/arm64"}},
 		{name: "pods on amd64 and arm64 nodes: both, sorted",
 			sets: []Set{{Nodes: []string{"arm-1", "amd-1", "amd-2"}}}, want: []string{"linux/amd64", "linux/arm64"}},

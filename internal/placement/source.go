@@ -161,7 +161,7 @@ func NewSource(sets cache.SharedIndexInformer, pods, nodes cache.SharedIndexInfo
 func (s *Source) Platforms(namespace, name string) []string {
 	sets, err := s.sets.StatefulSets(namespace).List(v1.StatefulSetSelector(name))
 	if err != nil {
-		return []string{Default}
+		return nil
 	}
 	in := make([]Set, 0, len(sets))
 	for _, set := range sets {

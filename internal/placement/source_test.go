@@ -77,7 +77,7 @@ func TestSourceFindsATenantsPodsThroughItsStatefulSets(t *testing.T) {
 
 	assert.Equal(t, []string{"linux/arm64"}, s.Platforms("ns", "t"), "its pod's Node, not the stray pod's")
 	assert.Equal(t, []string{"linux/arm64"}, s.Platforms("ns", "u"), "no pods: the node selector")
-	assert.Equal(t, []string{Default}, s.Platforms("ns", "none"), "no StatefulSets: the default")
+	assert.Nil(t, s.Platforms("ns", "none"), "no StatefulSets: nothing known")
 
 	// What the informers hold is trimmed.
 	obj, _, _ := nodes.GetIndexer().GetByKey("arm")
