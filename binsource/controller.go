@@ -50,8 +50,19 @@ type ControllerConfig struct {
 	// its image resolved to changes (see Resolution): the in-place updater
 	// waits on it.
 	Resolved func(key string)
-	Log      zerolog.Logger
-	Workers  int
+	// Platforms, when set, returns the platforms ("os/arch", sorted) the
+	// ObjectStore's pods run on (placement.Source): status.binary names
+	// the binary of the first the image holds, and an image that holds
+	// none of them has none for the tenant. Unset, or nil (nothing known:
+	// no StatefulSets), linux/amd64's binary is named when the image has
+	// one, else the first platform's.
+	Platforms func(namespace, name string) []string
+	// PlatformsSynced tells when what Platforms reads has synced: no
+	// sync names a binary before, so a restart does not flip
+	// status.binary to linux/amd64 and back.
+	PlatformsSynced cache.InformerSynced
+	Log             zerolog.Logger
+	Workers         int
 	// Registerer takes the count of recovered panics (nil: not exported).
 	Registerer prometheus.Registerer
 }
@@ -113,6 +124,9 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		pulls:    map[string]*awaited{},
 		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
 	}
+	if ps := cfg.PlatformsSynced; ps != nil {
+		c.synced = func() bool { return cfg.ObjectStores.HasSynced() && ps() }
+	}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		// Registries come and go outside the cluster: retry from 5 s,
 		// doubling to 5 min. A sync that submits a pull and returns keeps
@@ -135,6 +149,12 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 }
 
 func (c *Controller) enqueue(obj any) { controller.EnqueueObject(c.queue, obj) }
+
+// PlacementChanged queues the ObjectStore key: the platforms its pods run
+// on may have changed (a pod bound, a Node relabelled), and with them the
+// binary status.binary names. The sync resolves the image again (its
+// manifests; layers already stored are not read).
+func (c *Controller) PlacementChanged(key string) { c.queue.Add(key) }
 
 // Run works until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
@@ -258,9 +278,17 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return c.fail(ctx, u, image, err)
 	}
+	platforms := c.platformsOf(u)
+	own, err := c.binaryStatus(res, platforms)
+	if err != nil {
+		return c.fail(ctx, u, image, err)
+	}
 	msg := fmt.Sprintf("minio.%s is served for %s (source: %s; minisign key %s)",
 		res.Release, strings.Join(res.Platforms, ", "), strings.Join(uniq(res.Sources), "; "), strings.Join(res.KeyIDs, ", "))
-	changed := c.record(key, outcome{image: image, release: res.Release, binary: c.binaryStatus(res), condition: metav1.Condition{
+	if own != nil && len(platforms) > 0 {
+		msg += fmt.Sprintf("; the ObjectStore's pods run on %s, status.binary is %s's", strings.Join(platforms, ", "), own.Platform)
+	}
+	changed := c.record(key, outcome{image: image, release: res.Release, binary: own, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: "Available", Message: msg,
 	}})
 	if err := c.report(u); err != nil {
@@ -333,25 +361,54 @@ func (k keepWhilePulling) Forget(key string) {
 	}
 }
 
-// binaryStatus names the tenant's own binary by its bytes: linux/amd64's
-// when the image has it (the platform tenants are updated for), else the
-// first platform's.
-func (c *Controller) binaryStatus(res *Result) *v1.BinaryStatus {
-	if len(res.Binaries) == 0 {
+// platformsOf returns the platforms of the ObjectStore's pods, nil when
+// no Platforms source is wired.
+func (c *Controller) platformsOf(u *unstructured.Unstructured) []string {
+	if c.cfg.Platforms == nil {
 		return nil
 	}
-	b := res.Binaries[0]
-	for _, cand := range res.Binaries {
-		if cand.Platform == binstore.PlatformDir("linux", "amd64") {
-			b = cand
-			break
+	return c.cfg.Platforms(u.GetNamespace(), u.GetName())
+}
+
+// binaryStatus names the tenant's own binary by its bytes: the binary for
+// the first of the platforms its pods run on that the image holds; an
+// image that holds none of them has no binary for the tenant. A tenant on
+// several platforms is rolled, never updated in place (see the updates
+// package), so one of its binaries is as good as another for
+// status.binary. With no platforms known, linux/amd64's when the image has
+// it, else the first platform's.
+func (c *Controller) binaryStatus(res *Result, platforms []string) (*v1.BinaryStatus, error) {
+	if len(res.Binaries) == 0 {
+		return nil, nil
+	}
+	byDir := map[string]*binstore.Binary{}
+	for _, b := range res.Binaries {
+		if _, ok := byDir[b.Platform]; !ok {
+			byDir[b.Platform] = b
 		}
+	}
+	b := res.Binaries[0]
+	if amd := byDir[binstore.PlatformDir("linux", "amd64")]; amd != nil {
+		b = amd
+	}
+	if len(platforms) > 0 {
+		b = nil
+		for _, p := range platforms {
+			os, arch, _ := strings.Cut(p, "/")
+			if b = byDir[binstore.PlatformDir(os, arch)]; b != nil {
+				break
+			}
+		}
+	}
+	if b == nil {
+		return nil, reasonf(errNoPlatform, "the ObjectStore's pods run on %s, and minio.%s has no binary for %s (the image holds %s)",
+			strings.Join(platforms, ", "), res.Release, strings.Join(platforms, " nor "), strings.Join(res.Platforms, ", "))
 	}
 	st := &v1.BinaryStatus{Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
 	if c.cfg.UpdateURL != "" {
 		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.DigestPath() + binstore.SHA256SumSuffix
 	}
-	return st
+	return st, nil
 }
 
 // uniq drops repeats, keeping the first of each (platforms from one image

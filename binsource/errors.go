@@ -35,11 +35,14 @@ var (
 	errImageTooLarge = errors.New("ImageTooLarge")
 	errTimeout       = errors.New("PullTimeout")
 	errPull          = errors.New("PullFailed")
+	// errNoPlatform: the image has no binary for a platform the tenant's
+	// pods run on.
+	errNoPlatform = errors.New("NoBinaryForPlatform")
 )
 
 // reason returns the condition reason for err.
 func reason(err error) string {
-	for _, r := range []error{errTimeout, errInvalidImage, errNotFound, errAuth, errUntrusted, errNoBinary, errChecksum, errPullSecret, errImageTooLarge} {
+	for _, r := range []error{errTimeout, errInvalidImage, errNotFound, errAuth, errUntrusted, errNoBinary, errChecksum, errPullSecret, errImageTooLarge, errNoPlatform} {
 		if errors.Is(err, r) {
 			return r.Error()
 		}

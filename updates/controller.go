@@ -44,6 +44,7 @@ import (
 	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/placement"
 )
 
 // Binaries tells what an ObjectStore's image resolved to in the store.
@@ -91,6 +92,12 @@ type Config struct {
 	SetsSynced cache.InformerSynced
 	Binaries   Binaries
 	Store      Catalog
+	// Platforms, when set, returns the platforms ("os/arch", sorted) the
+	// ObjectStore's pods run on (placement.Source); unset or nil (no
+	// StatefulSets), linux/amd64.
+	Platforms func(namespace, name string) []string
+	// PlatformsSynced tells when what Platforms reads has synced.
+	PlatformsSynced cache.InformerSynced
 	// Serving is nil when the upgrade server speaks plain HTTP.
 	Serving ServingCertificate
 	// UpdateURL is the upgrade server's base URL as pods reach it, up to
@@ -186,7 +193,7 @@ func New(cfg Config) (*Controller, error) {
 		status:  &statusWriter{client: cfg.Dynamic, recorder: cfg.Recorder, clock: cfg.Clock},
 		panics:  controller.PanicCounter(cfg.Registerer, "updates"),
 	}
-	for _, synced := range []cache.InformerSynced{cfg.SetsSynced, cfg.SecretsSynced} {
+	for _, synced := range []cache.InformerSynced{cfg.SetsSynced, cfg.SecretsSynced, cfg.PlatformsSynced} {
 		if synced != nil {
 			c.synced = append(c.synced, synced)
 		}
@@ -212,6 +219,10 @@ func New(cfg Config) (*Controller, error) {
 }
 
 func (c *Controller) enqueue(obj any) { controller.EnqueueObject(c.queue, obj) }
+
+// PlacementChanged queues the ObjectStore key: the platforms its pods run
+// on may have changed.
+func (c *Controller) PlacementChanged(key string) { c.queue.Add(key) }
 
 // Resolved queues the ObjectStore key: its image's release changed in the
 // store (binsource's Resolved hook).
@@ -346,6 +357,9 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 	}
 	o.reach = reach
 	o.sets = c.setsOf(store)
+	if c.cfg.Platforms != nil {
+		o.platforms = c.cfg.Platforms(store.Namespace, store.Name)
+	}
 	release := o.binary.release
 	if o.recorded != nil {
 		release = o.recorded.Release
@@ -354,7 +368,11 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 		if release != o.binary.release {
 			sha = "" // an update recorded for another image's release
 		}
-		o.updateURL, o.urlErr = c.updateURL(release, sha)
+		platform := placement.Default
+		if len(o.platforms) > 0 {
+			platform = o.platforms[0]
+		}
+		o.updateURL, o.urlErr = c.updateURL(release, sha, platform)
 		if o.urlErr == nil && t != nil {
 			o.trustErr = c.preflight(t.roots, o.updateURL, o.now)
 		}
@@ -551,9 +569,10 @@ func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, st
 // updateURL is the .sha256sum URL MinIO is given. For the tenant's own
 // binary (sha known) it is the digest URL, which every replica serves with
 // exactly those bytes or not at all; otherwise the release's plain path,
-// at the top level or linux-amd64's, which is served only while every
-// source of the release agrees on its bytes.
-func (c *Controller) updateURL(release, sha string) (string, error) {
+// at the top level or the platform's ("os/arch", the tenant's pods'),
+// which is served only while every source of the release agrees on its
+// bytes.
+func (c *Controller) updateURL(release, sha, platform string) (string, error) {
 	name, err := binstore.BinaryName(release)
 	if err != nil {
 		return "", err
@@ -568,10 +587,12 @@ func (c *Controller) updateURL(release, sha string) (string, error) {
 		return base + "/" + binstore.DigestPath(sha, release) + binstore.SHA256SumSuffix, nil
 	case snap.Binary("", release) != nil:
 		return base + "/" + name + binstore.SHA256SumSuffix, nil
-	case snap.Binary(binstore.PlatformDir("linux", "amd64"), release) != nil:
-		return base + "/" + binstore.PlatformDir("linux", "amd64") + "/" + name + binstore.SHA256SumSuffix, nil
 	}
-	return "", fmt.Errorf("%s is not in this replica's store for linux/amd64", name)
+	os, arch, _ := strings.Cut(platform, "/")
+	if dir := binstore.PlatformDir(os, arch); snap.Binary(dir, release) != nil {
+		return base + "/" + dir + "/" + name + binstore.SHA256SumSuffix, nil
+	}
+	return "", fmt.Errorf("%s is not in this replica's store for %s", name, platform)
 }
 
 // serverInfo asks the tenant which release each node runs.

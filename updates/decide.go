@@ -34,6 +34,9 @@ type observation struct {
 	// there is none, trustErr why the tenant would not trust it.
 	updateURL        string
 	urlErr, trustErr error
+	// platforms are those ("os/arch") of the Nodes the tenant's pods run
+	// on (placement.Platforms); more than one is never updated in place.
+	platforms []string
 }
 
 // binaryState is what the binary source resolved spec.image to.
@@ -248,6 +251,13 @@ func current(o observation) action {
 // take it, else by rolling.
 func start(o observation, p params) action {
 	release := o.binary.release
+	if len(o.platforms) > 1 {
+		// MinIO pushes the binary of the node called to every node, and
+		// checks no architecture: some nodes would exec a binary they
+		// cannot run.
+		return rollBack(o, p, errorf(CauseMixedPlatforms, "the pods run on nodes of %d platforms (%s); MinIO updates every node with one binary, so a tenant on mixed platforms is not updated in place",
+			len(o.platforms), strings.Join(o.platforms, ", ")))
+	}
 	want, err := releaseTime(release)
 	if err != nil {
 		return rollBack(o, p, newError(CauseBinaryUnavailable, err))

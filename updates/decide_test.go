@@ -144,6 +144,20 @@ func TestDecide(t *testing.T) {
 		{name: "the release is not in this replica's store for the tenant: roll",
 			o:    obs(func(o *observation) { o.urlErr = errors.New("not in this replica's store") }),
 			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
+		{name: "pods on one platform: call MinIO",
+			o:    obs(func(o *observation) { o.platforms = []string{"linux/arm64"} }),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
+		{name: "pods on mixed platforms: roll, no call",
+			o:    obs(func(o *observation) { o.platforms = []string{"linux/amd64", "linux/arm64"} }),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
+		{name: "pods on mixed platforms, paused: say so, no roll",
+			o:    obs(func(o *observation) { o.platforms, o.paused = []string{"linux/amd64", "linux/arm64"}, true }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesPaused},
+		{name: "pods on mixed platforms, every node current: the StatefulSets follow",
+			o: obs(func(o *observation) {
+				o.platforms, o.nodes = []string{"linux/amd64", "linux/arm64"}, nodesOn(relNew, relNew)
+			}),
+			verb: setImage, status: metav1.ConditionTrue, reason: ReasonCurrent},
 		{name: "an image label that is no release tag: roll",
 			o:    obs(func(o *observation) { o.binary.release = "latest" }),
 			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
@@ -254,7 +268,8 @@ func TestReleasesOrderAsMinIOOrdersThem(t *testing.T) {
 	}
 }
 
-// FuzzDecide feeds random observations: decide never panics, and never
+// FuzzDecide feeds random observations: decide never panics, never starts
+// an update in place of a tenant on mixed platforms, and never
 // calls twice for one recorded call (a call needs no running call, and,
 // with one recorded, its last call settled or a damaged copy reported,
 // under maxCalls; the record it writes counts the call).
@@ -289,9 +304,15 @@ func FuzzDecide(f *testing.F) {
 					failed: []string{"node n0: wrong checksum", "node n1: x", "node n2: y"}[:int(result>>6)&3]}
 			}
 		}
+		if result&128 != 0 {
+			o.platforms = []string{"linux/amd64", "linux/arm64"}
+		}
 		a := decide(o, p)
 		if a.verb != call {
 			return
+		}
+		if len(o.platforms) > 1 && o.recorded == nil {
+			t.Fatalf("an in-place update of a tenant on mixed platforms: %+v", a)
 		}
 		if o.call.running {
 			t.Fatalf("a call while one is running: %+v", a)

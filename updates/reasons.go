@@ -62,8 +62,11 @@ const (
 	// CauseBinaryUnavailable: the release of spec.image is not in the store.
 	CauseBinaryUnavailable = "BinaryUnavailable"
 	// CauseDowngrade: MinIO updates in place only to a newer release.
-	CauseDowngrade   = "Downgrade"
-	CauseNodeOffline = "NodeOffline"
+	CauseDowngrade = "Downgrade"
+	// CauseMixedPlatforms: the tenant's pods run on Nodes of more than one
+	// platform (os/arch); MinIO would push one binary to all of them.
+	CauseMixedPlatforms = "MixedPlatforms"
+	CauseNodeOffline    = "NodeOffline"
 )
 
 // Error is a failure with the cause it is reported under.

@@ -34,6 +34,7 @@ import (
 	"github.com/object-store-operator/operator/health"
 	"github.com/object-store-operator/operator/internal/claim"
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/placement"
 	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/mountsecret"
 	objstatus "github.com/object-store-operator/operator/status"
@@ -166,6 +167,25 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = apiv1.ObjectStoreLabel }),
 		).Apps().V1().StatefulSets().Informer()
 	})}
+	// Where tenants' pods run, for the platform of their binary: StatefulSet
+	// pods of the watched namespaces only (the label the statefulset
+	// controller sets) and Nodes, each trimmed to what placement reads.
+	pods := newNamespacedInformers(watched, func(ns string) cache.SharedIndexInformer {
+		return informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithNamespace(ns),
+			informers.WithTransform(placement.TrimPod),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = placement.PodSelector }),
+		).Core().V1().Pods().Informer()
+	})
+	nodesFactory := informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithTransform(placement.TrimNode))
+	nodes := nodesFactory.Core().V1().Nodes().Informer()
+	where, err := placement.NewSource(tenantSets.Informer(), pods, nodes, func(key string) {
+		// Both are built below, before anything runs.
+		w.binaries.PlacementChanged(key)
+		w.updates.PlacementChanged(key)
+	}, log)
+	if err != nil {
+		return err
+	}
 	var operatorCA mountsecret.CABundleSource
 	if cert != nil {
 		operatorCA = cert
@@ -185,7 +205,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep,
 		Recorder: recorder, Remedy: binaryRemedy, Log: log, Registerer: reg, Workers: cfg.binaryWorkers,
-		UpdateURL: cfg.podUpdateURL(),
+		UpdateURL: cfg.podUpdateURL(), Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
 		// The updater waits for the store; it is built next, before
 		// anything runs.
 		Resolved: func(key string) { w.updates.Resolved(key) },
@@ -199,6 +219,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	}
 	w.updates, err = updates.New(updates.Config{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Binaries: w.binaries, Store: store, Serving: serving,
+		Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
 		Secrets: secretData, SecretsSynced: secrets.HasSynced,
 		StatefulSets: tenantSets.Lister(), SetsSynced: tenantSets.Informer().HasSynced,
 		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
@@ -238,6 +259,8 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		}
 		k.namespace.Start(ctx.Done())
 		go tenantSets.informer.Run(ctx.Done())
+		go pods.Run(ctx.Done())
+		nodesFactory.Start(ctx.Done())
 		go stores.Run(ctx.Done())
 		go secrets.Run(ctx.Done())
 		g.Go(func() error { return pool.Run(ctx) })

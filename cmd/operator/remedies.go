@@ -26,6 +26,8 @@ func binaryRemedy(reason string) string {
 		return "the image's layers exceed OPERATOR_PULL_MAX_BYTES"
 	case "BinaryTooLarge":
 		return "the binary exceeds OPERATOR_MAX_BINARY_SIZE"
+	case "NoBinaryForPlatform":
+		return "use an image that holds a binary for the platform of the tenant's Nodes (kubernetes.io/os, kubernetes.io/arch), check that OPERATOR_PLATFORMS lists it, or pin the tenant's pools to a platform the image has (a nodeSelector on kubernetes.io/arch)"
 	}
 	return ""
 }
@@ -49,6 +51,8 @@ func updateRemedy(cause string) string {
 		return "check the nodes' logs; OPERATOR_UPDATE_TIMEOUT bounds how long the operator waits"
 	case updates.CauseBinaryUnavailable:
 		return "see the ObjectStore's BinaryAvailable condition for why and what to do"
+	case updates.CauseMixedPlatforms:
+		return "to have it updated in place, run every pool of the tenant on one platform (a nodeSelector on kubernetes.io/arch in every pool)"
 	case updates.CauseNodeOffline:
 		return "bring the node back; the update starts when every node is online"
 	}

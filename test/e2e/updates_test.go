@@ -56,6 +56,8 @@ type updateOpts struct {
 	newRelease string
 	// deferMinIO leaves the nodes to the test (startMinIO).
 	deferMinIO bool
+	// nodeSelector pins the first pool's pods (see createNode).
+	nodeSelector map[string]string
 }
 
 func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
@@ -131,7 +133,11 @@ spec:
   updates:
     endpoint: https://127.0.0.1:%d
 `, e.store, e.tenantNS, e.oldImage, config, e.minioPorts[0]))
-	tenantStatefulSet(t, e.tenantNS, e.store, 2, e.oldImage)
+	if o.nodeSelector != nil {
+		tenantPool(t, e.tenantNS, e.store, poolName(e.store), 2, e.oldImage, o.nodeSelector)
+	} else {
+		tenantStatefulSet(t, e.tenantNS, e.store, 2, e.oldImage)
+	}
 
 	// Each node's certs directory is the generated Secret in the layout
 	// docs/mount-secret.md maps it to.

@@ -98,6 +98,12 @@ when it watches every namespace, else in a Role per watched namespace. */}}
 - apiGroups: [apps]
   resources: [statefulsets]
   verbs: [list, watch, patch]
+# Where tenants' pods run, for the platform of their binary: StatefulSet
+# pods only (label statefulset.kubernetes.io/pod-name), cached trimmed to
+# names, labels, owners and spec.nodeName.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, watch]
 # client-go's recorder writes core/v1 Events: it creates one and patches
 # its count when it repeats.
 - apiGroups: [""]
