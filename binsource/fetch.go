@@ -147,7 +147,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		cfg:      cfg,
 		log:      cfg.Log.With().Str("component", "binsource").Logger(),
 		queue:    newPullQueue(cfg.Concurrency, cfg.PerNamespace, cfg.Concurrency/2),
-		registry: boundedManifests(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries))),
+		registry: boundedManifests(ownTokenService(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries)))),
 		same:     map[string]string{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_pulls_total",

@@ -155,6 +155,39 @@ func isRegistryRequest(req *http.Request) bool {
 	return !ok || canonicalHost(req.URL.Host, req.URL.Scheme == "http") == registry
 }
 
+// knownTokenService is the token service known to stand for a registry on
+// another host: Docker Hub's. Any other registry's must be on its own host.
+func knownTokenService(registryName string) string {
+	switch registryName {
+	case "index.docker.io", "registry-1.docker.io", "docker.io":
+		return "auth.docker.io"
+	}
+	return ""
+}
+
+// ownTokenService refuses a token request (a pull's request that is
+// neither to its registry nor a redirect: the realm of a Bearer
+// challenge) to a host other than the registry's own, on any port, or
+// its known token service. The realm is the tenant's word: followed
+// anywhere, it makes the operator fetch a token from a server only the
+// operator reaches (an in-cluster service, a node's) and hand it to the
+// tenant's registry as Authorization.
+func ownTokenService(next http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		registry, ok := req.Context().Value(registryHostKey{}).(string)
+		if !ok || req.Response != nil || isRegistryRequest(req) {
+			return next.RoundTrip(req)
+		}
+		own, _, _ := net.SplitHostPort(registry)
+		realm, _, _ := net.SplitHostPort(canonicalHost(req.URL.Host, req.URL.Scheme == "http"))
+		if realm == own || (realm != "" && knownTokenService(own) == realm) {
+			return next.RoundTrip(req)
+		}
+		return nil, reasonf(errAuth, "the registry names %s as its token service; tokens are asked of the registry's own host (%s, any port) only",
+			bounded(req.URL.Host, 256), bounded(own, 256))
+	})
+}
+
 // quietElsewhere keeps what hosts other than the pull's registry answer
 // out of conditions. Such a host is one the registry sent the operator to
 // (a redirect) or named as its token service, and may be a server only

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -182,4 +184,80 @@ func TestSameIsBoundedAndPrunedOfBinariesNoLongerServed(t *testing.T) {
 	f.Prune()
 	assert.Equal(t, map[string]string{"sha256:served": binstoretest.SHA256(bin)}, f.same, "only manifests of served binaries are remembered")
 	assert.Equal(t, []string{"sha256:served"}, f.sameOrder)
+}
+
+// TestTokensAreAskedOfTheRegistrysOwnHostOnly: a pull's request that is
+// neither to its registry nor a redirect is a token request; it goes out
+// only to the registry's own host name (any port) or Docker Hub's known
+// token service, and is refused as AuthFailed elsewhere.
+func TestTokensAreAskedOfTheRegistrysOwnHostOnly(t *testing.T) {
+	ask := func(registry, realm string) error {
+		u, err := url.Parse(realm)
+		require.NoError(t, err)
+		req := (&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}).WithContext(withRegistryHost(t.Context(), canonicalHost(registry, false)))
+		_, err = ownTokenService(roundTripperFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+		})).RoundTrip(req)
+		return err
+	}
+	for _, tt := range []struct {
+		registry, realm string
+		asked           bool
+	}{
+		{"quay.io", "https://quay.io/v2/auth", true},
+		{"registry.example:5000", "https://REGISTRY.example./token", true},
+		{"registry.example", "https://registry.example:8443/token", true},
+		{"127.0.0.1:5000", "https://127.0.0.1:5001/token", true},
+		{"index.docker.io", "https://auth.docker.io/token", true},
+		{"127.0.0.1:5000", "https://localhost:5001/token", false},
+		{"registry.example", "https://auth.registry.example/token", false},
+		{"registry.example", "https://169.254.169.254/token", false},
+		{"evil.example", "https://auth.docker.io/token", false},
+	} {
+		err := ask(tt.registry, tt.realm)
+		if tt.asked {
+			assert.NoError(t, err, "%s → %s", tt.registry, tt.realm)
+			continue
+		}
+		require.Error(t, err, "%s → %s", tt.registry, tt.realm)
+		assert.Equal(t, "AuthFailed", reason(err))
+		assert.Contains(t, err.Error(), "as its token service")
+	}
+}
+
+// TestAPullDialsNoLocalAddressButItsRegistrys: for hosts other than the
+// pull's registry (a redirect, a token service) the dialer refuses
+// loopback and link-local addresses, unless the address is the
+// registry's own; the registry's host is dialled at its counted address.
+func TestAPullDialsNoLocalAddressButItsRegistrys(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	dial := RegistryDialer(&net.Dialer{Timeout: time.Second})
+	try := func(target *pullTarget, addr string) error {
+		c, err := dial(withPullTarget(t.Context(), target), "tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	remote := &pullTarget{host: "registry.example:443", addr: "192.0.2.1:443"}
+	assert.ErrorContains(t, try(remote, "127.0.0.1:"+port), "refused to connect to 127.0.0.1, a loopback address")
+	assert.ErrorContains(t, try(remote, "localhost:"+port), "a loopback address")
+	assert.ErrorContains(t, try(remote, "169.254.169.254:80"), "link-local")
+	local := &pullTarget{host: "127.0.0.1:1", addr: "127.0.0.1:1"}
+	assert.NoError(t, try(local, "127.0.0.1:"+port), "another port of a registry on loopback")
+	pinned := &pullTarget{host: "registry.example:" + port, addr: "127.0.0.1:" + port}
+	assert.NoError(t, try(pinned, "registry.example:"+port), "the registry's name, dialled at its counted address without a lookup")
+	assert.NoError(t, try(nil, "127.0.0.1:"+port), "no pull: the mirror")
 }
