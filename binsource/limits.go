@@ -51,11 +51,17 @@ func boundedManifests(next http.RoundTripper) http.RoundTripper {
 			resp.Body.Close()
 			return nil, reasonf(errImageTooLarge, "%s is %d bytes; at most %d are read", what, resp.ContentLength, maxManifestSize)
 		}
+		capped := &cappedBody{ReadCloser: resp.Body, left: maxManifestSize, what: what}
+		if resp.StatusCode != http.StatusOK || req.Method == http.MethodHead {
+			// An error answer: go-containerregistry reads 64 KiB of it.
+			resp.Body = capped
+			return resp, nil
+		}
 		// Read whole here (go-containerregistry would anyway) so that what
 		// it holds is counted before anything decodes it.
-		body, err := io.ReadAll(&cappedBody{ReadCloser: resp.Body, left: maxManifestSize, what: what})
+		body, err := io.ReadAll(capped)
 		resp.Body.Close()
-		if err == nil && resp.StatusCode == http.StatusOK {
+		if err == nil {
 			err = checkManifestShape(body, what)
 		}
 		if err != nil {
