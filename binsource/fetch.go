@@ -147,7 +147,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		cfg:      cfg,
 		log:      cfg.Log.With().Str("component", "binsource").Logger(),
 		queue:    newPullQueue(cfg.Concurrency, cfg.PerNamespace, cfg.Concurrency/2),
-		registry: boundedManifests(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries))),
+		registry: boundedManifests(ownTokenService(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries)))),
 		same:     map[string]string{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_pulls_total",
@@ -224,17 +224,21 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		registry := ref.Context().RegistryStr()
 		canonical = canonicalHost(registry, slices.Contains(f.cfg.InsecureRegistries, registry))
 	}
+	// The address the pull counts against is the one it dials (set
+	// before the queue starts run, under the queue's lock).
+	target := &pullTarget{host: canonical}
 	resolve := func(ctx context.Context) []string {
 		if canonical == "" {
 			return nil // not an image reference: the pull fails at once
 		}
-		return registryKeys(ctx, f.cfg.Resolver, f.cfg.ResolveTimeout, canonical)
+		target.addr = registryKey(ctx, f.cfg.Resolver, f.cfg.ResolveTimeout, canonical)
+		return []string{target.addr}
 	}
 	run := func(ctx context.Context) (*Result, error) {
 		ctx, cancel := context.WithTimeout(ctx, f.cfg.PullTimeout)
 		defer cancel()
 		if canonical != "" {
-			ctx = withRegistryHost(ctx, canonical)
+			ctx = withPullTarget(withRegistryHost(ctx, canonical), target)
 		}
 		res, pulled, err := f.ensure(ctx, image, kc)
 		if err != nil && ctx.Err() == context.DeadlineExceeded {
@@ -521,6 +525,8 @@ func releaseOf(images map[Platform]ggcrv1.Image, tag string) (string, error) {
 
 // fromMirror makes the release available from the mirror for platforms.
 func (f *Fetcher) fromMirror(ctx context.Context, rel string, platforms []Platform) (*Result, bool, error) {
+	// The mirror is the platform's, not the pull's registry: dialled as is.
+	ctx = withPullTarget(ctx, nil)
 	binName, err := binstore.BinaryName(rel)
 	if err != nil {
 		return nil, false, reasonf(errInvalidImage, "%v", err)

@@ -1,6 +1,10 @@
 package binsource
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -21,6 +25,16 @@ const (
 	maxConfigSize   = 4 << 20
 )
 
+// What a manifest or index may hold, counted before it is decoded: 4 MiB
+// of "{}," is 1.4 million descriptors, which go-containerregistry decodes
+// into about 480 MiB. A MinIO index lists a handful of platforms, a
+// manifest a handful of layers.
+const (
+	maxManifestArray  = 1024    // elements of any one array (manifests, layers, ...)
+	maxManifestValues = 1 << 16 // JSON values of the whole document
+	maxManifestDepth  = 32
+)
+
 // boundedManifests caps manifest and index responses at maxManifestSize:
 // a larger declared Content-Length is refused before any byte is read, and
 // a body that runs past the cap fails the read.
@@ -37,9 +51,82 @@ func boundedManifests(next http.RoundTripper) http.RoundTripper {
 			resp.Body.Close()
 			return nil, reasonf(errImageTooLarge, "%s is %d bytes; at most %d are read", what, resp.ContentLength, maxManifestSize)
 		}
-		resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxManifestSize, what: what}
+		capped := &cappedBody{ReadCloser: resp.Body, left: maxManifestSize, what: what}
+		if resp.StatusCode != http.StatusOK || req.Method == http.MethodHead {
+			// An error answer: go-containerregistry reads 64 KiB of it.
+			resp.Body = capped
+			return resp, nil
+		}
+		// Read whole here (go-containerregistry would anyway) so that what
+		// it holds is counted before anything decodes it.
+		body, err := io.ReadAll(capped)
+		resp.Body.Close()
+		if err == nil {
+			err = checkManifestShape(body, what)
+		}
+		if err != nil {
+			return nil, err
+		}
+		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		return resp, nil
 	})
+}
+
+// checkManifestShape refuses, as ImageTooLarge, a manifest or index whose
+// arrays, values or nesting exceed what one of MinIO's could hold. It
+// streams tokens, holding nothing but the nesting, and stops at the first
+// excess. Malformed JSON is left to the parser that follows.
+func checkManifestShape(body []byte, what string) error {
+	type level struct {
+		array     bool
+		key       string // the object key the container is the value of
+		elements  int
+		expectKey bool
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var stack []level
+	values := 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return nil // not JSON: the manifest parser says what is wrong
+		}
+		var top *level
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		key := ""
+		if top != nil && !top.array {
+			if top.expectKey {
+				top.key, top.expectKey = tok.(string), false
+				continue
+			}
+			top.expectKey = true
+			key = top.key
+		}
+		if values++; values > maxManifestValues {
+			return reasonf(errImageTooLarge, "%s holds more than %d JSON values", what, maxManifestValues)
+		}
+		if top != nil && top.array {
+			key = top.key
+			if top.elements++; top.elements > maxManifestArray {
+				return reasonf(errImageTooLarge, "%s lists more than %d %s", what, maxManifestArray, bounded(fmt.Sprintf("%q entries", key), 80))
+			}
+		}
+		if d, ok := tok.(json.Delim); ok {
+			if len(stack) >= maxManifestDepth {
+				return reasonf(errImageTooLarge, "%s nests deeper than %d levels", what, maxManifestDepth)
+			}
+			stack = append(stack, level{array: d == '[', key: key, expectKey: d == '{'})
+		}
+	}
 }
 
 // cappedBody reads at most left bytes and fails, rather than ending, when

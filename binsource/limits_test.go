@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -51,6 +52,15 @@ func hostileRegistry(t *testing.T) (host string, transport http.RoundTripper, bl
 			}
 			return
 		}
+		if strings.HasPrefix(r.URL.Path, "/v2/minio/many-entries/manifests/") {
+			mt, list := "application/vnd.oci.image.index.v1+json", "manifests"
+			if strings.HasSuffix(r.URL.Path, "layers") {
+				mt, list = "application/vnd.oci.image.manifest.v1+json", "layers"
+			}
+			w.Header().Set("Content-Type", mt)
+			_, _ = w.Write(emptyEntries(mt, list))
+			return
+		}
 		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
 			blobGets.Add(1)
 		}
@@ -58,6 +68,81 @@ func hostileRegistry(t *testing.T) (host string, transport http.RoundTripper, bl
 	}))
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "https://"), srv.Client().Transport, blobGets
+}
+
+// emptyEntries is a manifest or index of nearly maxManifestSize whose list
+// is "{}" repeated: 1.4 million descriptors.
+func emptyEntries(mediaType, list string) []byte {
+	body := make([]byte, 0, maxManifestSize)
+	body = append(body, `{"schemaVersion":2,"mediaType":"`+mediaType+`","config":{},"`+list+`":[`...)
+	for len(body)+3 < maxManifestSize-2 {
+		body = append(body, "{},"...)
+	}
+	return append(body, "{}]}"...)
+}
+
+// TestAManifestOfMillionsOfEmptyEntriesIsRefusedBeforeDecoding: 4 MiB of
+// "{}," in an index's manifests (or a manifest's layers) is 1.4 million
+// descriptors, which go-containerregistry decodes into about 480 MiB. The
+// entries are counted before anything decodes them: the pull fails as
+// ImageTooLarge naming the list, and the heap grows by far less than the
+// chart's 512 Mi limit.
+func TestAManifestOfMillionsOfEmptyEntriesIsRefusedBeforeDecoding(t *testing.T) {
+	host, transport, blobGets := hostileRegistry(t)
+	f := testFetcher(t, binstore.Options{}, FetcherConfig{Transport: transport, Platforms: []Platform{{"linux", "amd64"}}})
+	anonymous := &keychain{Keychain: authn.NewMultiKeychain()}
+	for _, list := range []string{"manifests", "layers"} {
+		runtime.GC()
+		var base runtime.MemStats
+		runtime.ReadMemStats(&base)
+		var peak atomic.Uint64
+		done := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			var m runtime.MemStats
+			for {
+				runtime.ReadMemStats(&m)
+				if m.HeapAlloc > peak.Load() {
+					peak.Store(m.HeapAlloc)
+				}
+				select {
+				case <-done:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
+		}()
+		_, err := f.Ensure(context.Background(), host+"/minio/many-entries:"+list, anonymous)
+		close(done)
+		<-sampled
+		require.Error(t, err, list)
+		assert.Equal(t, "ImageTooLarge", reason(err), "%s: %v", list, err)
+		assert.Contains(t, err.Error(), fmt.Sprintf(`lists more than %d "%s" entries`, maxManifestArray, list))
+		grew := int64(peak.Load()) - int64(base.HeapAlloc)
+		t.Logf("%s: 4 MiB of empty entries refused; heap grew by %d MiB", list, grew>>20)
+		assert.Less(t, grew, int64(64<<20), "one 4 MiB %s list made the heap grow by %d MiB", list, grew>>20)
+	}
+	assert.Zero(t, blobGets.Load())
+}
+
+// TestAManifestOfRealSizePassesTheShapeCheck: the counts leave room for any
+// real index or manifest.
+func TestAManifestOfRealSizePassesTheShapeCheck(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"schemaVersion":2,"manifests":[`)
+	for i := range maxManifestArray {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"mediaType":"m","digest":"sha256:%064d","size":1,"platform":{"os":"linux","architecture":"amd64"},"annotations":{"a":"b"}}`, i)
+	}
+	b.WriteString(`]}`)
+	require.NoError(t, checkManifestShape([]byte(b.String()), "the index"))
+	err := checkManifestShape([]byte(`{"a":`+strings.Repeat("[", 40)+strings.Repeat("]", 40)+`}`), "the index")
+	assert.ErrorContains(t, err, "nests deeper than 32 levels")
+	err = checkManifestShape([]byte(`{"annotations":{`+strings.Repeat(`"k":"v",`, maxManifestValues)+`"k":"v"}}`), "the index")
+	assert.ErrorContains(t, err, "more than 65536 JSON values")
 }
 
 func TestRegistryMetadataIsBoundedBeforeItIsRead(t *testing.T) {

@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/object-store-operator/operator/internal/netguard"
 )
 
 // canonicalHost is the form of a registry host (host[:port]) that two
@@ -39,24 +43,25 @@ type Resolver interface {
 	LookupHost(ctx context.Context, host string) ([]string, error)
 }
 
-// maxRegistryAddresses bounds the keys one registry counts against.
-const maxRegistryAddresses = 16
-
-// registryKeys are what a pull from the registry at canonical host
+// registryKey is what a pull from the registry at canonical host
 // (canonicalHost's form) counts against for the per-registry share of
-// pull slots: every address the name resolves to, on the registry's port,
-// so an address and a name of one server, or two names of it, share their
-// slots. A name that does not resolve within timeout counts as itself.
-func registryKeys(ctx context.Context, r Resolver, timeout time.Duration, canonical string) []string {
+// pull slots, and the one address the pull dials for that host (see
+// RegistryDialer): the lowest of the addresses the name resolves to, on
+// the registry's port. An address and a name of one server, or two names
+// of it, so meet on one key; and a name that also claims other servers'
+// addresses (DNS is the tenant's) counts against the one it connects to,
+// never against the rest. A name that does not resolve within timeout,
+// or an address, counts as itself.
+func registryKey(ctx context.Context, r Resolver, timeout time.Duration, canonical string) string {
 	name, port, err := net.SplitHostPort(canonical)
 	if err != nil || net.ParseIP(name) != nil || r == nil {
-		return []string{canonical}
+		return canonical
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	addrs, err := r.LookupHost(ctx, name)
-	if err != nil || len(addrs) == 0 {
-		return []string{canonical}
+	if err != nil {
+		return canonical
 	}
 	var keys []string
 	for _, a := range addrs {
@@ -66,11 +71,71 @@ func registryKeys(ctx context.Context, r Resolver, timeout time.Duration, canoni
 		}
 	}
 	if len(keys) == 0 {
-		return []string{canonical}
+		return canonical
 	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
-	return keys[:min(len(keys), maxRegistryAddresses)]
+	return slices.Min(keys)
+}
+
+// pullTarget is what the dialer knows of the pull a connection is for:
+// its registry's canonical host and the address that host was counted
+// against (registryKey; the host itself when it did not resolve).
+type pullTarget struct{ host, addr string }
+
+type pullTargetKey struct{}
+
+func withPullTarget(ctx context.Context, t *pullTarget) context.Context {
+	return context.WithValue(ctx, pullTargetKey{}, t)
+}
+
+// RegistryDialer is the DialContext of the transport registries are pulled
+// through. For a pull's connections it
+//   - dials the registry's host at the address its slot was counted
+//     against, not wherever the name resolves this time, so a pull holds
+//     the share of exactly the server it talks to;
+//   - refuses, for any other host the registry sends the operator to (a
+//     redirect, a token service), a loopback, link-local (cloud metadata),
+//     unspecified or multicast address, unless it is the registry's own
+//     address: the tenant chose the registry, not what else answers on
+//     the operator's node.
+//
+// Connections of no pull (a mirror download) are dialled as d would.
+func RegistryDialer(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		t, _ := ctx.Value(pullTargetKey{}).(*pullTarget)
+		if t == nil {
+			return d.DialContext(ctx, network, addr)
+		}
+		if canonicalHost(addr, false) == t.host {
+			if _, _, err := net.SplitHostPort(t.addr); err == nil && t.addr != t.host {
+				addr = t.addr
+			}
+			return d.DialContext(ctx, network, addr)
+		}
+		own, _ := netip.ParseAddrPort(t.addr)
+		guarded := *d
+		guarded.Control = func(network, address string, c syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return &refusedAddress{addr: bounded(address, 256), kind: "unparseable"}
+			}
+			a := ap.Addr().Unmap().WithZone("")
+			if kind := netguard.RefusedKind(a); kind != "" && a != own.Addr().Unmap().WithZone("") {
+				return &refusedAddress{addr: a.String(), kind: kind}
+			}
+			if d.Control != nil {
+				return d.Control(network, address, c)
+			}
+			return nil
+		}
+		return guarded.DialContext(ctx, network, addr)
+	}
+}
+
+// refusedAddress is a connection RegistryDialer did not make.
+type refusedAddress struct{ addr, kind string }
+
+func (e *refusedAddress) Error() string {
+	return fmt.Sprintf("refused to connect to %s, a %s address other than the registry's own", e.addr, e.kind)
 }
 
 // registryHostKey marks a pull's requests with its registry's canonical
@@ -88,6 +153,39 @@ func withRegistryHost(ctx context.Context, canonical string) context.Context {
 func isRegistryRequest(req *http.Request) bool {
 	registry, ok := req.Context().Value(registryHostKey{}).(string)
 	return !ok || canonicalHost(req.URL.Host, req.URL.Scheme == "http") == registry
+}
+
+// knownTokenService is the token service known to stand for a registry on
+// another host: Docker Hub's. Any other registry's must be on its own host.
+func knownTokenService(registryName string) string {
+	switch registryName {
+	case "index.docker.io", "registry-1.docker.io", "docker.io":
+		return "auth.docker.io"
+	}
+	return ""
+}
+
+// ownTokenService refuses a token request (a pull's request that is
+// neither to its registry nor a redirect: the realm of a Bearer
+// challenge) to a host other than the registry's own, on any port, or
+// its known token service. The realm is the tenant's word: followed
+// anywhere, it makes the operator fetch a token from a server only the
+// operator reaches (an in-cluster service, a node's) and hand it to the
+// tenant's registry as Authorization.
+func ownTokenService(next http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		registry, ok := req.Context().Value(registryHostKey{}).(string)
+		if !ok || req.Response != nil || isRegistryRequest(req) {
+			return next.RoundTrip(req)
+		}
+		own, _, _ := net.SplitHostPort(registry)
+		realm, _, _ := net.SplitHostPort(canonicalHost(req.URL.Host, req.URL.Scheme == "http"))
+		if realm == own || (realm != "" && knownTokenService(own) == realm) {
+			return next.RoundTrip(req)
+		}
+		return nil, reasonf(errAuth, "the registry names %s as its token service; tokens are asked of the registry's own host (%s, any port) only",
+			bounded(req.URL.Host, 256), bounded(own, 256))
+	})
 }
 
 // quietElsewhere keeps what hosts other than the pull's registry answer

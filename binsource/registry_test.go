@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,29 +58,26 @@ func (r fakeResolver) LookupHost(ctx context.Context, host string) ([]string, er
 	return nil, errors.New("no such host")
 }
 
-// TestAnAddressAndANameOfOneServerShareRegistryKeys: the keys a pull counts
-// against are the addresses behind the name (so 127.0.0.1 and localhost
-// meet); a name that does not resolve, or not in time, counts as itself.
+// TestAnAddressAndANameOfOneServerShareRegistryKeys: the key a pull counts
+// against is the lowest address behind the name (so 127.0.0.1 and
+// localhost meet, and so do two names of one server); a name that does
+// not resolve, or not in time, counts as itself.
 func TestAnAddressAndANameOfOneServerShareRegistryKeys(t *testing.T) {
 	r := fakeResolver{
 		"localhost":        {"::1", "127.0.0.1", "127.0.0.1"},
 		"registry.example": {"10.0.0.2", "10.0.0.1", "fe80::1%eth0"},
+		"other.example":    {"fe80::1%eth1", "10.0.0.1"},
 	}
-	keys := func(host string) []string {
-		return registryKeys(t.Context(), r, 50*time.Millisecond, canonicalHost(host, false))
+	key := func(host string) string {
+		return registryKey(t.Context(), r, 50*time.Millisecond, canonicalHost(host, false))
 	}
-	assert.Equal(t, []string{"127.0.0.1:5000"}, keys("127.0.0.1:5000"))
-	assert.Equal(t, []string{"127.0.0.1:5000", "[::1]:5000"}, keys("localhost:5000"))
-	assert.Equal(t, []string{"10.0.0.1:443", "10.0.0.2:443", "[fe80::1]:443"}, keys("REGISTRY.example"))
-	assert.Equal(t, keys("registry.example"), keys("registry.example:443"))
-	assert.Equal(t, []string{"unknown.example:443"}, keys("unknown.example"))
-	assert.Equal(t, []string{"slow.example:443"}, keys("slow.example"), "a lookup that does not answer in time")
-
-	many := make([]string, 100)
-	for i := range many {
-		many[i] = fmt.Sprintf("10.1.0.%d", i)
-	}
-	assert.Len(t, registryKeys(t.Context(), fakeResolver{"many.example": many}, time.Second, "many.example:443"), maxRegistryAddresses)
+	assert.Equal(t, "127.0.0.1:5000", key("127.0.0.1:5000"))
+	assert.Equal(t, "127.0.0.1:5000", key("localhost:5000"))
+	assert.Equal(t, "10.0.0.1:443", key("REGISTRY.example"))
+	assert.Equal(t, key("registry.example"), key("other.example"))
+	assert.Equal(t, key("registry.example"), key("registry.example:443"))
+	assert.Equal(t, "unknown.example:443", key("unknown.example"))
+	assert.Equal(t, "slow.example:443", key("slow.example"), "a lookup that does not answer in time")
 }
 
 // TestOnlyTheRegistrysOwnBoundedErrorsReachAMessage: the words of a
@@ -185,4 +184,80 @@ func TestSameIsBoundedAndPrunedOfBinariesNoLongerServed(t *testing.T) {
 	f.Prune()
 	assert.Equal(t, map[string]string{"sha256:served": binstoretest.SHA256(bin)}, f.same, "only manifests of served binaries are remembered")
 	assert.Equal(t, []string{"sha256:served"}, f.sameOrder)
+}
+
+// TestTokensAreAskedOfTheRegistrysOwnHostOnly: a pull's request that is
+// neither to its registry nor a redirect is a token request; it goes out
+// only to the registry's own host name (any port) or Docker Hub's known
+// token service, and is refused as AuthFailed elsewhere.
+func TestTokensAreAskedOfTheRegistrysOwnHostOnly(t *testing.T) {
+	ask := func(registry, realm string) error {
+		u, err := url.Parse(realm)
+		require.NoError(t, err)
+		req := (&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}).WithContext(withRegistryHost(t.Context(), canonicalHost(registry, false)))
+		_, err = ownTokenService(roundTripperFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+		})).RoundTrip(req)
+		return err
+	}
+	for _, tt := range []struct {
+		registry, realm string
+		asked           bool
+	}{
+		{"quay.io", "https://quay.io/v2/auth", true},
+		{"registry.example:5000", "https://REGISTRY.example./token", true},
+		{"registry.example", "https://registry.example:8443/token", true},
+		{"127.0.0.1:5000", "https://127.0.0.1:5001/token", true},
+		{"index.docker.io", "https://auth.docker.io/token", true},
+		{"127.0.0.1:5000", "https://localhost:5001/token", false},
+		{"registry.example", "https://auth.registry.example/token", false},
+		{"registry.example", "https://169.254.169.254/token", false},
+		{"evil.example", "https://auth.docker.io/token", false},
+	} {
+		err := ask(tt.registry, tt.realm)
+		if tt.asked {
+			assert.NoError(t, err, "%s → %s", tt.registry, tt.realm)
+			continue
+		}
+		require.Error(t, err, "%s → %s", tt.registry, tt.realm)
+		assert.Equal(t, "AuthFailed", reason(err))
+		assert.Contains(t, err.Error(), "as its token service")
+	}
+}
+
+// TestAPullDialsNoLocalAddressButItsRegistrys: for hosts other than the
+// pull's registry (a redirect, a token service) the dialer refuses
+// loopback and link-local addresses, unless the address is the
+// registry's own; the registry's host is dialled at its counted address.
+func TestAPullDialsNoLocalAddressButItsRegistrys(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	dial := RegistryDialer(&net.Dialer{Timeout: time.Second})
+	try := func(target *pullTarget, addr string) error {
+		c, err := dial(withPullTarget(t.Context(), target), "tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	remote := &pullTarget{host: "registry.example:443", addr: "192.0.2.1:443"}
+	assert.ErrorContains(t, try(remote, "127.0.0.1:"+port), "refused to connect to 127.0.0.1, a loopback address")
+	assert.ErrorContains(t, try(remote, "localhost:"+port), "a loopback address")
+	assert.ErrorContains(t, try(remote, "169.254.169.254:80"), "link-local")
+	local := &pullTarget{host: "127.0.0.1:1", addr: "127.0.0.1:1"}
+	assert.NoError(t, try(local, "127.0.0.1:"+port), "another port of a registry on loopback")
+	pinned := &pullTarget{host: "registry.example:" + port, addr: "127.0.0.1:" + port}
+	assert.NoError(t, try(pinned, "registry.example:"+port), "the registry's name, dialled at its counted address without a lookup")
+	assert.NoError(t, try(nil, "127.0.0.1:"+port), "no pull: the mirror")
 }

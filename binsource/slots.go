@@ -12,9 +12,9 @@ import (
 // tenant can hurt only itself:
 //
 //   - a namespace holds at most perNamespace slots at once;
-//   - the server behind a registry (registryKeys: every address its name
-//     resolves to) holds at most perRegistry, so a registry that hangs
-//     cannot take every slot even when many namespaces use it;
+//   - the server behind a registry (registryKey: the one address of its
+//     name the pull dials) holds at most perRegistry, so a registry that
+//     hangs cannot take every slot even when many namespaces use it;
 //   - a free slot goes to the namespaces with waiting pulls in turn
 //     (round-robin), so a namespace with a thousand waiting pulls makes
 //     one with a single pull wait for at most one of them per slot.

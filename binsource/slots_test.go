@@ -2,14 +2,30 @@ package binsource
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"aead.dev/minisign"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/binstore/binstoretest"
 	"github.com/object-store-operator/operator/internal/controller"
 )
 
@@ -205,4 +221,95 @@ func TestAPullThatPanicsIsThatTenantsFailure(t *testing.T) {
 	q.submit(t.Context(), "other", "fine", func(context.Context) []string { return []string{"registry"} },
 		func(context.Context) (*Result, error) { return &Result{}, nil }, func(_ *Result, err error) { next <- err })
 	assert.NoError(t, <-next, "the slot came back")
+}
+
+// TestAPullCountsOnlyAgainstTheAddressItDials: a tenant's registry name
+// may answer DNS with its own hanging server plus the address of a
+// registry other namespaces pull from. Its pull counts against, and
+// connects to, one of those addresses only, the lowest. When that is its
+// own, the shared registry's share stays free and another namespace's
+// pull from it runs at once (it used to wait for the hanging pull's
+// timeout: every resolved address was a key). When it is the shared
+// registry's, the pull really goes there, which answers, so it cannot
+// hang there; the hanging server is never contacted. (Found as
+// TestAttackBorrowedRegistryAddressesHoldOtherRegistriesShares.)
+func TestAPullCountsOnlyAgainstTheAddressItDials(t *testing.T) {
+	for _, tt := range []struct {
+		name             string
+		hanging, shared  string
+		hangingContacted bool
+	}{
+		{"its own address is the lowest", "127.0.0.2", "127.0.0.3", true},
+		{"the shared registry's address is the lowest", "127.0.0.5", "127.0.0.4", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hang, err := net.Listen("tcp", tt.hanging+":0")
+			require.NoError(t, err)
+			t.Cleanup(func() { hang.Close() })
+			port := strconv.Itoa(hang.Addr().(*net.TCPAddr).Port)
+			var contacted atomic.Int64
+			go func() {
+				for {
+					c, err := hang.Accept()
+					if err != nil {
+						return
+					}
+					contacted.Add(1)
+					t.Cleanup(func() { c.Close() })
+				}
+			}()
+			sharedLn, err := net.Listen("tcp", net.JoinHostPort(tt.shared, port))
+			require.NoError(t, err)
+			srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+			srv.Listener.Close()
+			srv.Listener = sharedLn
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+
+			key := binstoretest.NewKey(t)
+			bin := []byte("the binary")
+			img := singleLayerImage(t, gzipTar(t, map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": key.Sign(t, bin)}, 0))
+			cfg, err := img.ConfigFile()
+			require.NoError(t, err)
+			cfg.OS, cfg.Architecture, cfg.Config.Labels = "linux", "amd64", map[string]string{"release": "RELEASE.X"}
+			img, err = mutate.ConfigFile(img, cfg)
+			require.NoError(t, err)
+			insecure := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} // the test's certificate names neither host
+			ref, err := name.ParseReference(net.JoinHostPort(tt.shared, port) + "/minio/aistor:RELEASE.X")
+			require.NoError(t, err)
+			require.NoError(t, remote.Write(ref, img, remote.WithTransport(insecure)))
+
+			transport := insecure.Clone()
+			transport.DialContext = RegistryDialer(&net.Dialer{})
+			f := testFetcher(t, binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}}, FetcherConfig{
+				Transport: transport, Platforms: []Platform{{"linux", "amd64"}}, PullTimeout: time.Minute,
+				Resolver: fakeResolver{"evil.example": {tt.hanging, tt.shared}, "shared.mirror": {tt.shared}},
+			})
+			anonymous := &keychain{Keychain: authn.NewMultiKeychain()}
+			attacker := make(chan error, 1)
+			withdraw := f.Submit(t.Context(), "attacker", "evil.example:"+port+"/minio/aistor:RELEASE.X", anonymous, func(_ *Result, err error) { attacker <- err })
+			defer withdraw()
+			if tt.hangingContacted {
+				require.Eventually(t, func() bool { return contacted.Load() > 0 }, 5*time.Second, 5*time.Millisecond, "the attacker's pull dials its own server")
+			}
+			victim := make(chan error, 1)
+			start := time.Now()
+			f.Submit(t.Context(), "victim", "shared.mirror:"+port+"/minio/aistor:RELEASE.X", anonymous, func(_ *Result, err error) { victim <- err })
+			select {
+			case err := <-victim:
+				require.NoError(t, err)
+				t.Logf("the victim's pull from shared.mirror ended after %s", time.Since(start).Round(time.Millisecond))
+			case <-time.After(10 * time.Second):
+				t.Fatal("the victim's pull from shared.mirror did not end within 10 s although a slot was free")
+			}
+			if !tt.hangingContacted {
+				select {
+				case <-attacker: // answered by the shared registry, which serves any name
+				case <-time.After(10 * time.Second):
+					t.Fatal("the attacker's pull, dialled to the shared registry, did not end")
+				}
+				assert.Zero(t, contacted.Load(), "the hanging server behind the attacker's name was not dialled")
+			}
+		})
+	}
 }

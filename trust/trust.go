@@ -13,6 +13,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -48,6 +49,9 @@ type Config struct {
 	SystemRoots *x509.CertPool
 	Log         zerolog.Logger
 	Registerer  prometheus.Registerer
+	// DialContext, if set, makes the transport's connections (the
+	// registries' dialer pins and guards addresses); nil: Go's default.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Pool is the operator's live trust pool.
@@ -148,6 +152,9 @@ func (p *Pool) currentTransport() *http.Transport {
 		}
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+		if p.cfg.DialContext != nil {
+			t.DialContext = p.cfg.DialContext
+		}
 		p.transport, p.transportOf = t, pool
 	}
 	return p.transport

@@ -117,6 +117,9 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	pool, err := trust.New(trust.Config{
 		Namespace: cfg.namespace, Secrets: k.namespace.Core().V1().Secrets(),
 		ClusterCA: clusterCA(k.rest), Log: log, Registerer: reg,
+		// The pool's transport is the registries' (and the mirror's):
+		// http.DefaultTransport's dialer, pinned and guarded per pull.
+		DialContext: binsource.RegistryDialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
 	})
 	if err != nil {
 		return err

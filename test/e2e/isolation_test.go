@@ -290,3 +290,46 @@ func TestRegistryRedirectToAnInternalServerLeaksNothing(t *testing.T) {
 		assert.Less(t, len(ev.Message), 2048, "Event %s of %s is bounded", ev.Reason, ev.InvolvedObject.Name)
 	}
 }
+
+// TestATokenServiceOnAnotherHostThanTheRegistryIsNotAsked: a registry
+// names, as its token service (WWW-Authenticate realm), an in-cluster
+// HTTPS service the operator trusts and that hands out a token to an
+// unauthenticated GET. The operator used to fetch it and send it back to
+// the tenant's registry as "Authorization: Bearer <token>", a channel out
+// of the cluster network (found as
+// TestAttackTokenRealmForwardsAnInternalServersTokenToTheRegistry). A
+// token service is now asked only on the registry's own host (any port;
+// Docker Hub's auth.docker.io for Docker Hub): the pull fails as
+// AuthFailed naming the realm's host, the internal server is never
+// contacted, and nothing of it reaches the registry.
+func TestATokenServiceOnAnotherHostThanTheRegistryIsNotAsked(t *testing.T) {
+	e := newBinEnv(t)
+	const marker = "INTERNAL-TOKEN-5e1d"
+	now := time.Now()
+	internalCert, internalKey, _ := testutil.KeyPair(t, nil, []string{"localhost"}, now.Add(-time.Hour), now.Add(time.Hour))
+	trustCA(t, e.opNS, "aistor-ca-tls-internal", internalCert)
+	var asked atomic.Int64
+	internal := httpsServer(t, internalCert, internalKey, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"token":"%s","access_token":"%s"}`, marker, marker)
+	}))
+	_, internalPort, _ := net.SplitHostPort(internal)
+
+	regCert, regKey, _ := testutil.KeyPair(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))
+	trustCA(t, e.opNS, "aistor-ca-tls-evil", regCert)
+	var got atomic.Value
+	got.Store("")
+	evil := httpsServer(t, regCert, regKey, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("Authorization"); strings.Contains(a, marker) {
+			got.Store(a)
+		}
+		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="https://localhost:%s/token",service="registry"`, internalPort))
+		http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"token required"}]}`, http.StatusUnauthorized)
+	}))
+	e.objectStore(t, "token-forward", evil+"/minio/aistor:"+release)
+	c := e.waitBinaryCondition(t, "token-forward", metav1.ConditionFalse, "AuthFailed")
+	assert.Contains(t, c.Message, "as its token service; tokens are asked of the registry's own host (127.0.0.1, any port) only")
+	assert.Zero(t, asked.Load(), "the internal server was not asked for a token")
+	assert.Empty(t, got.Load(), "the tenant's registry received what the internal service answered")
+}
