@@ -13,6 +13,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"github.com/object-store-operator/operator/internal/netguard"
 	"io"
 	"net"
 	"net/http"
@@ -245,39 +246,11 @@ func (p EndpointPolicy) allowDial(_, address string, _ syscall.RawConn) error {
 		return &refusedAddress{addr: cleanText(address, maxHostInMessage), kind: "unparseable"}
 	}
 	a := ap.Addr().Unmap().WithZone("")
-	kind := refusedKind(a)
+	kind := netguard.RefusedKind(a)
 	if kind == "" || p.allowsAddr(a) {
 		return nil
 	}
 	return &refusedAddress{addr: a.String(), kind: kind}
-}
-
-// refusedKind says why a is not dialled unless allowed; "" when it is.
-func refusedKind(a netip.Addr) string {
-	switch {
-	case a.IsLoopback():
-		return "loopback"
-	case a.IsLinkLocalUnicast():
-		return "link-local (where cloud metadata services answer)"
-	case a.IsUnspecified():
-		return "unspecified"
-	case a.IsMulticast():
-		return "multicast"
-	}
-	for _, n := range []struct {
-		net  netip.Prefix
-		kind string
-	}{
-		{netip.MustParsePrefix("0.0.0.0/8"), "this-network (Linux dials it as the local host)"},
-		{netip.MustParsePrefix("fd00:ec2::254/128"), "cloud metadata (AWS, over IPv6)"},
-		{netip.MustParsePrefix("100.100.100.200/32"), "cloud metadata (Alibaba Cloud)"},
-		{netip.MustParsePrefix("64:ff9b::a9fe:a9fe/128"), "cloud metadata (through NAT64)"},
-	} {
-		if n.net.Contains(a) {
-			return n.kind
-		}
-	}
-	return ""
 }
 
 // refusedAddress is a connection the dialer did not make.
