@@ -13,7 +13,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"github.com/object-store-operator/operator/internal/netguard"
 	"io"
 	"net"
 	"net/http"
@@ -24,6 +23,8 @@ import (
 	"syscall"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/object-store-operator/operator/internal/netguard"
 )
 
 // EndpointPolicy is what the platform allows the admin client to reach
