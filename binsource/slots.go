@@ -1,11 +1,11 @@
 package binsource
 
 import (
-	"github.com/object-store-operator/operator/internal/controller"
-
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/object-store-operator/operator/internal/controller"
 )
 
 // pullQueue runs pulls in a fixed number of slots, shared so that one
