@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
@@ -38,6 +40,16 @@ func TestAdmissionPolicyDeniesServiceAccountTokenSecrets(t *testing.T) {
 	applyYAML(t, objectStoreYAML(tenantNS, "tok", nil, nil, nil))
 	u, err := dyn(t).Resource(apiv1.Resource).Namespace(tenantNS).Get(t.Context(), "tok", metav1.GetOptions{})
 	require.NoError(t, err)
+	// Gone before the next test: a cluster-wide install there would see
+	// it in a namespace being deleted, and fail to write for it.
+	t.Cleanup(func() {
+		stores := dyn(t).Resource(apiv1.Resource).Namespace(tenantNS)
+		_ = stores.Delete(context.Background(), "tok", metav1.DeleteOptions{})
+		assert.Eventually(t, func() bool {
+			_, err := stores.Get(context.Background(), "tok", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}, 20*time.Second, 50*time.Millisecond, "ObjectStore %s/tok deleted", tenantNS)
+	})
 	tokenIn := func(ns, uid string) string {
 		return fmt.Sprintf(`apiVersion: v1
 kind: Secret
