@@ -515,7 +515,7 @@ func grantKey(c *coordinationv1.Lease) string {
 	return c.Namespace + "/" + c.Annotations[UserAnnotation]
 }
 
-// granted_ reports whether claim c is an install's: it names a
+// grantedTo reports whether claim c is an install's: it names a
 // ServiceAccount of its own namespace that may claim namespaces
 // cluster-wide. A tenant controls the ServiceAccounts, Roles and
 // RoleBindings of its namespace, but not a ClusterRoleBinding, and a
