@@ -47,6 +47,8 @@ var rbacUses = map[string]rbacUse{
 	"coordination.k8s.io/leases update":                              {"cmd/operator/leader.go", "resourcelock.LeaseLock{", "leader election renews the Lease; the claim is renewed"},
 	"coordination.k8s.io/leases list":                                {"internal/claim/claim.go", "Leases(metav1.NamespaceAll).List(", "every install reads the others' claims"},
 	"coordination.k8s.io/leases delete":                              {"internal/claim/claim.go", "leases.Delete(ctx, LeaseName", "a lapsed claim, or one whose namespaces changed, is made again"},
+	"aistor.min.io/namespaceclaims claim":                            {"internal/claim/claim.go", "ResourceAttributes: &authorizationv1.ResourceAttributes{Group: Group, Resource: Resource, Verb: Verb}", "the grant other installs check before a claim counts (nothing serves it)"},
+	"authorization.k8s.io/subjectaccessreviews create":               {"internal/claim/claim.go", "SubjectAccessReviews().Create(", "ask whether another claim's ServiceAccount holds the claim grant cluster-wide"},
 	// ObjectStores
 	"aistor.min.io/objectstores list":              {"cmd/operator/kube.go", "ForResource(apiv1.Resource)", "the ObjectStore informer lists"},
 	"aistor.min.io/objectstores watch":             {"cmd/operator/kube.go", "ForResource(apiv1.Resource)", "the ObjectStore informer watches"},

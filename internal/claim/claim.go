@@ -10,6 +10,13 @@
 // that kept running. Liveness is judged by the reader's own clock (a
 // claim whose resource version has not changed for Duration is dead), so
 // clocks need not agree.
+//
+// Only an install's claim counts. A tenant that may write Leases in its
+// own namespace can forge one there; so a claim names the ServiceAccount
+// its install runs as, which must be of the claim's namespace, and counts
+// only while a SubjectAccessReview says that ServiceAccount may "claim"
+// "namespaceclaims.aistor.min.io" cluster-wide: a grant only a ClusterRole
+// Binding gives (the chart's), which no namespace admin can make.
 package claim
 
 import (
@@ -23,6 +30,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,8 +50,20 @@ const (
 	NamespacesAnnotation = "aistor.min.io/watch-namespaces"
 	// InstallAnnotation names the install (its Service) in messages.
 	InstallAnnotation = "aistor.min.io/install"
+	// UserAnnotation names the user the install runs as
+	// (system:serviceaccount:<claim's namespace>:<name>).
+	UserAnnotation = "aistor.min.io/service-account"
 	// All is the claim of an install that watches every namespace.
 	All = "*"
+
+	// The grant that makes a claim an install's: verb Verb on Resource in
+	// Group, cluster-wide. Nothing serves this resource; RBAC grants it
+	// all the same, and only cluster-scoped bindings grant it everywhere.
+	Group    = "aistor.min.io"
+	Resource = "namespaceclaims"
+	Verb     = "claim"
+
+	serviceAccountPrefix = "system:serviceaccount:"
 
 	// maxClaims bounds what one check reads: there is at most one claim
 	// per namespace.
@@ -62,6 +83,9 @@ type Config struct {
 	Namespaces []string
 	// Identity is this replica's, recorded as the claim's holder.
 	Identity string
+	// User is the user the install runs as, recorded in the claim;
+	// empty: asked of the apiserver (SelfSubjectReview).
+	User string
 	// Duration is how long a claim lives without being renewed.
 	Duration time.Duration
 	// Interval is how often claims are renewed and read.
@@ -104,6 +128,11 @@ type Keeper struct {
 
 	// seen is when each other claim last changed, by this clock.
 	seen map[types.UID]observed
+	// user is who this install runs as, once known.
+	user string
+	// granted is whether each other claim's user may claim, as asked
+	// last (again after Duration), keyed by namespace and user.
+	granted map[string]verdict
 
 	mu       sync.Mutex
 	state    state
@@ -111,6 +140,11 @@ type Keeper struct {
 	streak   int
 	contests int
 	lastErr  string
+}
+
+type verdict struct {
+	allowed bool
+	at      time.Time
 }
 
 type observed struct {
@@ -143,7 +177,7 @@ func New(cfg Config) (*Keeper, error) {
 		scope = strings.Join(slices.Compact(ns), ",")
 	}
 	k := &Keeper{
-		cfg: cfg, scope: scope, seen: map[types.UID]observed{}, changed: make(chan struct{}),
+		cfg: cfg, scope: scope, seen: map[types.UID]observed{}, granted: map[string]verdict{}, user: cfg.User, changed: make(chan struct{}),
 		log: cfg.Log.With().Str("component", "claim").Str("claim", cfg.Namespace+"/"+LeaseName).Logger(),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "objectstore_operator_namespace_claim_held",
@@ -267,8 +301,11 @@ func (k *Keeper) check(ctx context.Context) {
 			}
 		}
 		if own, err = k.ensure(ctx, own); err == nil {
-			k.decide(k.conflict(own, claims))
-			return
+			var c *Conflict
+			if c, err = k.conflict(ctx, own, claims); err == nil {
+				k.decide(c)
+				return
+			}
 		}
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -292,9 +329,17 @@ func (k *Keeper) ensure(ctx context.Context, cur *coordinationv1.Lease) (*coordi
 			return nil, fmt.Errorf("get claim %s/%s: %w", k.cfg.Namespace, LeaseName, err)
 		}
 	}
+	user, err := k.whoami(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := k.cfg.Clock.Now()
 	reason := ""
 	switch {
+	case cur.Annotations[UserAnnotation] != user:
+		// Made by an older version, or under another ServiceAccount:
+		// others would not count it.
+		reason = "it names another ServiceAccount (" + cur.Annotations[UserAnnotation] + ")"
 	case cur.Annotations[NamespacesAnnotation] != k.scope:
 		reason = "the watched namespaces changed from " + describe(cur.Annotations[NamespacesAnnotation])
 	case cur.Spec.RenewTime == nil || now.Sub(cur.Spec.RenewTime.Time) > k.cfg.Duration:
@@ -342,14 +387,35 @@ func (k *Keeper) stamp(l *coordinationv1.Lease, now time.Time) {
 	l.Spec.RenewTime = &renew
 }
 
+// whoami returns the user this install runs as, asking the apiserver
+// once.
+func (k *Keeper) whoami(ctx context.Context) (string, error) {
+	if k.user != "" {
+		return k.user, nil
+	}
+	r, err := k.cfg.Client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("ask the apiserver who this install runs as (SelfSubjectReview), to name it in claim %s/%s: %w", k.cfg.Namespace, LeaseName, err)
+	}
+	if r.Status.UserInfo.Username == "" {
+		return "", fmt.Errorf("ask the apiserver who this install runs as (SelfSubjectReview): no user name, cannot make claim %s/%s", k.cfg.Namespace, LeaseName)
+	}
+	k.user = r.Status.UserInfo.Username
+	return k.user, nil
+}
+
 func (k *Keeper) create(ctx context.Context) (*coordinationv1.Lease, error) {
+	user, err := k.whoami(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := k.cfg.Clock.Now()
 	acquired := metav1.NewMicroTime(now)
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: LeaseName, Namespace: k.cfg.Namespace,
 			Labels:      map[string]string{Label: "true", "app.kubernetes.io/managed-by": "object-store-operator"},
-			Annotations: map[string]string{NamespacesAnnotation: k.scope, InstallAnnotation: k.cfg.Install},
+			Annotations: map[string]string{NamespacesAnnotation: k.scope, InstallAnnotation: k.cfg.Install, UserAnnotation: user},
 		},
 		Spec: coordinationv1.LeaseSpec{AcquireTime: &acquired},
 	}
@@ -386,27 +452,26 @@ func (k *Keeper) list(ctx context.Context) ([]coordinationv1.Lease, error) {
 }
 
 // conflict returns the oldest live claim of another install that overlaps
-// this one's and is older than own, or nil.
-func (k *Keeper) conflict(own *coordinationv1.Lease, claims []coordinationv1.Lease) *Conflict {
+// this one's and is older than own, or nil. A claim counts only once its
+// user is found to be its install's (granted); only claims that would
+// refuse this install are asked about, oldest first.
+func (k *Keeper) conflict(ctx context.Context, own *coordinationv1.Lease, claims []coordinationv1.Lease) (*Conflict, error) {
 	now := k.cfg.Clock.Now()
 	present := map[types.UID]bool{}
-	var found *coordinationv1.Lease
-	var shared []string
+	asked := map[string]bool{}
+	var candidates []*coordinationv1.Lease
 	for i := range claims {
 		c := &claims[i]
 		if c.Namespace == k.cfg.Namespace || c.Name != LeaseName || c.Labels[Label] != "true" {
 			continue
 		}
 		present[c.UID] = true
+		asked[grantKey(c)] = true
 		if !k.live(c, now) {
 			continue
 		}
-		s, overlap := overlapping(k.scope, c.Annotations[NamespacesAnnotation])
-		if !overlap || !older(c, own) {
-			continue
-		}
-		if found == nil || older(c, found) {
-			found, shared = c, s
+		if _, overlap := overlapping(k.scope, c.Annotations[NamespacesAnnotation]); overlap && older(c, own) {
+			candidates = append(candidates, c)
 		}
 	}
 	for uid := range k.seen {
@@ -414,17 +479,83 @@ func (k *Keeper) conflict(own *coordinationv1.Lease, claims []coordinationv1.Lea
 			delete(k.seen, uid)
 		}
 	}
-	if found == nil {
-		return nil
+	for key := range k.granted {
+		if !asked[key] {
+			delete(k.granted, key)
+		}
 	}
-	install := found.Annotations[InstallAnnotation]
-	if install == "" || len(install) > 253 {
-		install = "object-store-operator"
+	slices.SortFunc(candidates, func(a, b *coordinationv1.Lease) int {
+		if older(a, b) {
+			return -1
+		}
+		return 1
+	})
+	for _, found := range candidates {
+		ok, err := k.grantedTo(ctx, found, now)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		shared, _ := overlapping(k.scope, found.Annotations[NamespacesAnnotation])
+		install := found.Annotations[InstallAnnotation]
+		if install == "" || len(install) > 253 {
+			install = "object-store-operator"
+		}
+		return &Conflict{
+			Install: found.Namespace + "/" + install, Lease: found.Namespace + "/" + found.Name,
+			Shared: shared, Theirs: found.Annotations[NamespacesAnnotation], ours: k.scope,
+		}, nil
 	}
-	return &Conflict{
-		Install: found.Namespace + "/" + install, Lease: found.Namespace + "/" + found.Name,
-		Shared: shared, Theirs: found.Annotations[NamespacesAnnotation], ours: k.scope,
+	return nil, nil
+}
+
+func grantKey(c *coordinationv1.Lease) string {
+	return c.Namespace + "/" + c.Annotations[UserAnnotation]
+}
+
+// grantedTo reports whether claim c is an install's: it names a
+// ServiceAccount of its own namespace that may claim namespaces
+// cluster-wide. A tenant controls the ServiceAccounts, Roles and
+// RoleBindings of its namespace, but not a ClusterRoleBinding, and a
+// RoleBinding grants nothing cluster-wide. The answer is kept for
+// Duration.
+func (k *Keeper) grantedTo(ctx context.Context, c *coordinationv1.Lease, now time.Time) (bool, error) {
+	key := grantKey(c)
+	if v, ok := k.granted[key]; ok && now.Sub(v.at) <= k.cfg.Duration {
+		return v.allowed, nil
 	}
+	user := c.Annotations[UserAnnotation]
+	name, ok := strings.CutPrefix(user, serviceAccountPrefix+c.Namespace+":")
+	allowed, reason := false, ""
+	switch {
+	case user == "":
+		reason = "it names no ServiceAccount (a forged claim, or an install of an older version)"
+	case !ok || name == "" || strings.Contains(name, ":") || len(user) > 512:
+		reason = "it names a user that is not a ServiceAccount of its namespace"
+	default:
+		review, err := k.cfg.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   user,
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + c.Namespace, "system:authenticated"},
+				// No namespace: cluster-wide.
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Group: Group, Resource: Resource, Verb: Verb},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("check claim %s/%s (SubjectAccessReview: may %s %s %s.%s cluster-wide?): %w",
+				c.Namespace, c.Name, user, Verb, Resource, Group, err)
+		}
+		allowed = review.Status.Allowed
+		reason = "its ServiceAccount " + user + " may not " + Verb + " " + Resource + "." + Group + " cluster-wide (no install's ClusterRoleBinding)"
+	}
+	if _, known := k.granted[key]; !known && !allowed {
+		k.log.Warn().Str("object", c.Namespace+"/"+c.Name).Str("reason", reason).
+			Msg("ignoring a claim that is not an install's")
+	}
+	k.granted[key] = verdict{allowed: allowed, at: now}
+	return allowed, nil
 }
 
 // live reports whether another install renews its claim: released claims

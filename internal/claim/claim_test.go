@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,13 +23,20 @@ import (
 
 // api is a fake apiserver for Leases that sets what the real one sets:
 // the creation time (by its clock, in whole seconds), a UID and a new
-// resource version on every write.
+// resource version on every write. Its authorizer grants the claim to
+// the ServiceAccount object-store-operator of every namespace a keeper
+// was made in (as the chart's ClusterRoleBinding does), and counts the
+// reviews.
 type api struct {
-	client *fake.Clientset
-	clock  *testclock.FakeClock
-	mu     sync.Mutex
-	rv     int
+	client   *fake.Clientset
+	clock    *testclock.FakeClock
+	mu       sync.Mutex
+	rv       int
+	installs map[string]bool
+	reviews  int
 }
+
+func installUser(ns string) string { return "system:serviceaccount:" + ns + ":object-store-operator" }
 
 func newAPI(t *testing.T) *api {
 	a := &api{client: fake.NewClientset(), clock: testclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
@@ -46,6 +54,19 @@ func newAPI(t *testing.T) *api {
 	}
 	a.client.PrependReactor("create", "leases", stamp)
 	a.client.PrependReactor("update", "leases", stamp)
+	a.installs = map[string]bool{}
+	a.client.PrependReactor("create", "subjectaccessreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		r := action.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview).DeepCopy()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.reviews++
+		ra := r.Spec.ResourceAttributes
+		for ns := range a.installs {
+			r.Status.Allowed = r.Status.Allowed || (r.Spec.User == installUser(ns) && ra != nil && ra.Namespace == "" &&
+				ra.Group == Group && ra.Resource == Resource && ra.Verb == Verb)
+		}
+		return true, r, nil
+	})
 	return a
 }
 
@@ -56,9 +77,12 @@ func (a *api) keeper(t *testing.T, ns string, watch ...string) *Keeper {
 
 func (a *api) replica(t *testing.T, ns, identity string, watch ...string) *Keeper {
 	t.Helper()
+	a.mu.Lock()
+	a.installs[ns] = true
+	a.mu.Unlock()
 	k, err := New(Config{
 		Client: a.client, Namespace: ns, Install: "object-store-operator", Namespaces: watch,
-		Identity: identity, Duration: 30 * time.Second, Interval: 2 * time.Second, Clock: a.clock, Log: zerolog.Nop(),
+		Identity: identity, User: installUser(ns), Duration: 30 * time.Second, Interval: 2 * time.Second, Clock: a.clock, Log: zerolog.Nop(),
 	})
 	require.NoError(t, err)
 	return k
@@ -217,10 +241,11 @@ func TestWhileHeldEndsTheTermWhenAnOlderClaimAppears(t *testing.T) {
 
 	// A claim older than this one's (its install started a moment before
 	// and its first write was slow to show).
+	a.installs["ops-a"] = true
 	hold := "ops-a-replica"
 	_, err := a.client.CoordinationV1().Leases("ops-a").Create(t.Context(), &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: "ops-a", Labels: map[string]string{Label: "true"},
-			Annotations: map[string]string{NamespacesAnnotation: "tenant-a", InstallAnnotation: "object-store-operator"}},
+			Annotations: map[string]string{NamespacesAnnotation: "tenant-a", InstallAnnotation: "object-store-operator", UserAnnotation: installUser("ops-a")}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &hold},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)

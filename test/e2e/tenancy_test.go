@@ -263,7 +263,9 @@ func TestTwoInstallsSideBySideAndAnOverlappingOneIsRefused(t *testing.T) {
 		gen, err := generated(t, tenantA, "store-a")
 		return err == nil && string(gen.Data["public.crt"]) == string(rotated.Data["tls.crt"])
 	}, 20*time.Second, 50*time.Millisecond, "the generated Secret follows the rotation")
-	assert.Equal(t, 2.0, metricValue(t, a.op, "objectstore_operator_mountsecret_rebuilds_total"))
+	// Counted once the StatefulSets are rolled too, a moment after the write.
+	assert.Eventually(t, func() bool { return metricValue(t, a.op, "objectstore_operator_mountsecret_rebuilds_total") == 2.0 },
+		10*time.Second, 50*time.Millisecond, "A rebuilt the rotated Secret once")
 	assert.Equal(t, 1.0, metricValue(t, b.op, "objectstore_operator_mountsecret_rebuilds_total"))
 
 	// A third install whose namespaces overlap A's is refused: not ready,
@@ -422,7 +424,7 @@ data:
 	require.NoError(t, err)
 	takeOver := strings.Replace(secretYAML("solo-generated", false), "\ndata:", "\n"+soloOwner+"data:", 1)
 	takeOver = strings.Replace(takeOver, "metadata:\n", "metadata:\n  resourceVersion: \""+notOursSecret.ResourceVersion+"\"\n", 1)
-	claim := func(scope string) string {
+	claim := func(scope, user string) string {
 		return `apiVersion: coordination.k8s.io/v1
 kind: Lease
 metadata:
@@ -430,16 +432,18 @@ metadata:
   namespace: ` + opNS + `
   annotations:
     aistor.min.io/watch-namespaces: "` + scope + `"
+    aistor.min.io/service-account: "` + user + `"
 `
 	}
-	out, err := kubectlAs(t, sa, claim("*"), "create", "-f", "-", "--dry-run=server")
+	out, err := kubectlAs(t, sa, claim("*", sa), "create", "-f", "-", "--dry-run=server")
 	assert.NoError(t, err, "its own claim, as configured: %s", out)
 
 	for _, d := range []struct {
 		what, stdin string
 		args        []string
 	}{
-		{"a claim on namespaces the release does not watch", claim(tenantNS), []string{"create", "-f", "-", "--dry-run=server"}},
+		{"a claim on namespaces the release does not watch", claim(tenantNS, sa), []string{"create", "-f", "-", "--dry-run=server"}},
+		{"a claim naming another ServiceAccount", claim("*", serviceAccountUser(tenantNS)), []string{"create", "-f", "-", "--dry-run=server"}},
 		{"a Secret it did not generate, labelled on the way", takeOver, []string{"replace", "-f", "-"}},
 		{"an unlabelled Secret", "", []string{"create", "secret", "generic", "loose", "-n", tenantNS, "--from-literal=k=v"}},
 		{"an unlabelled Secret in its own namespace", "", []string{"create", "secret", "generic", "loose", "-n", opNS, "--from-literal=k=v"}},
