@@ -1,6 +1,7 @@
 package binstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -138,7 +139,10 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	defer unlock()
 	s.Scan()
 	snap := s.Current()
-	if stored := snap.ByDigest(st.SHA256, st.release); stored != nil && stored.Platform == st.platform && stored.inDigestDir() {
+	// Stored already: kept as it is, unless it was private and this
+	// source is public (an anonymous pull proved anyone can read the
+	// bytes), which lands the public provenance over it.
+	if stored := snap.stored(st.platform, st.SHA256, st.name); stored != nil && (!stored.private() || c.Source.Private) {
 		return stored, nil
 	}
 	var same *Binary
@@ -161,8 +165,8 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	s.hashes[rel] = hashed{info: info, digest: st.SHA256, sig: sig, keyID: keyID}
 	s.scanMu.Unlock()
 	s.Scan()
-	b := s.Current().ByDigest(st.SHA256, st.release)
-	if b == nil || b.Path() != rel {
+	b := s.Current().stored(st.platform, st.SHA256, st.name)
+	if b == nil {
 		return nil, &Error{Reason: ReasonOther, Err: fmt.Errorf("%s was landed but is not listed; see the store's log", rel)}
 	}
 	return b, nil
@@ -210,7 +214,7 @@ func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error
 	}
 	linked := false
 	if same != nil {
-		linked = st.link(same, tmpDir, final)
+		linked = st.s.link(same, tmpDir, st.name, final)
 	}
 	if !linked {
 		if err := st.tmp.Chmod(0o755); err != nil {
@@ -254,19 +258,19 @@ func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error
 	return info, nil
 }
 
-// link makes final a hard link to the stored file of the same bytes,
+// link makes final (named name) a hard link to the stored file of the same bytes,
 // checked unchanged since it was indexed; false when that cannot be done
 // (the caller then lands its own copy).
-func (st *Staged) link(same *Binary, tmpDir, final string) bool {
-	f, err := st.s.Open(same)
+func (s *Store) link(same *Binary, tmpDir, name, final string) bool {
+	f, err := s.Open(same)
 	if err != nil {
 		return false
 	}
 	f.Close()
-	tmp := filepath.Join(tmpDir, "."+st.name+"."+st.SHA256[:16]+".tmp")
+	tmp := filepath.Join(tmpDir, "."+name+"."+same.SHA256[:16]+".tmp")
 	_ = os.Remove(tmp)
-	if err := os.Link(filepath.Join(st.s.dir, filepath.FromSlash(same.Path())), tmp); err != nil {
-		st.s.log.Warn().Err(err).Str("file", same.Path()).Msg("cannot hard-link a stored binary; storing another copy")
+	if err := os.Link(filepath.Join(s.dir, filepath.FromSlash(same.Path())), tmp); err != nil {
+		s.log.Warn().Err(err).Str("file", same.Path()).Msg("cannot hard-link a stored binary; storing another copy")
 		return false
 	}
 	if err := os.Rename(tmp, final); err != nil {
@@ -295,4 +299,82 @@ func writeAtomic(tmpDir, dir, name string, data []byte) error {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return nil
+}
+
+// stored returns the store's own binary of these bytes under this name
+// in the platform's digest directory (not a tenant's copy), or nil.
+func (s *Snapshot) stored(platform, digest, name string) *Binary {
+	want := path.Join(platform, digestDirName, digest, name)
+	for _, b := range s.claims[path.Join(platform, name)] {
+		if b.rel == want {
+			return b
+		}
+	}
+	return nil
+}
+
+// Publish makes b, a binary in its digest directory, available to one
+// ObjectStore only: a hard link at
+// <platform>/sha256/<hex>/<component>/minio.<RELEASE> (no second copy)
+// with sig as its .minisig and src as its provenance. The component must
+// be 64 lower-case hex characters the caller derived from a secret (see
+// binsource); the copy is found only with it (Snapshot.TenantFile). A
+// copy already there with the same signature is returned as it is.
+func (s *Store) Publish(b *Binary, component string, sig []byte, src Source) (*Binary, error) {
+	if !validDigest(component) || b.component != "" || !b.inDigestDir() {
+		return nil, fmt.Errorf("cannot publish %s for a tenant", b.Path())
+	}
+	if f, ok := s.Current().TenantFile(b.SHA256, component, b.Name); ok && bytes.Equal(f.Binary.sig, sig) && f.Binary.Platform == b.Platform {
+		return f.Binary, nil
+	}
+	lockDir := filepath.Join(s.dir, b.Platform, digestDirName)
+	unlock, err := s.wait(context.Background(), "another process landing "+b.SHA256, func() (func(), error) {
+		return s.tryLockFile(lockDir, "."+b.SHA256+".lock")
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	tmpDir := filepath.Join(s.dir, b.Platform)
+	dir := filepath.Join(s.dir, filepath.FromSlash(path.Dir(b.Path())), component)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	final := filepath.Join(dir, b.Name)
+	if err := os.Remove(final + SHA256SumSuffix); err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("remove old checksum: %w", err)
+	}
+	if !s.link(b, tmpDir, b.Name, final) {
+		return nil, fmt.Errorf("cannot link %s into %s", b.Path(), dir)
+	}
+	provenance, err := json.MarshalIndent(src, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode provenance: %w", err)
+	}
+	for _, f := range []struct {
+		suffix string
+		data   []byte
+	}{
+		{MinisigSuffix, sig},
+		{sourceSuffix, provenance},
+		{SHA256SumSuffix, SHA256SumFile(b.SHA256, b.Name)},
+	} {
+		if err := writeAtomic(tmpDir, dir, b.Name+f.suffix, f.data); err != nil {
+			return nil, err
+		}
+	}
+	if bytes.Equal(sig, b.sig) {
+		// The same bytes and signature were verified when b was indexed.
+		if info, err := os.Stat(final); err == nil {
+			s.scanMu.Lock()
+			s.hashes[path.Join(path.Dir(b.Path()), component, b.Name)] = hashed{info: info, digest: b.SHA256, sig: sig, keyID: b.KeyID}
+			s.scanMu.Unlock()
+		}
+	}
+	s.Scan()
+	f, ok := s.Current().TenantFile(b.SHA256, component, b.Name)
+	if !ok {
+		return nil, fmt.Errorf("%s was published in %s but is not listed; see the store's log", b.Name, dir)
+	}
+	return f.Binary, nil
 }
