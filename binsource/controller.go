@@ -2,6 +2,9 @@ package binsource
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -43,6 +46,10 @@ type ControllerConfig struct {
 	// Remedy returns what the user should do about a condition reason, in
 	// the words of whoever wires this controller; "" for none.
 	Remedy func(reason string) string
+	// URLKey is the secret a private binary's URL component is derived
+	// from (see component); every replica must have the same. Empty: a
+	// private binary is not published, and its ObjectStore is told so.
+	URLKey []byte
 	// UpdateURL is the upgrade server's base URL as pods reach it (up to
 	// /webhook/v1/update); status.binary.url is the digest URL below it.
 	UpdateURL string
@@ -92,7 +99,12 @@ type outcome struct {
 	image   string
 	release string
 	// binary is the ObjectStore's own binary (nil until one is available).
-	binary    *v1.BinaryStatus
+	binary *v1.BinaryStatus
+	// published are the store paths of the copies published for this
+	// ObjectStore alone (private binaries), kept by housekeeping.
+	published []string
+	// path is where binary is served below the update URL.
+	path      string
 	condition metav1.Condition
 }
 
@@ -255,9 +267,21 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return c.fail(ctx, u, image, err)
 	}
+	binaries, published, err := c.publish(store, res.Binaries)
+	if err != nil {
+		return c.fail(ctx, u, image, err)
+	}
 	msg := fmt.Sprintf("minio.%s is served for %s (source: %s; minisign key %s)",
 		res.Release, strings.Join(res.Platforms, ", "), strings.Join(uniq(res.Sources), "; "), strings.Join(res.KeyIDs, ", "))
-	changed := c.record(key, outcome{image: image, release: res.Release, binary: c.binaryStatus(res), condition: metav1.Condition{
+	if len(published) > 0 {
+		msg += "; pulled with the ObjectStore's credentials, so served only at its own URL (status.binary.url)"
+	}
+	var st *v1.BinaryStatus
+	var path string
+	if own := ownBinary(binaries); own != nil {
+		st, path = c.binaryStatus(own), own.URLPath()
+	}
+	changed := c.record(key, outcome{image: image, release: res.Release, binary: st, path: path, published: published, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: "Available", Message: msg,
 	}})
 	if err := c.report(u); err != nil {
@@ -330,25 +354,71 @@ func (k keepWhilePulling) Forget(key string) {
 	}
 }
 
-// binaryStatus names the tenant's own binary by its bytes: linux/amd64's
-// when the image has it (the platform tenants are updated for), else the
-// first platform's.
-func (c *Controller) binaryStatus(res *Result) *v1.BinaryStatus {
-	if len(res.Binaries) == 0 {
-		return nil
-	}
-	b := res.Binaries[0]
-	for _, cand := range res.Binaries {
-		if cand.Platform == binstore.PlatformDir("linux", "amd64") {
-			b = cand
-			break
-		}
-	}
+// binaryStatus names the tenant's own binary by its bytes and its URL.
+func (c *Controller) binaryStatus(b *binstore.Binary) *v1.BinaryStatus {
 	st := &v1.BinaryStatus{Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
 	if c.cfg.UpdateURL != "" {
-		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.DigestPath() + binstore.SHA256SumSuffix
+		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.URLPath() + binstore.SHA256SumSuffix
 	}
 	return st
+}
+
+// ownBinary is the binary the ObjectStore is given: linux/amd64's when the
+// image has it (the platform tenants are updated for), else the first
+// platform's; nil for none.
+func ownBinary(binaries []*binstore.Binary) *binstore.Binary {
+	for _, b := range binaries {
+		if b.Platform == binstore.PlatformDir("linux", "amd64") {
+			return b
+		}
+	}
+	if len(binaries) == 0 {
+		return nil
+	}
+	return binaries[0]
+}
+
+// publish gives the ObjectStore its own copy of every private binary
+// (pulled with its credentials), at sha256/<hex>/<component>/, and
+// returns the binaries it is to be served with (the copies in place of
+// the private ones) and the copies' store paths. Public binaries are
+// served at their digest paths as they are.
+func (c *Controller) publish(store *v1.ObjectStore, binaries []*binstore.Binary) ([]*binstore.Binary, []string, error) {
+	out := make([]*binstore.Binary, 0, len(binaries))
+	var published []string
+	for _, b := range binaries {
+		if !b.Private() {
+			out = append(out, b)
+			continue
+		}
+		if len(c.cfg.URLKey) == 0 {
+			return nil, nil, reasonf(errPull, "minio.%s was pulled with the ObjectStore's credentials, and this operator has no URL key to serve it privately with", b.Release)
+		}
+		src := binstore.Source{}
+		if b.Source != nil {
+			src = *b.Source
+		}
+		src.ObjectStore = store.Namespace + "/" + store.Name
+		own, err := c.cfg.Fetcher.cfg.Store.Publish(b, component(c.cfg.URLKey, b.SHA256, string(store.UID)), b.Minisig(), src)
+		if err != nil {
+			return nil, nil, reasonf(errPull, "publish minio.%s for %s/%s: %v", b.Release, store.Namespace, store.Name, err)
+		}
+		out = append(out, own)
+		published = append(published, own.Path())
+	}
+	return out, published, nil
+}
+
+// component is the part of a private binary's URL only its ObjectStore is
+// given: HMAC-SHA256 of the binary's digest and the ObjectStore's UID under
+// the replicas' shared URL key, so it cannot be derived from anything
+// public (the digest, the release, the ObjectStore's name), differs for
+// every ObjectStore (a recreated one, with a new UID, gets a new URL), and
+// every replica derives the same one.
+func component(key []byte, digest, uid string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("object-store-operator binary URL v1\x00" + digest + "\x00" + uid))
+	return hex.EncodeToString(mac.Sum(nil))
 }
 
 // uniq drops repeats, keeping the first of each (platforms from one image
@@ -379,13 +449,12 @@ func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, ima
 	// A failure (a registry outage, say) keeps the release the same image
 	// resolved to before, so housekeeping does not remove it meanwhile.
 	c.mu.Lock()
-	kept := ""
-	var keptBinary *v1.BinaryStatus
+	var kept outcome
 	if before, ok := c.outcomes[key]; ok && before.image == image {
-		kept, keptBinary = before.release, before.binary
+		kept = before
 	}
 	c.mu.Unlock()
-	c.record(key, outcome{image: image, release: kept, binary: keptBinary, condition: metav1.Condition{
+	c.record(key, outcome{image: image, release: kept.release, binary: kept.binary, path: kept.path, published: kept.published, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionFalse, Reason: r, Message: msg,
 	}})
 	if err := c.report(u); err != nil {
@@ -422,8 +491,11 @@ type Resolution struct {
 	// Release is the release Image holds (set when Available).
 	Release string
 	// SHA256 and Platform name the ObjectStore's own binary (set when
-	// Available): it is served at binstore.DigestPath(SHA256, Release).
+	// Available): it is served at Path below the update URL.
 	SHA256, Platform string
+	// Path is where the ObjectStore's own binary is served below the
+	// update URL: its digest path, or its own private path.
+	Path string
 	// Reason and Message are the BinaryAvailable condition's.
 	Reason, Message string
 }
@@ -442,7 +514,7 @@ func (c *Controller) Resolution(key, image string) (r Resolution, ok bool) {
 	if available {
 		r.Release = o.release
 		if o.binary != nil {
-			r.SHA256, r.Platform = o.binary.SHA256, o.binary.Platform
+			r.SHA256, r.Platform, r.Path = o.binary.SHA256, o.binary.Platform, o.path
 		}
 	}
 	return r, true
@@ -492,7 +564,7 @@ func (c *Controller) forget(key string) bool {
 // has not looked at its tenant yet.
 func (c *Controller) housekeep() {
 	c.mu.Lock()
-	releases, pairs := map[string]bool{}, map[string]bool{}
+	releases, pairs, published := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, key := range c.stores.ListKeys() {
 		obj, ok, _ := c.stores.GetByKey(key)
 		if !ok || imageOf(obj.(*unstructured.Unstructured)) == "" {
@@ -506,6 +578,9 @@ func (c *Controller) housekeep() {
 		releases[o.release] = true
 		if o.binary != nil {
 			pairs[o.binary.SHA256+"/"+o.release] = true
+		}
+		for _, p := range o.published {
+			published[p] = true
 		}
 	}
 	c.mu.Unlock()
@@ -534,6 +609,12 @@ func (c *Controller) housekeep() {
 		wanted := pairs[b.SHA256+"/"+b.Release]
 		if b.Path() == b.PlainPath() {
 			wanted = releases[b.Release]
+		}
+		// A copy published for one ObjectStore goes as soon as that
+		// ObjectStore no longer wants it: its URL is its tenant's only,
+		// and the bytes stay stored (its digest directory's file).
+		if b.Published() {
+			wanted, newer = published[b.Path()], c.cfg.Keep
 		}
 		if wanted || newer < c.cfg.Keep {
 			continue

@@ -276,6 +276,9 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		}
 		return nil, false, err
 	}
+	// Whether the image needs the ObjectStore's credentials: see
+	// usesCredentials.
+	private := usesCredentials(kc, ref.Context())
 	images, err := f.platformImages(desc)
 	if err != nil {
 		return nil, false, err
@@ -296,7 +299,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 			missing = append(missing, p)
 			continue
 		}
-		b, fetched, err := f.fromImage(ctx, ref, image, img, p, rel)
+		b, fetched, err := f.fromImage(ctx, ref, image, img, p, rel, private)
 		if errors.Is(err, errNoBinary) && f.cfg.MirrorURL != "" {
 			missing = append(missing, p)
 			continue
@@ -340,18 +343,23 @@ func (r *Result) add(p Platform, b *binstore.Binary) {
 // fromImage returns the served binary for the platform image, pulling it
 // unless the store already serves this very manifest's binary. It reports
 // whether blobs were read.
-func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image string, img ggcrv1.Image, p Platform, rel string) (*binstore.Binary, bool, error) {
+//
+// A private pull (made with credentials) lands a private binary, served
+// only at the URLs of the ObjectStores it is published for. A public pull
+// never reuses a private binary: it pulls the bytes anonymously and so
+// makes them public.
+func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image string, img ggcrv1.Image, p Platform, rel string, private bool) (*binstore.Binary, bool, error) {
 	digest, err := img.Digest()
 	if err != nil {
 		return nil, false, classify("digest of the "+p.String()+" image", err)
 	}
 	source := ref.Context().String() + "@" + digest.String()
-	b, unlock, err := f.lockUnlessServed(ctx, p, source, func() *binstore.Binary { return f.servedFor(p, rel, digest.String()) })
+	b, unlock, err := f.lockUnlessServed(ctx, p, source, func() *binstore.Binary { return f.servedFor(p, rel, digest.String(), private) })
 	if b != nil || err != nil {
 		return b, false, err
 	}
 	defer unlock()
-	src := binstore.Source{Image: image, Registry: ref.Context().RegistryStr(), Repository: ref.Context().RepositoryStr(), ManifestDigest: digest.String()}
+	src := binstore.Source{Image: image, Registry: ref.Context().RegistryStr(), Repository: ref.Context().RepositoryStr(), ManifestDigest: digest.String(), Private: private}
 	if b, err = f.extract(ctx, img, p, rel, src); err != nil {
 		return nil, true, err
 	}
@@ -439,13 +447,16 @@ func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *bi
 
 // servedFor returns the served binary if it is known to be the platform
 // manifest's: it came from that manifest, or was compared with it.
-func (f *Fetcher) servedFor(p Platform, rel, manifest string) *binstore.Binary {
+func (f *Fetcher) servedFor(p Platform, rel, manifest string, private bool) *binstore.Binary {
 	f.mu.Lock()
 	same := f.same[manifest]
 	f.mu.Unlock()
 	// Other images may claim the release with other bytes: only this
 	// manifest's own binary will do.
 	for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
+		if b.Private() && !private {
+			continue
+		}
 		if (b.Source != nil && b.Source.ManifestDigest == manifest) || (same != "" && b.SHA256 == same) {
 			return b
 		}

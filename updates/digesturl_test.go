@@ -32,12 +32,12 @@ func TestUpdateURLNamesTheTenantsOwnBytes(t *testing.T) {
 	a, b := land([]byte("tenant A")), land([]byte("tenant B"))
 	c := &Controller{cfg: Config{Store: s, UpdateURL: "https://op.ops.svc:4221/webhook/v1/update/"}}
 	for _, sha := range []string{a, b} {
-		u, err := c.updateURL(relNew, sha)
+		u, err := c.updateURL(relNew, sha, "")
 		require.NoError(t, err)
 		assert.Equal(t, "https://op.ops.svc:4221/webhook/v1/update/sha256/"+sha+"/minio."+relNew+".sha256sum", u)
 	}
-	_, err = c.updateURL(relNew, "")
+	_, err = c.updateURL(relNew, "", "")
 	assert.Error(t, err, "the release's plain path is withheld while its claims disagree")
-	_, err = c.updateURL(relOld, a)
+	_, err = c.updateURL(relOld, a, "")
 	assert.Error(t, err, "a digest under a release it was not stored under")
 }

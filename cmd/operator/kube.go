@@ -109,6 +109,10 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	if err != nil {
 		return err
 	}
+	urlKey, err := loadURLKey(ctx, k.client, cfg.namespace)
+	if err != nil {
+		return err
+	}
 	w := &leaderWork{}
 	if cfg.mode() == modeAutocert {
 		if w.issuer, err = newIssuer(ctx, cfg, k, log, certMetrics); err != nil {
@@ -159,7 +163,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep,
 		Recorder: recorder, Remedy: binaryRemedy, Log: log, Registerer: reg, Workers: cfg.binaryWorkers,
-		UpdateURL: cfg.podUpdateURL(),
+		UpdateURL: cfg.podUpdateURL(), URLKey: urlKey,
 		// The updater waits for the store; it is built next, before
 		// anything runs.
 		Resolved: func(key string) { w.updates.Resolved(key) },

@@ -1,0 +1,83 @@
+package binsource
+
+import (
+	"encoding/base64"
+	"testing"
+
+	"aead.dev/minisign"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/binstore/binstoretest"
+)
+
+// A pull made with credentials from the ObjectStore's pull Secrets is
+// private; one the Secrets have nothing for is anonymous, so public.
+func TestAPullWithCredentialsIsPrivate(t *testing.T) {
+	auth := base64.StdEncoding.EncodeToString([]byte("user:pass"))
+	k, err := newKeychain([]*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "t"}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example:5000":{"auth":"` + auth + `"}}}`)}}})
+	require.NoError(t, err)
+	none, err := newKeychain(nil)
+	require.NoError(t, err)
+	for image, want := range map[string]bool{"registry.example:5000/minio/aistor:x": true, "quay.io/minio/minio:x": false} {
+		ref, err := name.ParseReference(image)
+		require.NoError(t, err)
+		assert.Equal(t, want, usesCredentials(k, ref.Context()), image)
+		assert.False(t, usesCredentials(none, ref.Context()), image)
+	}
+}
+
+// The URL component depends on the key, the digest and the ObjectStore's
+// UID, and is the 64 lower-case hex characters the store accepts.
+func TestURLComponentIsBoundToKeyDigestAndObjectStore(t *testing.T) {
+	key, other := []byte("0123456789abcdef0123456789abcdef"), []byte("fedcba9876543210fedcba9876543210")
+	d1, d2 := binstoretest.SHA256([]byte("1")), binstoretest.SHA256([]byte("2"))
+	c := component(key, d1, "uid-a")
+	assert.True(t, binstore.ValidDigest(c))
+	assert.Equal(t, c, component(key, d1, "uid-a"), "every replica derives the same")
+	for name, o := range map[string]string{
+		"another ObjectStore": component(key, d1, "uid-b"),
+		"other bytes":         component(key, d2, "uid-a"),
+		"another key":         component(other, d1, "uid-a"),
+	} {
+		assert.NotEqual(t, c, o, name)
+	}
+}
+
+// A private pull lands a binary served at no public path; a public pull of
+// the same manifest does not reuse it (it pulls, and makes it public).
+func TestPrivatePullIsNotServedPubliclyNorReusedByAPublicPull(t *testing.T) {
+	key := binstoretest.NewKey(t)
+	bin := []byte("a licensed build")
+	blob := gzipTar(t, map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": key.Sign(t, bin)}, 0)
+	img := singleLayerImage(t, blob)
+	f := testFetcher(t, binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}}, FetcherConfig{})
+	ref, err := name.ParseReference("registry.example/private/minio:RELEASE.X")
+	require.NoError(t, err)
+	p := Platform{"linux", "amd64"}
+
+	b, pulled, err := f.fromImage(t.Context(), ref, ref.String(), img, p, "RELEASE.X", true)
+	require.NoError(t, err)
+	assert.True(t, pulled)
+	assert.True(t, b.Private())
+	snap := f.cfg.Store.Current()
+	assert.Nil(t, snap.ByDigest(b.SHA256, "RELEASE.X"))
+	assert.Nil(t, snap.Binary("linux-amd64", "RELEASE.X"))
+	assert.Empty(t, snap.Binaries())
+
+	b, pulled, err = f.fromImage(t.Context(), ref, ref.String(), img, p, "RELEASE.X", true)
+	require.NoError(t, err)
+	assert.False(t, pulled, "the private binary is reused for a private pull")
+	assert.True(t, b.Private())
+
+	b, pulled, err = f.fromImage(t.Context(), ref, ref.String(), img, p, "RELEASE.X", false)
+	require.NoError(t, err)
+	assert.True(t, pulled, "a public pull reads the bytes itself")
+	assert.False(t, b.Private())
+	assert.NotNil(t, f.cfg.Store.Current().ByDigest(b.SHA256, "RELEASE.X"))
+}
