@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -276,9 +277,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		}
 		return nil, false, err
 	}
-	// Whether the image needs the ObjectStore's credentials: see
-	// usesCredentials.
-	private := usesCredentials(kc, ref.Context())
+	private := f.needsCredentials(ctx, ref, kc, desc.Digest)
 	images, err := f.platformImages(desc)
 	if err != nil {
 		return nil, false, err
@@ -325,6 +324,32 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		return nil, false, reasonf(errNoBinary, "%s has no image for %s", image, strings.Join(f.platformNames(), ", "))
 	}
 	return res, pulled, nil
+}
+
+// needsCredentials reports whether the image, which kc's credentials read
+// as the manifest digest got, is private: served only at the URLs of the
+// ObjectStores it is published for.
+//
+// An image counts as private when the pull was made with credentials and
+// an anonymous HEAD of the same reference (through the same trust pool,
+// HTTPS-only transport) does not answer with that very digest: refused
+// (401, 403, or the 404 some registries give instead), failed in any
+// way, or another manifest. Anything anyone can read anonymously is
+// public whatever credentials a tenant added (registries commonly accept
+// credentials for public images, e.g. against rate limits), so such
+// tenants keep the plain paths and the listing. The probe is one more
+// manifest request per pull made with credentials, and none otherwise;
+// when in doubt (the registry did not answer) the binary is private.
+func (f *Fetcher) needsCredentials(ctx context.Context, ref name.Reference, kc *keychain, digest ggcrv1.Hash) bool {
+	if !usesCredentials(kc, ref.Context()) {
+		return false
+	}
+	anon, err := remote.Head(ref, remote.WithContext(ctx), remote.WithAuth(authn.Anonymous), remote.WithTransport(f.registry))
+	if err != nil {
+		f.log.Debug().Str("image", ref.String()).Err(err).Msg("the image needs credentials: its binary is private")
+		return true
+	}
+	return anon.Digest != digest
 }
 
 func (r *Result) add(p Platform, b *binstore.Binary) {

@@ -49,18 +49,9 @@ func newKeychain(secrets []*corev1.Secret) (*keychain, error) {
 }
 
 // usesCredentials reports whether a pull of repo is made with credentials
-// from the ObjectStore's pull Secrets. Such a binary is private: served
-// only at its tenants' URLs.
-//
-// Any pull made with credentials counts, whether or not the registry would
-// also have answered anonymously. Probing anonymously first would cost a
-// request per pull and only tells what the registry answered at that
-// moment (anonymous access can be rate-limited, granted by mistake, or
-// taken back); a tenant that hands the operator credentials for an image
-// says it treats the image as its own. The cost of erring this way is
-// small: the tenant keeps its own URL, only the public plain paths and the
-// listing lack the binary. An error resolving the credentials counts as
-// credentials too.
+// from the ObjectStore's pull Secrets (anything but anonymous). Only such
+// a pull can be private; see Fetcher.needsCredentials. An error resolving
+// the credentials counts as credentials.
 func usesCredentials(kc authn.Keychain, repo name.Repository) bool {
 	auth, err := kc.Resolve(repo)
 	if err != nil {

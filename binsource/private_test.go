@@ -2,10 +2,18 @@ package binsource
 
 import (
 	"encoding/base64"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"aead.dev/minisign"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -15,9 +23,9 @@ import (
 	"github.com/object-store-operator/operator/binstore/binstoretest"
 )
 
-// A pull made with credentials from the ObjectStore's pull Secrets is
-// private; one the Secrets have nothing for is anonymous, so public.
-func TestAPullWithCredentialsIsPrivate(t *testing.T) {
+// Only a pull made with credentials from the ObjectStore's pull Secrets
+// can be private; one the Secrets have nothing for is anonymous, so public.
+func TestOnlyAPullWithCredentialsCanBePrivate(t *testing.T) {
 	auth := base64.StdEncoding.EncodeToString([]byte("user:pass"))
 	k, err := newKeychain([]*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "t"}, Type: corev1.SecretTypeDockerConfigJson,
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example:5000":{"auth":"` + auth + `"}}}`)}}})
@@ -80,4 +88,39 @@ func TestPrivatePullIsNotServedPubliclyNorReusedByAPublicPull(t *testing.T) {
 	assert.True(t, pulled, "a public pull reads the bytes itself")
 	assert.False(t, b.Private())
 	assert.NotNil(t, f.cfg.Store.Current().ByDigest(b.SHA256, "RELEASE.X"))
+}
+
+// An image is private when it was read with credentials and an anonymous
+// request for it is refused; one anyone can read is public, whatever
+// credentials the tenant added.
+func TestAnImageIsPrivateWhenTheRegistryRefusesAnonymousReads(t *testing.T) {
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if (ok && (u != "user" || p != "pass")) || (!ok && strings.HasPrefix(r.URL.Path, "/v2/private/")) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	img := singleLayerImage(t, gzipTar(t, map[string][]byte{"opt/bin/minio": []byte("x")}, 0))
+	f := testFetcher(t, binstore.Options{}, FetcherConfig{InsecureRegistries: []string{host}})
+	auth := base64.StdEncoding.EncodeToString([]byte("user:pass"))
+	creds, err := newKeychain([]*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "t"}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"` + host + `":{"auth":"` + auth + `"}}}`)}}})
+	require.NoError(t, err)
+	none, err := newKeychain(nil)
+	require.NoError(t, err)
+	digest, err := img.Digest()
+	require.NoError(t, err)
+	for repo, private := range map[string]bool{"private/minio:x": true, "public/minio:x": false} {
+		ref, err := name.ParseReference(host+"/"+repo, name.Insecure)
+		require.NoError(t, err)
+		require.NoError(t, remote.Write(ref, img, remote.WithAuth(&authn.Basic{Username: "user", Password: "pass"})))
+		assert.Equal(t, private, f.needsCredentials(t.Context(), ref, creds, digest), repo)
+		assert.False(t, f.needsCredentials(t.Context(), ref, none, digest), "%s: a pull without credentials is public", repo)
+	}
 }
