@@ -267,14 +267,17 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return c.fail(ctx, u, image, err)
 	}
-	binaries, published, err := c.publish(store, res.Binaries)
+	binaries, published, err := c.publish(store, res.Binaries, res.Unsigned)
 	if err != nil {
 		return c.fail(ctx, u, image, err)
 	}
 	msg := fmt.Sprintf("minio.%s is served for %s (source: %s; minisign key %s)",
 		res.Release, strings.Join(res.Platforms, ", "), strings.Join(uniq(res.Sources), "; "), strings.Join(res.KeyIDs, ", "))
-	if len(published) > 0 {
-		msg += "; pulled with the ObjectStore's credentials, so served only at its own URL (status.binary.url)"
+	for _, b := range binaries {
+		if b.Private() && b.Source != nil && b.Source.Private {
+			msg += "; pulled with the ObjectStore's credentials, so served only at its own URL (status.binary.url)"
+			break
+		}
 	}
 	var st *v1.BinaryStatus
 	var path string
@@ -379,27 +382,34 @@ func ownBinary(binaries []*binstore.Binary) *binstore.Binary {
 }
 
 // publish gives the ObjectStore its own copy of every private binary
-// (pulled with its credentials), at sha256/<hex>/<component>/, and
-// returns the binaries it is to be served with (the copies in place of
-// the private ones) and the copies' store paths. Public binaries are
-// served at their digest paths as they are.
-func (c *Controller) publish(store *v1.ObjectStore, binaries []*binstore.Binary) ([]*binstore.Binary, []string, error) {
+// (pulled with its credentials) and of every binary its image shipped
+// unsigned (signed with the platform key for it), at sha256/<hex>/<component>/, and returns
+// the binaries it is to be served with (the copies in their place) and the
+// copies' store paths. Other binaries are served at their digest paths as
+// they are.
+func (c *Controller) publish(store *v1.ObjectStore, binaries []*binstore.Binary, unsigned []bool) ([]*binstore.Binary, []string, error) {
 	out := make([]*binstore.Binary, 0, len(binaries))
 	var published []string
-	for _, b := range binaries {
-		if !b.Private() {
+	st := c.cfg.Fetcher.cfg.Store
+	for i, b := range binaries {
+		// A binary from an image that shipped no signature gets one the
+		// platform key makes for this ObjectStore alone (its trusted
+		// comment names it): a signature made for another tenant (or
+		// another image's) is never served at this one's URL.
+		sign := i < len(unsigned) && unsigned[i] && st.Signs()
+		if !b.Private() && !sign {
 			out = append(out, b)
 			continue
 		}
 		if len(c.cfg.URLKey) == 0 {
-			return nil, nil, reasonf(errPull, "minio.%s was pulled with the ObjectStore's credentials, and this operator has no URL key to serve it privately with", b.Release)
+			return nil, nil, reasonf(errPull, "minio.%s needs a URL of the ObjectStore's own, and this operator has no URL key", b.Release)
 		}
 		src := binstore.Source{}
 		if b.Source != nil {
 			src = *b.Source
 		}
 		src.ObjectStore = store.Namespace + "/" + store.Name
-		own, err := c.cfg.Fetcher.cfg.Store.Publish(b, component(c.cfg.URLKey, b.SHA256, string(store.UID)), b.Minisig(), src)
+		own, err := st.Publish(b, component(c.cfg.URLKey, b.SHA256, string(store.UID)), src, sign)
 		if err != nil {
 			return nil, nil, reasonf(errPull, "publish minio.%s for %s/%s: %v", b.Release, store.Namespace, store.Name, err)
 		}

@@ -105,7 +105,7 @@ type Fetcher struct {
 	// served one and found identical: manifest digest -> binary SHA-256.
 	// Tenants choose manifests, so it is bounded (sameEntries) and
 	// pruned of binaries no longer served.
-	same      map[string]string
+	same      map[string]sameBinary
 	sameOrder []string // keys of same, oldest first
 
 	pulls *prometheus.CounterVec
@@ -122,6 +122,9 @@ type Result struct {
 	KeyIDs []string
 	// Binaries are the served binaries, one per entry of Platforms.
 	Binaries []*binstore.Binary
+	// Unsigned says, per entry of Binaries, whether the image shipped no
+	// .minisig: each ObjectStore is then given a copy signed for it.
+	Unsigned []bool
 }
 
 // NewFetcher returns a Fetcher.
@@ -149,7 +152,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		log:      cfg.Log.With().Str("component", "binsource").Logger(),
 		queue:    newPullQueue(cfg.Concurrency, cfg.PerNamespace, cfg.Concurrency/2),
 		registry: boundedManifests(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries))),
-		same:     map[string]string{},
+		same:     map[string]sameBinary{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_pulls_total",
 			Help: "Release resolutions by outcome (fetched, cached, or the failure reason).",
@@ -308,6 +311,9 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		}
 		pulled = pulled || fetched
 		res.add(p, b)
+		if manifest, err := img.Digest(); err == nil {
+			res.Unsigned[len(res.Unsigned)-1] = f.shippedNoSignature(manifest.String(), b)
+		}
 	}
 	switch {
 	case len(missing) > 0 && f.cfg.MirrorURL != "":
@@ -320,6 +326,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		res.Sources = append(res.Sources, mirrored.Sources...)
 		res.KeyIDs = append(res.KeyIDs, mirrored.KeyIDs...)
 		res.Binaries = append(res.Binaries, mirrored.Binaries...)
+		res.Unsigned = append(res.Unsigned, mirrored.Unsigned...)
 	case len(res.Platforms) == 0:
 		return nil, false, reasonf(errNoBinary, "%s has no image for %s", image, strings.Join(f.platformNames(), ", "))
 	}
@@ -355,6 +362,7 @@ func (f *Fetcher) needsCredentials(ctx context.Context, ref name.Reference, kc *
 func (r *Result) add(p Platform, b *binstore.Binary) {
 	r.Platforms = append(r.Platforms, p.String())
 	r.Binaries = append(r.Binaries, b)
+	r.Unsigned = append(r.Unsigned, false)
 	src := "the store directory"
 	if b.Source != nil {
 		src = b.Source.String()
@@ -385,10 +393,11 @@ func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image strin
 	}
 	defer unlock()
 	src := binstore.Source{Image: image, Registry: ref.Context().RegistryStr(), Repository: ref.Context().RepositoryStr(), ManifestDigest: digest.String(), Private: private}
-	if b, err = f.extract(ctx, img, p, rel, src); err != nil {
+	unsigned := false
+	if b, unsigned, err = f.extract(ctx, img, p, rel, src); err != nil {
 		return nil, true, err
 	}
-	f.rememberSame(digest.String(), b.SHA256)
+	f.rememberSame(digest.String(), b.SHA256, unsigned)
 	f.log.Info().Str("image", image).Str("platform", p.String()).Str("release", rel).Str("sha256", b.SHA256).
 		Int64("size", b.Size).Str("keyId", b.KeyID).Str("manifest", digest.String()).
 		Msg("binary from the image verified; served")
@@ -400,15 +409,22 @@ func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image strin
 // costs a second comparison, never a wrong answer.
 const sameEntries = 1024
 
+// sameBinary is what comparing a platform manifest's binary found: the
+// served binary's SHA-256, and whether the image shipped no signature.
+type sameBinary struct {
+	sha      string
+	unsigned bool
+}
+
 // rememberSame records that the platform manifest's binary is the served
-// one with this SHA-256.
-func (f *Fetcher) rememberSame(manifest, sha string) {
+// one with this SHA-256, and whether the image shipped no .minisig.
+func (f *Fetcher) rememberSame(manifest, sha string, unsigned bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.same[manifest]; !ok {
 		f.sameOrder = append(f.sameOrder, manifest)
 	}
-	f.same[manifest] = sha
+	f.same[manifest] = sameBinary{sha, unsigned}
 	for len(f.sameOrder) > sameEntries {
 		delete(f.same, f.sameOrder[0])
 		f.sameOrder = f.sameOrder[1:]
@@ -419,14 +435,14 @@ func (f *Fetcher) rememberSame(manifest, sha string) {
 // serves (housekeeping removed them, or someone deleted them).
 func (f *Fetcher) Prune() {
 	served := map[string]bool{}
-	for _, b := range f.cfg.Store.Current().Binaries() {
+	for _, b := range f.cfg.Store.Current().All() {
 		served[b.SHA256] = true
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	kept := f.sameOrder[:0]
 	for _, m := range f.sameOrder {
-		if served[f.same[m]] {
+		if served[f.same[m].sha] {
 			kept = append(kept, m)
 		} else {
 			delete(f.same, m)
@@ -470,6 +486,20 @@ func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *bi
 	return staged.Commit(c)
 }
 
+// shippedNoSignature reports whether the platform image (its manifest
+// digest) shipped no .minisig for b, its binary: such a binary is signed
+// with the platform key for each ObjectStore (binstore.Store.Publish),
+// even where the same bytes are stored with another image's signature.
+func (f *Fetcher) shippedNoSignature(manifest string, b *binstore.Binary) bool {
+	f.mu.Lock()
+	same, ok := f.same[manifest]
+	f.mu.Unlock()
+	if ok && same.sha == b.SHA256 {
+		return same.unsigned
+	}
+	return b.PlatformSigned() && b.Source.ManifestDigest == manifest
+}
+
 // servedFor returns the served binary if it is known to be the platform
 // manifest's: it came from that manifest, or was compared with it.
 func (f *Fetcher) servedFor(p Platform, rel, manifest string, private bool) *binstore.Binary {
@@ -482,7 +512,7 @@ func (f *Fetcher) servedFor(p Platform, rel, manifest string, private bool) *bin
 		if b.Private() && !private {
 			continue
 		}
-		if (b.Source != nil && b.Source.ManifestDigest == manifest) || (same != "" && b.SHA256 == same) {
+		if (b.Source != nil && b.Source.ManifestDigest == manifest) || (same.sha != "" && b.SHA256 == same.sha) {
 			return b
 		}
 	}

@@ -124,3 +124,38 @@ func TestAnImageIsPrivateWhenTheRegistryRefusesAnonymousReads(t *testing.T) {
 		assert.False(t, f.needsCredentials(t.Context(), ref, none, digest), "%s: a pull without credentials is public", repo)
 	}
 }
+
+// An image that shipped no signature is known as such even when its bytes
+// are later stored with another image's own signature: its ObjectStores
+// keep being signed for by the platform key, never handed the other's.
+func TestAnUnsignedImageStaysUnsignedWhenASignedImageHasItsBytes(t *testing.T) {
+	platform, official := binstoretest.NewKey(t), binstoretest.NewKey(t)
+	bin := []byte("the same binary")
+	unsignedImg := singleLayerImage(t, gzipTar(t, map[string][]byte{"opt/bin/minio": bin}, 0))
+	signedImg := singleLayerImage(t, gzipTar(t, map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": official.Sign(t, bin)}, 0))
+	f := testFetcher(t, binstore.Options{TrustedKeys: []minisign.PublicKey{official.Public}, Signer: &platform.Private}, FetcherConfig{})
+	p := Platform{"linux", "amd64"}
+	hardened, err := name.ParseReference("registry.example/hardened/minio:RELEASE.X")
+	require.NoError(t, err)
+	vendor, err := name.ParseReference("registry.example/vendor/minio:RELEASE.X")
+	require.NoError(t, err)
+	manifest, err := unsignedImg.Digest()
+	require.NoError(t, err)
+
+	b, _, err := f.fromImage(t.Context(), hardened, hardened.String(), unsignedImg, p, "RELEASE.X", false)
+	require.NoError(t, err)
+	assert.True(t, b.PlatformSigned())
+	assert.True(t, f.shippedNoSignature(manifest.String(), b))
+
+	b, _, err = f.fromImage(t.Context(), vendor, vendor.String(), signedImg, p, "RELEASE.X", false)
+	require.NoError(t, err)
+	assert.False(t, b.PlatformSigned(), "the image's own signature is served at the digest path")
+	signedManifest, err := signedImg.Digest()
+	require.NoError(t, err)
+	assert.False(t, f.shippedNoSignature(signedManifest.String(), b))
+
+	b, pulled, err := f.fromImage(t.Context(), hardened, hardened.String(), unsignedImg, p, "RELEASE.X", false)
+	require.NoError(t, err)
+	assert.False(t, pulled)
+	assert.True(t, f.shippedNoSignature(manifest.String(), b), "the hardened image's tenants are still signed for")
+}

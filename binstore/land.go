@@ -142,7 +142,12 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	// Stored already: kept as it is, unless it was private and this
 	// source is public (an anonymous pull proved anyone can read the
 	// bytes), which lands the public provenance over it.
-	if stored := snap.stored(st.platform, st.SHA256, st.name); stored != nil && (!stored.private() || c.Source.Private) {
+	//
+	// An image's own signature also replaces one the platform key made:
+	// then the image's signer vouches for the bytes, and every tenant's
+	// URL serves that signature rather than one made for another image.
+	if stored := snap.stored(st.platform, st.SHA256, st.name); stored != nil &&
+		(!stored.private() || c.Source.Private) && !(stored.PlatformSigned() && len(c.Minisig) > 0) {
 		return stored, nil
 	}
 	var same *Binary
@@ -192,8 +197,11 @@ func (st *Staged) lockDigest() (func(), error) {
 // trustedComment is signed with the binary: it says what was signed and
 // where it came from, so `minisign -V` shows the image and its digests.
 func trustedComment(name, digest string, src Source) string {
-	return "timestamp:" + strconv.FormatInt(time.Now().Unix(), 10) + "\tfile:" + name + "\tsha256:" + digest +
-		"\timage:" + src.Image + "\tmanifest:" + src.ManifestDigest + "\tlayer:" + src.LayerDigest
+	c := "timestamp:" + strconv.FormatInt(time.Now().Unix(), 10) + "\tfile:" + name + "\tsha256:" + digest
+	if src.ObjectStore != "" {
+		c += "\tobjectstore:" + src.ObjectStore
+	}
+	return c + "\timage:" + src.Image + "\tmanifest:" + src.ManifestDigest + "\tlayer:" + src.LayerDigest
 }
 
 // land puts the binary into its digest directory: a hard link to same's
@@ -314,18 +322,40 @@ func (s *Snapshot) stored(platform, digest, name string) *Binary {
 }
 
 // Publish makes b, a binary in its digest directory, available to one
-// ObjectStore only: a hard link at
+// ObjectStore only (src.ObjectStore): a hard link at
 // <platform>/sha256/<hex>/<component>/minio.<RELEASE> (no second copy)
-// with sig as its .minisig and src as its provenance. The component must
-// be 64 lower-case hex characters the caller derived from a secret (see
-// binsource); the copy is found only with it (Snapshot.TenantFile). A
-// copy already there with the same signature is returned as it is.
-func (s *Store) Publish(b *Binary, component string, sig []byte, src Source) (*Binary, error) {
+// with src as its provenance. The component must be 64 lower-case hex
+// characters the caller derived from a secret (see binsource); the copy
+// is found only with it (Snapshot.TenantFile).
+//
+// Its .minisig is b's own, or with sign a signature the platform key makes
+// for this ObjectStore alone (its trusted comment names it): a signature
+// made for one tenant is never served at another's URL. A copy already
+// there for the same ObjectStore and signer is returned as it is.
+func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Binary, error) {
 	if !validDigest(component) || b.component != "" || !b.inDigestDir() {
 		return nil, fmt.Errorf("cannot publish %s for a tenant", b.Path())
 	}
-	if f, ok := s.Current().TenantFile(b.SHA256, component, b.Name); ok && bytes.Equal(f.Binary.sig, sig) && f.Binary.Platform == b.Platform {
-		return f.Binary, nil
+	if sign && s.opts.Signer == nil {
+		return nil, fmt.Errorf("cannot sign %s for %s: no platform key is loaded", b.Path(), src.ObjectStore)
+	}
+	if f, ok := s.Current().TenantFile(b.SHA256, component, b.Name); ok && f.Binary.Platform == b.Platform {
+		have := f.Binary
+		switch {
+		case !sign && bytes.Equal(have.sig, b.sig):
+			return have, nil
+		case sign && have.Source != nil && have.Source.ObjectStore == src.ObjectStore && have.KeyID == FormatKeyID(s.opts.Signer.ID()):
+			return have, nil
+		}
+	}
+	sig, keyID := b.sig, b.KeyID
+	if sign {
+		var err error
+		if sig, err = s.signFor(b, src); err != nil {
+			return nil, err
+		}
+		keyID = FormatKeyID(s.opts.Signer.ID())
+		src.SignedBy = keyID
 	}
 	lockDir := filepath.Join(s.dir, b.Platform, digestDirName)
 	unlock, err := s.wait(context.Background(), "another process landing "+b.SHA256, func() (func(), error) {
@@ -363,13 +393,12 @@ func (s *Store) Publish(b *Binary, component string, sig []byte, src Source) (*B
 			return nil, err
 		}
 	}
-	if bytes.Equal(sig, b.sig) {
-		// The same bytes and signature were verified when b was indexed.
-		if info, err := os.Stat(final); err == nil {
-			s.scanMu.Lock()
-			s.hashes[path.Join(path.Dir(b.Path()), component, b.Name)] = hashed{info: info, digest: b.SHA256, sig: sig, keyID: b.KeyID}
-			s.scanMu.Unlock()
-		}
+	// The bytes were verified when b was indexed, and the signature is
+	// b's or was just made over them: the index need not read them again.
+	if info, err := os.Stat(final); err == nil {
+		s.scanMu.Lock()
+		s.hashes[path.Join(path.Dir(b.Path()), component, b.Name)] = hashed{info: info, digest: b.SHA256, sig: sig, keyID: keyID}
+		s.scanMu.Unlock()
 	}
 	s.Scan()
 	f, ok := s.Current().TenantFile(b.SHA256, component, b.Name)
@@ -377,4 +406,19 @@ func (s *Store) Publish(b *Binary, component string, sig []byte, src Source) (*B
 		return nil, fmt.Errorf("%s was published in %s but is not listed; see the store's log", b.Name, dir)
 	}
 	return f.Binary, nil
+}
+
+// signFor signs b's bytes with the platform key for one ObjectStore.
+func (s *Store) signFor(b *Binary, src Source) ([]byte, error) {
+	f, err := s.Open(b)
+	if err != nil {
+		return nil, fmt.Errorf("sign %s for %s: %w", b.Path(), src.ObjectStore, err)
+	}
+	defer f.Close()
+	prehash := minisign.NewReader(io.NewSectionReader(f, 0, b.Size))
+	if _, err := io.Copy(io.Discard, prehash); err != nil {
+		return nil, fmt.Errorf("sign %s for %s: read: %w", b.Path(), src.ObjectStore, err)
+	}
+	return prehash.SignWithComments(*s.opts.Signer, trustedComment(b.Name, b.SHA256, src),
+		"signature from the platform key of object-store-operator for "+src.ObjectStore), nil
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"aead.dev/minisign"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -37,7 +38,7 @@ func TestPrivateBinaryIsServedOnlyBelowItsTenantsComponent(t *testing.T) {
 	_, ok := snap.Lookup(DigestPath(digest, rel))
 	assert.False(t, ok)
 
-	pub, err := s.Publish(b, tenantA, b.Minisig(), *b.Source)
+	pub, err := s.Publish(b, tenantA, *b.Source, false)
 	require.NoError(t, err)
 	assert.Equal(t, "sha256/"+digest+"/"+tenantA+"/minio."+rel, pub.URLPath())
 	snap = s.Current()
@@ -80,4 +81,51 @@ func TestPublicSourceOfPrivateBytesMakesThemPublic(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotNil(t, s.Current().ByDigest(binstoretest.SHA256(content), rel))
 	assert.NotNil(t, s.Current().Binary("linux-amd64", rel))
+}
+
+// The platform key signs each tenant's copy for that tenant: the trusted
+// comment names its ObjectStore, and one tenant's signature is never at
+// another's URL.
+func TestPlatformKeySignsEachTenantsCopyForIt(t *testing.T) {
+	platform, official := binstoretest.NewKey(t), binstoretest.NewKey(t)
+	s := newStore(t, t.TempDir(), Options{TrustedKeys: []minisign.PublicKey{official.Public}, Signer: &platform.Private})
+	content := []byte("hardened image binary")
+	digest := binstoretest.SHA256(content)
+	b, err := stage(t, s, content).Commit(Candidate{WantSHA256: digest, Source: imageA, Signable: true})
+	require.NoError(t, err)
+	require.True(t, b.PlatformSigned())
+
+	srcA, srcB := *b.Source, *b.Source
+	srcA.ObjectStore, srcB.ObjectStore = "team-a/store", "team-b/store"
+	a, err := s.Publish(b, tenantA, srcA, true)
+	require.NoError(t, err)
+	bb, err := s.Publish(b, tenantB, srcB, true)
+	require.NoError(t, err)
+	snap := s.Current()
+	sigs := map[string][]byte{}
+	for comp, who := range map[string]string{tenantA: "team-a/store", tenantB: "team-b/store"} {
+		f, ok := snap.TenantFile(digest, comp, "minio."+release+MinisigSuffix)
+		require.True(t, ok)
+		sig := f.Binary.Minisig()
+		assert.True(t, platform.Verify(content, sig), "MinIO verifies it with the platform key")
+		var parsed minisign.Signature
+		require.NoError(t, parsed.UnmarshalText(sig))
+		assert.Contains(t, parsed.TrustedComment, "objectstore:"+who, "the trusted comment names the ObjectStore")
+		assert.Contains(t, parsed.TrustedComment, imageA.LayerDigest)
+		sigs[who] = sig
+	}
+	assert.NotEqual(t, sigs["team-a/store"], sigs["team-b/store"], "A's signature is not at B's URL")
+	assert.NotEqual(t, a.Minisig(), bb.Minisig())
+
+	// Publishing again keeps the tenant's signature (no re-signing per sync).
+	again, err := s.Publish(b, tenantA, srcA, true)
+	require.NoError(t, err)
+	assert.Equal(t, sigs["team-a/store"], again.Minisig())
+
+	// The same bytes from an image that ships its own signature: that
+	// signature replaces the platform's at the digest path.
+	signed, err := stage(t, s, content).Commit(Candidate{WantSHA256: digest, Minisig: official.Sign(t, content), Source: imageB})
+	require.NoError(t, err)
+	assert.False(t, signed.PlatformSigned())
+	assert.True(t, official.Verify(content, s.Current().ByDigest(digest, release).Minisig()), "the image's own .minisig")
 }

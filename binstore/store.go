@@ -95,6 +95,11 @@ func (b *Binary) private() bool { return b.Source != nil && b.Source.Private }
 // Private reports whether the binary is served only at its tenants' URLs.
 func (b *Binary) Private() bool { return b.component != "" || b.private() }
 
+// PlatformSigned reports whether the binary's signature was made by the
+// platform key (its source shipped none): each ObjectStore is then given
+// its own copy, signed for it (Store.Publish).
+func (b *Binary) PlatformSigned() bool { return b.Source != nil && b.Source.SignedBy != "" }
+
 // Published reports whether the file is a copy published for one
 // ObjectStore (Store.Publish).
 func (b *Binary) Published() bool { return b.component != "" }
@@ -377,6 +382,9 @@ func (s *Store) register(reg prometheus.Registerer) error {
 	}
 	return nil
 }
+
+// Signs reports whether the store has a platform key to sign with.
+func (s *Store) Signs() bool { return s.opts.Signer != nil }
 
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }

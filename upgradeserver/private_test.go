@@ -24,7 +24,7 @@ func TestPrivateBinaryIsServedOnlyAtItsTenantsURL(t *testing.T) {
 	b, err := st.Commit(binstore.Candidate{Minisig: testKey.Sign(t, content), Source: binstore.Source{Image: "reg/private:" + release, Private: true}})
 	require.NoError(t, err)
 	component := strings.Repeat("ab", 32)
-	pub, err := s.Publish(b, component, b.Minisig(), *b.Source)
+	pub, err := s.Publish(b, component, *b.Source, false)
 	require.NoError(t, err)
 	h := newTestHandler(t, s)
 
