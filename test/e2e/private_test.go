@@ -5,11 +5,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"aead.dev/minisign"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/object-store-operator/operator/binstore/binstoretest"
 	"github.com/object-store-operator/operator/upgradeserver"
 )
 
@@ -64,4 +68,52 @@ func TestPrivateBinaryIsServedOnlyAtItsTenantsURL(t *testing.T) {
 
 	code, _ := status(t, c, base+upgradeserver.UpdatePath+"/sha256/"+st.SHA256+"/"+m[1][:63]+"0/minio."+release+".sha256sum")
 	assert.Equal(t, http.StatusNotFound, code, "a component one character off")
+}
+
+// TestPlatformKeySignsForEachTenant: two tenants' hardened images hold the
+// same unsigned binary. Each tenant's status.binary.url serves a signature
+// the platform key made for it, whose trusted comment names its
+// ObjectStore; neither is served at the other's URL. A third tenant whose
+// image ships its own signature for the same bytes is served that one.
+func TestPlatformKeySignsForEachTenant(t *testing.T) {
+	platform := binstoretest.NewKey(t)
+	opNS := operatorNamespace(t)
+	_, err := adminClient(t).CoreV1().Secrets(opNS).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "platform-minisign"},
+		Data:       map[string][]byte{"minisign.key": platform.PrivateText(t)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	a := newBinEnvIn(t, opNS, "OPERATOR_SIGNING_KEY_SECRET=platform-minisign")
+	b := &binEnv{tenantNS: operatorNamespace(t), reg: a.reg, opNS: opNS, op: a.op}
+	signed := &binEnv{tenantNS: operatorNamespace(t), reg: a.reg, opNS: opNS, op: a.op}
+	bin := randomBytes(t, 1<<20)
+	a.objectStore(t, "a", a.reg.pushImage(t, "team-a/hardened:"+release, imageSpec{binary: bin, noSidecars: true, releaseLbl: release}))
+	b.objectStore(t, "b", a.reg.pushImage(t, "team-b/hardened:"+release, imageSpec{binary: bin, noSidecars: true, releaseLbl: release}))
+	a.waitBinaryCondition(t, "a", metav1.ConditionTrue, "Available")
+	b.waitBinaryCondition(t, "b", metav1.ConditionTrue, "Available")
+	stA, stB := waitBinaryStatus(t, a.tenantNS, "a", bin), waitBinaryStatus(t, b.tenantNS, "b", bin)
+	require.NotEqual(t, stA.URL, stB.URL)
+
+	c := a.op.client(t, testCluster.KubeletServingCA, 2)
+	sigs := map[string][]byte{}
+	for who, url := range map[string]string{a.tenantNS + "/a": stA.URL, b.tenantNS + "/b": stB.URL} {
+		assert.Equal(t, bin, updateClientWalk(t, c, url, platform), "%s: MinIO trusting the platform key installs it", who)
+		sig := get(t, c, strings.TrimSuffix(url, ".sha256sum")+".minisig")
+		var parsed minisign.Signature
+		require.NoError(t, parsed.UnmarshalText(sig))
+		assert.Contains(t, parsed.TrustedComment, "objectstore:"+who, "the trusted comment names the ObjectStore")
+		sigs[who] = sig
+	}
+	assert.NotEqual(t, sigs[a.tenantNS+"/a"], sigs[b.tenantNS+"/b"], "A's signature is not served at B's URL")
+
+	// The same bytes from an image with its own signature: its tenant is
+	// served the image's .minisig, not one the platform key made.
+	signed.objectStore(t, "signed", a.reg.pushImage(t, "vendor/minio:"+release, imageSpec{binary: bin, releaseLbl: release}))
+	signed.waitBinaryCondition(t, "signed", metav1.ConditionTrue, "Available")
+	stS := waitBinaryStatus(t, signed.tenantNS, "signed", bin)
+	require.Eventually(t, func() bool {
+		code, sig := status(t, c, strings.TrimSuffix(stS.URL, ".sha256sum")+".minisig")
+		return code == http.StatusOK && testKey.Verify(bin, sig)
+	}, 30*time.Second, 50*time.Millisecond, "the image's own signature at %s", stS.URL)
+	assert.Equal(t, bin, updateClientWalk(t, c, stS.URL))
 }
