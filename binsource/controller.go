@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binstore"
@@ -41,7 +43,13 @@ type ControllerConfig struct {
 	Fetcher      *Fetcher
 	// Keep is how many newer releases must exist before an unreferenced
 	// release is removed from the store.
-	Keep     int
+	Keep int
+	// Grace is how long a binary stays unreferenced before it is removed
+	// (so an image that flips back and forth is not pulled again); 0
+	// removes at once.
+	Grace time.Duration
+	// Clock times the grace; default the real clock.
+	Clock    clock.WithDelayedExecution
 	Recorder record.EventRecorder
 	// Remedy returns what the user should do about a condition reason, in
 	// the words of whoever wires this controller; "" for none.
@@ -81,6 +89,13 @@ type Controller struct {
 	// pulls are the pulls syncs wait for, by ObjectStore key: one each,
 	// kept from the submission until a sync takes its result.
 	pulls map[string]*awaited
+
+	// housekeeping runs one at a time; unreferenced holds when each store
+	// file was first seen unreferenced, and timer the pending re-run that
+	// removes what the grace let stay.
+	housekeeping sync.Mutex
+	unreferenced map[string]time.Time
+	timer        clock.Timer
 }
 
 // awaited is the pull an ObjectStore's sync submitted, and its result once
@@ -116,14 +131,18 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.Remedy == nil {
 		cfg.Remedy = func(string) string { return "" }
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	c := &Controller{
-		cfg:      cfg,
-		log:      cfg.Log.With().Str("component", "binsource").Logger(),
-		stores:   cfg.ObjectStores.GetIndexer(),
-		synced:   cfg.ObjectStores.HasSynced,
-		outcomes: map[string]outcome{},
-		pulls:    map[string]*awaited{},
-		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
+		cfg:          cfg,
+		log:          cfg.Log.With().Str("component", "binsource").Logger(),
+		stores:       cfg.ObjectStores.GetIndexer(),
+		synced:       cfg.ObjectStores.HasSynced,
+		outcomes:     map[string]outcome{},
+		pulls:        map[string]*awaited{},
+		unreferenced: map[string]time.Time{},
+		status:       &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
 	}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		// Registries come and go outside the cluster: retry from 5 s,
@@ -284,6 +303,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if own := ownBinary(binaries); own != nil {
 		st, path = c.binaryStatus(own), own.URLPath()
 	}
+	c.cfg.Fetcher.reference(key, u.GetNamespace(), res.Binaries)
 	changed := c.record(key, outcome{image: image, release: res.Release, binary: st, path: path, published: published, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: "Available", Message: msg,
 	}})
@@ -559,6 +579,7 @@ func (c *Controller) forget(key string) bool {
 	p := c.pulls[key]
 	delete(c.pulls, key)
 	c.mu.Unlock()
+	c.cfg.Fetcher.unreference(key)
 	if p != nil && p.withdraw != nil {
 		p.withdraw()
 	}
@@ -595,8 +616,41 @@ func (c *Controller) housekeep() {
 	}
 	c.mu.Unlock()
 
+	c.housekeeping.Lock()
+	defer c.housekeeping.Unlock()
 	store := c.cfg.Fetcher.cfg.Store
 	defer c.cfg.Fetcher.Prune()
+	clk := c.cfg.Clock
+	if clk == nil { // a Controller not made by NewController (tests)
+		clk = clock.RealClock{}
+	}
+	if c.unreferenced == nil {
+		c.unreferenced = map[string]time.Time{}
+	}
+	now := clk.Now()
+	next := time.Duration(math.MaxInt64) // until the first grace ends
+	present := map[string]bool{}
+	for _, b := range store.Current().All() {
+		present[b.Path()] = true
+	}
+	for p := range c.unreferenced {
+		if !present[p] {
+			delete(c.unreferenced, p)
+		}
+	}
+	defer func() {
+		// Run again when the first grace ends, so binaries go without
+		// waiting for another ObjectStore to change.
+		if next == time.Duration(math.MaxInt64) {
+			return
+		}
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		// In its own goroutine: a clock may call back while it holds
+		// its own lock (a fake one does).
+		c.timer = clk.AfterFunc(next, func() { go c.housekeep() })
+	}()
 	byPlatform := map[string][]string{}
 	for _, b := range store.Current().All() {
 		if b.Platform != "" && !slices.Contains(byPlatform[b.Platform], b.Release) {
@@ -627,14 +681,27 @@ func (c *Controller) housekeep() {
 			wanted, newer = published[b.Path()], c.cfg.Keep
 		}
 		if wanted || newer < c.cfg.Keep {
+			delete(c.unreferenced, b.Path())
 			continue
 		}
+		if c.cfg.Grace > 0 {
+			since, seen := c.unreferenced[b.Path()]
+			if !seen {
+				since = now
+				c.unreferenced[b.Path()] = now
+			}
+			if left := c.cfg.Grace - now.Sub(since); left > 0 {
+				next = min(next, left)
+				continue
+			}
+		}
+		delete(c.unreferenced, b.Path())
 		if err := store.RemoveBinary(b); err != nil {
 			c.log.Warn().Err(err).Str("file", b.Path()).Str("release", b.Release).Msg("could not remove an unreferenced binary")
 			continue
 		}
 		c.log.Info().Str("file", b.Path()).Str("release", b.Release).Str("sha256", b.SHA256).Int("newer", newer).Int("keep", c.cfg.Keep).
-			Msg("removed a binary no ObjectStore references (enough newer releases exist)")
+			Dur("grace", c.cfg.Grace).Msg("removed a binary no ObjectStore references (unreferenced for the grace, and enough newer releases exist)")
 	}
 }
 

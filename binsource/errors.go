@@ -35,11 +35,12 @@ var (
 	errImageTooLarge = errors.New("ImageTooLarge")
 	errTimeout       = errors.New("PullTimeout")
 	errPull          = errors.New("PullFailed")
+	errStoreFull     = errors.New("StoreFull")
 )
 
 // reason returns the condition reason for err.
 func reason(err error) string {
-	for _, r := range []error{errTimeout, errInvalidImage, errNotFound, errAuth, errUntrusted, errNoBinary, errChecksum, errPullSecret, errImageTooLarge} {
+	for _, r := range []error{errTimeout, errInvalidImage, errNotFound, errAuth, errUntrusted, errNoBinary, errChecksum, errPullSecret, errImageTooLarge, errStoreFull} {
 		if errors.Is(err, r) {
 			return r.Error()
 		}

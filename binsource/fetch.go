@@ -74,6 +74,10 @@ type FetcherConfig struct {
 	// InsecureRegistries are registry hosts (host[:port]) reached over
 	// plain HTTP; every other registry is reached over HTTPS only.
 	InsecureRegistries []string
+	// StoreMaxBytes bounds the distinct bytes the store holds, and
+	// NamespaceMaxBytes those one namespace's ObjectStores reference (see
+	// quota.go); 0 bounds nothing.
+	StoreMaxBytes, NamespaceMaxBytes int64
 	// MirrorURL, if set, serves <os>-<arch>/minio.<RELEASE>[.sha256sum|.minisig].
 	MirrorURL string
 	// Concurrency is how many pulls run at once; one registry server gets
@@ -107,6 +111,13 @@ type Fetcher struct {
 	// pruned of binaries no longer served.
 	same      map[string]sameBinary
 	sameOrder []string // keys of same, oldest first
+	// refs and pending are what the quotas count (quota.go): each
+	// ObjectStore's binaries, and binaries landed for a namespace that
+	// none of its ObjectStores references yet.
+	refs    map[string]references
+	pending map[string]map[string]int64
+	// quotaMu is held from a quota check until the binary landed.
+	quotaMu sync.Mutex
 
 	pulls *prometheus.CounterVec
 	bytes prometheus.Counter
@@ -153,6 +164,8 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		queue:    newPullQueue(cfg.Concurrency, cfg.PerNamespace, cfg.Concurrency/2),
 		registry: boundedManifests(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries))),
 		same:     map[string]sameBinary{},
+		refs:     map[string]references{},
+		pending:  map[string]map[string]int64{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_pulls_total",
 			Help: "Release resolutions by outcome (fetched, cached, or the failure reason).",
@@ -240,6 +253,7 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		if canonical != "" {
 			ctx = withRegistryHost(ctx, canonical)
 		}
+		ctx = withNamespace(ctx, ns)
 		res, pulled, err := f.ensure(ctx, image, kc)
 		if err != nil && ctx.Err() == context.DeadlineExceeded {
 			err = &pullError{reason: errTimeout, public: fmt.Sprintf("pull of %s did not finish within %s: %s", image, f.cfg.PullTimeout, err), cause: err}
@@ -483,7 +497,18 @@ func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *bi
 		return nil, &pullError{reason: errPull, public: err.Error(), cause: err}
 	}
 	defer unlock()
-	return staged.Commit(c)
+	f.quotaMu.Lock()
+	defer f.quotaMu.Unlock()
+	ns := namespaceOf(ctx)
+	if err := f.admit(ns, p.dir(), rel, staged); err != nil {
+		staged.Discard()
+		return nil, err
+	}
+	b, err := staged.Commit(c)
+	if err == nil {
+		f.landedFor(ns, b)
+	}
+	return b, err
 }
 
 // shippedNoSignature reports whether the platform image (its manifest

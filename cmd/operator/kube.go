@@ -123,6 +123,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		Store: store, Transport: pool.Transport(), Platforms: cfg.platforms, MaxSize: cfg.maxBinarySize,
 		MaxPullBytes: cfg.pullMaxBytes, PullTimeout: cfg.pullTimeout, InsecureRegistries: cfg.insecureRegs,
 		MirrorURL: cfg.mirrorURL, Concurrency: cfg.pullConcurrency, PerNamespace: cfg.pullPerNS,
+		StoreMaxBytes: cfg.storeMaxBytes, NamespaceMaxBytes: cfg.storeNSMaxBytes,
 		Resolver: net.DefaultResolver, Registerer: reg, Log: log,
 	})
 	if err != nil {
@@ -161,7 +162,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		return err
 	}
 	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
-		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep,
+		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
 		Recorder: recorder, Remedy: binaryRemedy, Log: log, Registerer: reg, Workers: cfg.binaryWorkers,
 		UpdateURL: cfg.podUpdateURL(), URLKey: urlKey,
 		// The updater waits for the store; it is built next, before

@@ -26,6 +26,8 @@ func binaryRemedy(reason string) string {
 		return "the image's layers exceed OPERATOR_PULL_MAX_BYTES"
 	case "BinaryTooLarge":
 		return "the binary exceeds OPERATOR_MAX_BINARY_SIZE"
+	case "StoreFull":
+		return "delete ObjectStores (or move them to images) whose binaries the namespace no longer needs; binaries no ObjectStore references are removed after OPERATOR_STORE_UNREFERENCED_GRACE; the platform team sets OPERATOR_STORE_NAMESPACE_MAX_BYTES and OPERATOR_STORE_MAX_BYTES"
 	}
 	return ""
 }
