@@ -117,3 +117,22 @@ func TestPlatformKeySignsForEachTenant(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the image's own signature at %s", stS.URL)
 	assert.Equal(t, bin, updateClientWalk(t, c, stS.URL))
 }
+
+// TestRealMinIOUpdatesInPlaceFromAPrivateURL: the newer release comes from
+// a repository that refuses anonymous reads; the real MinIO nodes update in
+// place from the tenant's own private URL, and nothing else serves it.
+func TestRealMinIOUpdatesInPlaceFromAPrivateURL(t *testing.T) {
+	e := newUpdateEnv(t, updateOpts{newRepo: privateRepos + "licensed/aistor"})
+	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
+	e.minio.warm(t)
+	e.setImage(t, e.newImage)
+	c := e.waitVersion(t, metav1.ConditionTrue, "UpdatedInPlace", 3*time.Minute)
+	assert.Contains(t, c.Message, e.newer)
+	assert.True(t, e.minio.allRun(t, e.newer), "every node reports %s: %v", e.newer, e.minio.versions(t))
+	own := binaryStatus(t, e.tenantNS, e.store)
+	require.NotNil(t, own)
+	m := regexp.MustCompile(`/sha256/` + own.SHA256 + `/([0-9a-f]{64})/minio\.` + regexp.QuoteMeta(e.newer) + `\.sha256sum$`).FindStringSubmatch(own.URL)
+	require.NotNil(t, m, "the private URL: %s", own.URL)
+	assert.Equal(t, 1, servedOK(e.op, "sha256/"+own.SHA256+"/"+m[1]+"/minio."+e.newer+".sha256sum"), "MinIO updated from the tenant's private URL")
+	assert.Zero(t, servedOK(e.op, "sha256/"+own.SHA256+"/minio."+e.newer+".sha256sum"), "not from the digest path")
+}
