@@ -277,7 +277,7 @@ func TestReplicasOnASharedVolumeLandAReleaseOnce(t *testing.T) {
 	results := make(chan result, len(replicas))
 	for _, f := range replicas {
 		go func() {
-			b, pulled, err := f.fromImage(t.Context(), ref, ref.String(), img, Platform{"linux", "amd64"}, "RELEASE.X")
+			b, pulled, err := f.fromImage(t.Context(), ref, ref.String(), img, Platform{"linux", "amd64"}, "RELEASE.X", false)
 			results <- result{b, pulled, err}
 		}()
 	}
@@ -357,7 +357,7 @@ func TestASlowImageClaimingAReleaseHoldsNoOtherTenantsPull(t *testing.T) {
 	attacker := fakeImage{digest: hashOf(t, []byte("attacker manifest")), layers: []ggcrv1.Layer{slow}}
 	attackerRef, err := name.ParseReference("slow.example/evil/minio:" + rel)
 	require.NoError(t, err)
-	go func() { _, _, _ = f.fromImage(t.Context(), attackerRef, attackerRef.String(), attacker, p, rel) }()
+	go func() { _, _, _ = f.fromImage(t.Context(), attackerRef, attackerRef.String(), attacker, p, rel, false) }()
 	<-slow.started // the slow pull is streaming
 
 	victim := fakeImage{digest: hashOf(t, []byte("victim manifest")), layers: []ggcrv1.Layer{blobLayer{digest: hashOf(t, blob), blob: blob}}}
@@ -365,7 +365,7 @@ func TestASlowImageClaimingAReleaseHoldsNoOtherTenantsPull(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	b, _, err := f.fromImage(ctx, victimRef, victimRef.String(), victim, p, rel)
+	b, _, err := f.fromImage(ctx, victimRef, victimRef.String(), victim, p, rel, false)
 	require.NoError(t, err, "the other tenant's pull is not held by the slow one")
 	assert.Equal(t, binstoretest.SHA256(bin), b.SHA256)
 }

@@ -2,8 +2,12 @@ package binsource
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -21,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binstore"
@@ -38,11 +43,21 @@ type ControllerConfig struct {
 	Fetcher      *Fetcher
 	// Keep is how many newer releases must exist before an unreferenced
 	// release is removed from the store.
-	Keep     int
+	Keep int
+	// Grace is how long a binary stays unreferenced before it is removed
+	// (so an image that flips back and forth is not pulled again); 0
+	// removes at once.
+	Grace time.Duration
+	// Clock times the grace; default the real clock.
+	Clock    clock.WithDelayedExecution
 	Recorder record.EventRecorder
 	// Remedy returns what the user should do about a condition reason, in
 	// the words of whoever wires this controller; "" for none.
 	Remedy func(reason string) string
+	// URLKey is the secret a private binary's URL component is derived
+	// from (see component); every replica must have the same. Empty: a
+	// private binary is not published, and its ObjectStore is told so.
+	URLKey []byte
 	// UpdateURL is the upgrade server's base URL as pods reach it (up to
 	// /webhook/v1/update); status.binary.url is the digest URL below it.
 	UpdateURL string
@@ -85,6 +100,13 @@ type Controller struct {
 	// pulls are the pulls syncs wait for, by ObjectStore key: one each,
 	// kept from the submission until a sync takes its result.
 	pulls map[string]*awaited
+
+	// housekeeping runs one at a time; unreferenced holds when each store
+	// file was first seen unreferenced, and timer the pending re-run that
+	// removes what the grace let stay.
+	housekeeping sync.Mutex
+	unreferenced map[string]time.Time
+	timer        clock.Timer
 }
 
 // awaited is the pull an ObjectStore's sync submitted, and its result once
@@ -103,7 +125,12 @@ type outcome struct {
 	image   string
 	release string
 	// binary is the ObjectStore's own binary (nil until one is available).
-	binary    *v1.BinaryStatus
+	binary *v1.BinaryStatus
+	// published are the store paths of the copies published for this
+	// ObjectStore alone (private binaries), kept by housekeeping.
+	published []string
+	// path is where binary is served below the update URL.
+	path      string
 	condition metav1.Condition
 }
 
@@ -115,14 +142,18 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.Remedy == nil {
 		cfg.Remedy = func(string) string { return "" }
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	c := &Controller{
-		cfg:      cfg,
-		log:      cfg.Log.With().Str("component", "binsource").Logger(),
-		stores:   cfg.ObjectStores.GetIndexer(),
-		synced:   cfg.ObjectStores.HasSynced,
-		outcomes: map[string]outcome{},
-		pulls:    map[string]*awaited{},
-		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
+		cfg:          cfg,
+		log:          cfg.Log.With().Str("component", "binsource").Logger(),
+		stores:       cfg.ObjectStores.GetIndexer(),
+		synced:       cfg.ObjectStores.HasSynced,
+		outcomes:     map[string]outcome{},
+		pulls:        map[string]*awaited{},
+		unreferenced: map[string]time.Time{},
+		status:       &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
 	}
 	if ps := cfg.PlatformsSynced; ps != nil {
 		c.synced = func() bool { return cfg.ObjectStores.HasSynced() && ps() }
@@ -278,8 +309,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return c.fail(ctx, u, image, err)
 	}
+	binaries, published, err := c.publish(store, res.Binaries, res.Unsigned)
+	if err != nil {
+		return c.fail(ctx, u, image, err)
+	}
 	platforms := c.platformsOf(u)
-	own, err := c.binaryStatus(res, platforms)
+	own, err := ownBinary(binaries, platforms, res)
 	if err != nil {
 		return c.fail(ctx, u, image, err)
 	}
@@ -288,7 +323,19 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if own != nil && len(platforms) > 0 {
 		msg += fmt.Sprintf("; the ObjectStore's pods run on %s, status.binary is %s's", strings.Join(platforms, ", "), own.Platform)
 	}
-	changed := c.record(key, outcome{image: image, release: res.Release, binary: own, condition: metav1.Condition{
+	for _, b := range binaries {
+		if b.Private() && b.Source != nil && b.Source.Private {
+			msg += "; pulled with the ObjectStore's credentials, so served only at its own URL (status.binary.url)"
+			break
+		}
+	}
+	var st *v1.BinaryStatus
+	var path string
+	if own != nil {
+		st, path = c.binaryStatus(own), own.URLPath()
+	}
+	c.cfg.Fetcher.reference(key, u.GetNamespace(), res.Binaries)
+	changed := c.record(key, outcome{image: image, release: res.Release, binary: st, path: path, published: published, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: "Available", Message: msg,
 	}})
 	if err := c.report(u); err != nil {
@@ -370,45 +417,96 @@ func (c *Controller) platformsOf(u *unstructured.Unstructured) []string {
 	return c.cfg.Platforms(u.GetNamespace(), u.GetName())
 }
 
-// binaryStatus names the tenant's own binary by its bytes: the binary for
-// the first of the platforms its pods run on that the image holds; an
-// image that holds none of them has no binary for the tenant. A tenant on
-// several platforms is rolled, never updated in place (see the updates
-// package), so one of its binaries is as good as another for
-// status.binary. With no platforms known, linux/amd64's when the image has
-// it, else the first platform's.
-func (c *Controller) binaryStatus(res *Result, platforms []string) (*v1.BinaryStatus, error) {
-	if len(res.Binaries) == 0 {
+// binaryStatus names the tenant's own binary by its bytes and its URL.
+func (c *Controller) binaryStatus(b *binstore.Binary) *v1.BinaryStatus {
+	st := &v1.BinaryStatus{Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
+	if c.cfg.UpdateURL != "" {
+		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.URLPath() + binstore.SHA256SumSuffix
+	}
+	return st
+}
+
+// ownBinary is the binary the ObjectStore is given (its own copy where it
+// has one): the binary for the first of the platforms its pods run on that
+// the image holds; an image that holds none of them has no binary for the
+// tenant. A tenant on several platforms is rolled, never updated in place
+// (see the updates package), so one of its binaries is as good as another
+// for status.binary. With no platforms known, linux/amd64's when the image
+// has it, else the first platform's; nil for none.
+func ownBinary(binaries []*binstore.Binary, platforms []string, res *Result) (*binstore.Binary, error) {
+	if len(binaries) == 0 {
 		return nil, nil
 	}
 	byDir := map[string]*binstore.Binary{}
-	for _, b := range res.Binaries {
+	for _, b := range binaries {
 		if _, ok := byDir[b.Platform]; !ok {
 			byDir[b.Platform] = b
 		}
 	}
-	b := res.Binaries[0]
-	if amd := byDir[binstore.PlatformDir("linux", "amd64")]; amd != nil {
-		b = amd
+	if len(platforms) == 0 {
+		if amd := byDir[binstore.PlatformDir("linux", "amd64")]; amd != nil {
+			return amd, nil
+		}
+		return binaries[0], nil
 	}
-	if len(platforms) > 0 {
-		b = nil
-		for _, p := range platforms {
-			os, arch, _ := strings.Cut(p, "/")
-			if b = byDir[binstore.PlatformDir(os, arch)]; b != nil {
-				break
-			}
+	for _, p := range platforms {
+		os, arch, _ := strings.Cut(p, "/")
+		if b := byDir[binstore.PlatformDir(os, arch)]; b != nil {
+			return b, nil
 		}
 	}
-	if b == nil {
-		return nil, reasonf(errNoPlatform, "the ObjectStore's pods run on %s, and minio.%s has no binary for %s (the image holds %s)",
-			strings.Join(platforms, ", "), res.Release, strings.Join(platforms, " nor "), strings.Join(res.Platforms, ", "))
+	return nil, reasonf(errNoPlatform, "the ObjectStore's pods run on %s, and minio.%s has no binary for %s (the image holds %s)",
+		strings.Join(platforms, ", "), res.Release, strings.Join(platforms, " nor "), strings.Join(res.Platforms, ", "))
+}
+
+// publish gives the ObjectStore its own copy of every private binary
+// (pulled with its credentials) and of every binary its image shipped
+// unsigned (signed with the platform key for it), at sha256/<hex>/<component>/, and returns
+// the binaries it is to be served with (the copies in their place) and the
+// copies' store paths. Other binaries are served at their digest paths as
+// they are.
+func (c *Controller) publish(store *v1.ObjectStore, binaries []*binstore.Binary, unsigned []bool) ([]*binstore.Binary, []string, error) {
+	out := make([]*binstore.Binary, 0, len(binaries))
+	var published []string
+	st := c.cfg.Fetcher.cfg.Store
+	for i, b := range binaries {
+		// A binary from an image that shipped no signature gets one the
+		// platform key makes for this ObjectStore alone (its trusted
+		// comment names it): a signature made for another tenant (or
+		// another image's) is never served at this one's URL.
+		sign := i < len(unsigned) && unsigned[i] && st.Signs()
+		if !b.Private() && !sign {
+			out = append(out, b)
+			continue
+		}
+		if len(c.cfg.URLKey) == 0 {
+			return nil, nil, reasonf(errPull, "minio.%s needs a URL of the ObjectStore's own, and this operator has no URL key", b.Release)
+		}
+		src := binstore.Source{}
+		if b.Source != nil {
+			src = *b.Source
+		}
+		src.ObjectStore = store.Namespace + "/" + store.Name
+		own, err := st.Publish(b, component(c.cfg.URLKey, b.SHA256, string(store.UID)), src, sign)
+		if err != nil {
+			return nil, nil, reasonf(errPull, "publish minio.%s for %s/%s: %v", b.Release, store.Namespace, store.Name, err)
+		}
+		out = append(out, own)
+		published = append(published, own.Path())
 	}
-	st := &v1.BinaryStatus{Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
-	if c.cfg.UpdateURL != "" {
-		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.DigestPath() + binstore.SHA256SumSuffix
-	}
-	return st, nil
+	return out, published, nil
+}
+
+// component is the part of a private binary's URL only its ObjectStore is
+// given: HMAC-SHA256 of the binary's digest and the ObjectStore's UID under
+// the replicas' shared URL key, so it cannot be derived from anything
+// public (the digest, the release, the ObjectStore's name), differs for
+// every ObjectStore (a recreated one, with a new UID, gets a new URL), and
+// every replica derives the same one.
+func component(key []byte, digest, uid string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("object-store-operator binary URL v1\x00" + digest + "\x00" + uid))
+	return hex.EncodeToString(mac.Sum(nil))
 }
 
 // uniq drops repeats, keeping the first of each (platforms from one image
@@ -439,13 +537,12 @@ func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, ima
 	// A failure (a registry outage, say) keeps the release the same image
 	// resolved to before, so housekeeping does not remove it meanwhile.
 	c.mu.Lock()
-	kept := ""
-	var keptBinary *v1.BinaryStatus
+	var kept outcome
 	if before, ok := c.outcomes[key]; ok && before.image == image {
-		kept, keptBinary = before.release, before.binary
+		kept = before
 	}
 	c.mu.Unlock()
-	c.record(key, outcome{image: image, release: kept, binary: keptBinary, condition: metav1.Condition{
+	c.record(key, outcome{image: image, release: kept.release, binary: kept.binary, path: kept.path, published: kept.published, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionFalse, Reason: r, Message: msg,
 	}})
 	if err := c.report(u); err != nil {
@@ -482,8 +579,11 @@ type Resolution struct {
 	// Release is the release Image holds (set when Available).
 	Release string
 	// SHA256 and Platform name the ObjectStore's own binary (set when
-	// Available): it is served at binstore.DigestPath(SHA256, Release).
+	// Available): it is served at Path below the update URL.
 	SHA256, Platform string
+	// Path is where the ObjectStore's own binary is served below the
+	// update URL: its digest path, or its own private path.
+	Path string
 	// Reason and Message are the BinaryAvailable condition's.
 	Reason, Message string
 }
@@ -502,7 +602,7 @@ func (c *Controller) Resolution(key, image string) (r Resolution, ok bool) {
 	if available {
 		r.Release = o.release
 		if o.binary != nil {
-			r.SHA256, r.Platform = o.binary.SHA256, o.binary.Platform
+			r.SHA256, r.Platform, r.Path = o.binary.SHA256, o.binary.Platform, o.path
 		}
 	}
 	return r, true
@@ -537,6 +637,7 @@ func (c *Controller) forget(key string) bool {
 	p := c.pulls[key]
 	delete(c.pulls, key)
 	c.mu.Unlock()
+	c.cfg.Fetcher.unreference(key)
 	if p != nil && p.withdraw != nil {
 		p.withdraw()
 	}
@@ -552,7 +653,7 @@ func (c *Controller) forget(key string) bool {
 // has not looked at its tenant yet.
 func (c *Controller) housekeep() {
 	c.mu.Lock()
-	releases, pairs := map[string]bool{}, map[string]bool{}
+	releases, pairs, published := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, key := range c.stores.ListKeys() {
 		obj, ok, _ := c.stores.GetByKey(key)
 		if !ok || imageOf(obj.(*unstructured.Unstructured)) == "" {
@@ -567,11 +668,47 @@ func (c *Controller) housekeep() {
 		if o.binary != nil {
 			pairs[o.binary.SHA256+"/"+o.release] = true
 		}
+		for _, p := range o.published {
+			published[p] = true
+		}
 	}
 	c.mu.Unlock()
 
+	c.housekeeping.Lock()
+	defer c.housekeeping.Unlock()
 	store := c.cfg.Fetcher.cfg.Store
 	defer c.cfg.Fetcher.Prune()
+	clk := c.cfg.Clock
+	if clk == nil { // a Controller not made by NewController (tests)
+		clk = clock.RealClock{}
+	}
+	if c.unreferenced == nil {
+		c.unreferenced = map[string]time.Time{}
+	}
+	now := clk.Now()
+	next := time.Duration(math.MaxInt64) // until the first grace ends
+	present := map[string]bool{}
+	for _, b := range store.Current().All() {
+		present[b.Path()] = true
+	}
+	for p := range c.unreferenced {
+		if !present[p] {
+			delete(c.unreferenced, p)
+		}
+	}
+	defer func() {
+		// Run again when the first grace ends, so binaries go without
+		// waiting for another ObjectStore to change.
+		if next == time.Duration(math.MaxInt64) {
+			return
+		}
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		// In its own goroutine: a clock may call back while it holds
+		// its own lock (a fake one does).
+		c.timer = clk.AfterFunc(next, func() { go c.housekeep() })
+	}()
 	byPlatform := map[string][]string{}
 	for _, b := range store.Current().All() {
 		if b.Platform != "" && !slices.Contains(byPlatform[b.Platform], b.Release) {
@@ -595,15 +732,34 @@ func (c *Controller) housekeep() {
 		if b.Path() == b.PlainPath() {
 			wanted = releases[b.Release]
 		}
+		// A copy published for one ObjectStore goes as soon as that
+		// ObjectStore no longer wants it: its URL is its tenant's only,
+		// and the bytes stay stored (its digest directory's file).
+		if b.Published() {
+			wanted, newer = published[b.Path()], c.cfg.Keep
+		}
 		if wanted || newer < c.cfg.Keep {
+			delete(c.unreferenced, b.Path())
 			continue
 		}
+		if c.cfg.Grace > 0 {
+			since, seen := c.unreferenced[b.Path()]
+			if !seen {
+				since = now
+				c.unreferenced[b.Path()] = now
+			}
+			if left := c.cfg.Grace - now.Sub(since); left > 0 {
+				next = min(next, left)
+				continue
+			}
+		}
+		delete(c.unreferenced, b.Path())
 		if err := store.RemoveBinary(b); err != nil {
 			c.log.Warn().Err(err).Str("file", b.Path()).Str("release", b.Release).Msg("could not remove an unreferenced binary")
 			continue
 		}
 		c.log.Info().Str("file", b.Path()).Str("release", b.Release).Str("sha256", b.SHA256).Int("newer", newer).Int("keep", c.cfg.Keep).
-			Msg("removed a binary no ObjectStore references (enough newer releases exist)")
+			Dur("grace", c.cfg.Grace).Msg("removed a binary no ObjectStore references (unreferenced for the grace, and enough newer releases exist)")
 	}
 }
 

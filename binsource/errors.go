@@ -38,11 +38,12 @@ var (
 	// errNoPlatform: the image has no binary for a platform the tenant's
 	// pods run on.
 	errNoPlatform = errors.New("NoBinaryForPlatform")
+	errStoreFull     = errors.New("StoreFull")
 )
 
 // reason returns the condition reason for err.
 func reason(err error) string {
-	for _, r := range []error{errTimeout, errInvalidImage, errNotFound, errAuth, errUntrusted, errNoBinary, errChecksum, errPullSecret, errImageTooLarge, errNoPlatform} {
+	for _, r := range []error{errTimeout, errInvalidImage, errNotFound, errAuth, errUntrusted, errNoBinary, errChecksum, errPullSecret, errImageTooLarge, errNoPlatform, errStoreFull} {
 		if errors.Is(err, r) {
 			return r.Error()
 		}

@@ -32,28 +32,33 @@ const maxSidecarSize = 4096
 // beside it in the same layer) to the store. A layer counts only once its
 // whole blob was read and matched its digest; until then the binary is
 // only staged. Memory does not grow with the binary's size.
-func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel string, src binstore.Source) (*binstore.Binary, error) {
+//
+// unsigned reports that the image shipped no .minisig (the store's platform
+// key signed it, or the same bytes were stored with a signature already).
+func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel string, src binstore.Source) (b *binstore.Binary, unsigned bool, err error) {
 	layers, err := img.Layers()
 	if err != nil {
-		return nil, classify("list layers", err)
+		return nil, false, classify("list layers", err)
 	}
 	budget := &pullBudget{compressed: f.cfg.MaxPullBytes, uncompressed: f.cfg.MaxPullBytes}
 	for i := len(layers) - 1; i >= 0; i-- {
 		found, err := f.readLayer(layers[i], p, rel, budget)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if found == nil {
 			continue
 		}
 		src.LayerDigest = found.layer
-		return f.commit(ctx, p, rel, found.staged, binstore.Candidate{
+		unsigned = len(found.sig) == 0
+		b, err = f.commit(ctx, p, rel, found.staged, binstore.Candidate{
 			WantSHA256: found.wantSHA256, Minisig: found.sig, Source: src,
 			// The layer was read whole and matched its digest.
 			Signable: true,
 		})
+		return b, unsigned, err
 	}
-	return nil, reasonf(errNoBinary, "no %s in any layer", strings.Join(binaryPaths, " or "))
+	return nil, false, reasonf(errNoBinary, "no %s in any layer", strings.Join(binaryPaths, " or "))
 }
 
 // pullBudget is what one pull may still read.

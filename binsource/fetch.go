@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -73,6 +74,10 @@ type FetcherConfig struct {
 	// InsecureRegistries are registry hosts (host[:port]) reached over
 	// plain HTTP; every other registry is reached over HTTPS only.
 	InsecureRegistries []string
+	// StoreMaxBytes bounds the distinct bytes the store holds, and
+	// NamespaceMaxBytes those one namespace's ObjectStores reference (see
+	// quota.go); 0 bounds nothing.
+	StoreMaxBytes, NamespaceMaxBytes int64
 	// MirrorURL, if set, serves <os>-<arch>/minio.<RELEASE>[.sha256sum|.minisig].
 	MirrorURL string
 	// Concurrency is how many pulls run at once; one registry server gets
@@ -104,8 +109,15 @@ type Fetcher struct {
 	// served one and found identical: manifest digest -> binary SHA-256.
 	// Tenants choose manifests, so it is bounded (sameEntries) and
 	// pruned of binaries no longer served.
-	same      map[string]string
+	same      map[string]sameBinary
 	sameOrder []string // keys of same, oldest first
+	// refs and pending are what the quotas count (quota.go): each
+	// ObjectStore's binaries, and binaries landed for a namespace that
+	// none of its ObjectStores references yet.
+	refs    map[string]references
+	pending map[string]map[string]int64
+	// quotaMu is held from a quota check until the binary landed.
+	quotaMu sync.Mutex
 
 	pulls *prometheus.CounterVec
 	bytes prometheus.Counter
@@ -121,6 +133,9 @@ type Result struct {
 	KeyIDs []string
 	// Binaries are the served binaries, one per entry of Platforms.
 	Binaries []*binstore.Binary
+	// Unsigned says, per entry of Binaries, whether the image shipped no
+	// .minisig: each ObjectStore is then given a copy signed for it.
+	Unsigned []bool
 }
 
 // NewFetcher returns a Fetcher.
@@ -148,7 +163,9 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		log:      cfg.Log.With().Str("component", "binsource").Logger(),
 		queue:    newPullQueue(cfg.Concurrency, cfg.PerNamespace, cfg.Concurrency/2),
 		registry: boundedManifests(ownTokenService(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries)))),
-		same:     map[string]string{},
+		same:     map[string]sameBinary{},
+		refs:     map[string]references{},
+		pending:  map[string]map[string]int64{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_pulls_total",
 			Help: "Release resolutions by outcome (fetched, cached, or the failure reason).",
@@ -240,6 +257,7 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		if canonical != "" {
 			ctx = withPullTarget(withRegistryHost(ctx, canonical), target)
 		}
+		ctx = withNamespace(ctx, ns)
 		res, pulled, err := f.ensure(ctx, image, kc)
 		if err != nil && ctx.Err() == context.DeadlineExceeded {
 			err = &pullError{reason: errTimeout, public: fmt.Sprintf("pull of %s did not finish within %s: %s", image, f.cfg.PullTimeout, err), cause: err}
@@ -280,6 +298,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		}
 		return nil, false, err
 	}
+	private := f.needsCredentials(ctx, ref, kc, desc.Digest)
 	images, err := f.platformImages(desc)
 	if err != nil {
 		return nil, false, err
@@ -300,7 +319,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 			missing = append(missing, p)
 			continue
 		}
-		b, fetched, err := f.fromImage(ctx, ref, image, img, p, rel)
+		b, fetched, err := f.fromImage(ctx, ref, image, img, p, rel, private)
 		if errors.Is(err, errNoBinary) && f.cfg.MirrorURL != "" {
 			missing = append(missing, p)
 			continue
@@ -310,6 +329,9 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		}
 		pulled = pulled || fetched
 		res.add(p, b)
+		if manifest, err := img.Digest(); err == nil {
+			res.Unsigned[len(res.Unsigned)-1] = f.shippedNoSignature(manifest.String(), b)
+		}
 	}
 	switch {
 	case len(missing) > 0 && f.cfg.MirrorURL != "":
@@ -322,15 +344,43 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		res.Sources = append(res.Sources, mirrored.Sources...)
 		res.KeyIDs = append(res.KeyIDs, mirrored.KeyIDs...)
 		res.Binaries = append(res.Binaries, mirrored.Binaries...)
+		res.Unsigned = append(res.Unsigned, mirrored.Unsigned...)
 	case len(res.Platforms) == 0:
 		return nil, false, reasonf(errNoBinary, "%s has no image for %s", image, strings.Join(f.platformNames(), ", "))
 	}
 	return res, pulled, nil
 }
 
+// needsCredentials reports whether the image, which kc's credentials read
+// as the manifest digest got, is private: served only at the URLs of the
+// ObjectStores it is published for.
+//
+// An image counts as private when the pull was made with credentials and
+// an anonymous HEAD of the same reference (through the same trust pool,
+// HTTPS-only transport) does not answer with that very digest: refused
+// (401, 403, or the 404 some registries give instead), failed in any
+// way, or another manifest. Anything anyone can read anonymously is
+// public whatever credentials a tenant added (registries commonly accept
+// credentials for public images, e.g. against rate limits), so such
+// tenants keep the plain paths and the listing. The probe is one more
+// manifest request per pull made with credentials, and none otherwise;
+// when in doubt (the registry did not answer) the binary is private.
+func (f *Fetcher) needsCredentials(ctx context.Context, ref name.Reference, kc *keychain, digest ggcrv1.Hash) bool {
+	if !usesCredentials(kc, ref.Context()) {
+		return false
+	}
+	anon, err := remote.Head(ref, remote.WithContext(ctx), remote.WithAuth(authn.Anonymous), remote.WithTransport(f.registry))
+	if err != nil {
+		f.log.Debug().Str("image", ref.String()).Err(err).Msg("the image needs credentials: its binary is private")
+		return true
+	}
+	return anon.Digest != digest
+}
+
 func (r *Result) add(p Platform, b *binstore.Binary) {
 	r.Platforms = append(r.Platforms, p.String())
 	r.Binaries = append(r.Binaries, b)
+	r.Unsigned = append(r.Unsigned, false)
 	src := "the store directory"
 	if b.Source != nil {
 		src = b.Source.String()
@@ -344,22 +394,28 @@ func (r *Result) add(p Platform, b *binstore.Binary) {
 // fromImage returns the served binary for the platform image, pulling it
 // unless the store already serves this very manifest's binary. It reports
 // whether blobs were read.
-func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image string, img ggcrv1.Image, p Platform, rel string) (*binstore.Binary, bool, error) {
+//
+// A private pull (made with credentials) lands a private binary, served
+// only at the URLs of the ObjectStores it is published for. A public pull
+// never reuses a private binary: it pulls the bytes anonymously and so
+// makes them public.
+func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image string, img ggcrv1.Image, p Platform, rel string, private bool) (*binstore.Binary, bool, error) {
 	digest, err := img.Digest()
 	if err != nil {
 		return nil, false, classify("digest of the "+p.String()+" image", err)
 	}
 	source := ref.Context().String() + "@" + digest.String()
-	b, unlock, err := f.lockUnlessServed(ctx, p, source, func() *binstore.Binary { return f.servedFor(p, rel, digest.String()) })
+	b, unlock, err := f.lockUnlessServed(ctx, p, source, func() *binstore.Binary { return f.servedFor(p, rel, digest.String(), private) })
 	if b != nil || err != nil {
 		return b, false, err
 	}
 	defer unlock()
-	src := binstore.Source{Image: image, Registry: ref.Context().RegistryStr(), Repository: ref.Context().RepositoryStr(), ManifestDigest: digest.String()}
-	if b, err = f.extract(ctx, img, p, rel, src); err != nil {
+	src := binstore.Source{Image: image, Registry: ref.Context().RegistryStr(), Repository: ref.Context().RepositoryStr(), ManifestDigest: digest.String(), Private: private}
+	unsigned := false
+	if b, unsigned, err = f.extract(ctx, img, p, rel, src); err != nil {
 		return nil, true, err
 	}
-	f.rememberSame(digest.String(), b.SHA256)
+	f.rememberSame(digest.String(), b.SHA256, unsigned)
 	f.log.Info().Str("image", image).Str("platform", p.String()).Str("release", rel).Str("sha256", b.SHA256).
 		Int64("size", b.Size).Str("keyId", b.KeyID).Str("manifest", digest.String()).
 		Msg("binary from the image verified; served")
@@ -371,15 +427,22 @@ func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image strin
 // costs a second comparison, never a wrong answer.
 const sameEntries = 1024
 
+// sameBinary is what comparing a platform manifest's binary found: the
+// served binary's SHA-256, and whether the image shipped no signature.
+type sameBinary struct {
+	sha      string
+	unsigned bool
+}
+
 // rememberSame records that the platform manifest's binary is the served
-// one with this SHA-256.
-func (f *Fetcher) rememberSame(manifest, sha string) {
+// one with this SHA-256, and whether the image shipped no .minisig.
+func (f *Fetcher) rememberSame(manifest, sha string, unsigned bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.same[manifest]; !ok {
 		f.sameOrder = append(f.sameOrder, manifest)
 	}
-	f.same[manifest] = sha
+	f.same[manifest] = sameBinary{sha, unsigned}
 	for len(f.sameOrder) > sameEntries {
 		delete(f.same, f.sameOrder[0])
 		f.sameOrder = f.sameOrder[1:]
@@ -390,14 +453,14 @@ func (f *Fetcher) rememberSame(manifest, sha string) {
 // serves (housekeeping removed them, or someone deleted them).
 func (f *Fetcher) Prune() {
 	served := map[string]bool{}
-	for _, b := range f.cfg.Store.Current().Binaries() {
+	for _, b := range f.cfg.Store.Current().All() {
 		served[b.SHA256] = true
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	kept := f.sameOrder[:0]
 	for _, m := range f.sameOrder {
-		if served[f.same[m]] {
+		if served[f.same[m].sha] {
 			kept = append(kept, m)
 		} else {
 			delete(f.same, m)
@@ -438,19 +501,47 @@ func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *bi
 		return nil, &pullError{reason: errPull, public: err.Error(), cause: err}
 	}
 	defer unlock()
-	return staged.Commit(c)
+	f.quotaMu.Lock()
+	defer f.quotaMu.Unlock()
+	ns := namespaceOf(ctx)
+	if err := f.admit(ns, p.dir(), rel, staged); err != nil {
+		staged.Discard()
+		return nil, err
+	}
+	b, err := staged.Commit(c)
+	if err == nil {
+		f.landedFor(ns, b)
+	}
+	return b, err
+}
+
+// shippedNoSignature reports whether the platform image (its manifest
+// digest) shipped no .minisig for b, its binary: such a binary is signed
+// with the platform key for each ObjectStore (binstore.Store.Publish),
+// even where the same bytes are stored with another image's signature.
+func (f *Fetcher) shippedNoSignature(manifest string, b *binstore.Binary) bool {
+	f.mu.Lock()
+	same, ok := f.same[manifest]
+	f.mu.Unlock()
+	if ok && same.sha == b.SHA256 {
+		return same.unsigned
+	}
+	return b.PlatformSigned() && b.Source.ManifestDigest == manifest
 }
 
 // servedFor returns the served binary if it is known to be the platform
 // manifest's: it came from that manifest, or was compared with it.
-func (f *Fetcher) servedFor(p Platform, rel, manifest string) *binstore.Binary {
+func (f *Fetcher) servedFor(p Platform, rel, manifest string, private bool) *binstore.Binary {
 	f.mu.Lock()
 	same := f.same[manifest]
 	f.mu.Unlock()
 	// Other images may claim the release with other bytes: only this
 	// manifest's own binary will do.
 	for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
-		if (b.Source != nil && b.Source.ManifestDigest == manifest) || (same != "" && b.SHA256 == same) {
+		if b.Private() && !private {
+			continue
+		}
+		if (b.Source != nil && b.Source.ManifestDigest == manifest) || (same.sha != "" && b.SHA256 == same.sha) {
 			return b
 		}
 	}

@@ -3,6 +3,7 @@ package binsource
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"aead.dev/minisign"
 	"github.com/rs/zerolog"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binstore"
@@ -54,4 +56,52 @@ func TestHousekeepingKeepsEachTenantsOwnBytes(t *testing.T) {
 	assert.Nil(t, snap.ByDigest(theirs, old), "other bytes under its release name go")
 	assert.NotNil(t, snap.ByDigest(shared, "RELEASE.2025-02-01T00-00-00Z"), "the newest release stays, its hard link intact")
 	assert.NotNil(t, snap.Binary("linux-amd64", old), "undisputed again, the release has its plain path back")
+}
+
+// TestUnreferencedBinariesGoOnlyAfterTheGrace: a binary no ObjectStore
+// references stays for the grace (an image flip-flop does not re-pull),
+// is kept if referenced again meanwhile, and goes once the grace passed.
+func TestUnreferencedBinariesGoOnlyAfterTheGrace(t *testing.T) {
+	key := binstoretest.NewKey(t)
+	store, err := binstore.New(t.TempDir(), zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	store.Scan()
+	land := func(rel string, content []byte) string {
+		st, err := store.Stage("linux-amd64", rel, bytes.NewReader(content), 1<<20)
+		require.NoError(t, err)
+		b, err := st.Commit(binstore.Candidate{Minisig: key.Sign(t, content), Source: binstore.Source{Image: "x:" + rel}})
+		require.NoError(t, err)
+		return b.SHA256
+	}
+	oldRel, newRel := "RELEASE.2025-01-01T00-00-00Z", "RELEASE.2025-02-01T00-00-00Z"
+	old, cur := land(oldRel, []byte("old")), land(newRel, []byte("new"))
+	f, err := NewFetcher(FetcherConfig{Store: store})
+	require.NoError(t, err)
+	stores := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, stores.Add(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
+		"metadata": map[string]any{"name": "b", "namespace": "t"},
+		"spec":     map[string]any{"image": "registry/minio:b"},
+	}}))
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := &Controller{cfg: ControllerConfig{Fetcher: f, Keep: 0, Grace: 10 * time.Minute, Clock: clk}, log: zerolog.Nop(), stores: stores,
+		outcomes: map[string]outcome{}, unreferenced: map[string]time.Time{}}
+	wants := func(rel, sha string) {
+		c.record("t/b", outcome{image: "registry/minio:b", release: rel, binary: &v1.BinaryStatus{Release: rel, SHA256: sha}})
+		c.housekeep()
+	}
+
+	wants(newRel, cur)
+	assert.NotNil(t, store.Current().ByDigest(old, oldRel), "unreferenced, but within the grace")
+	clk.Step(5 * time.Minute)
+	wants(oldRel, old) // flip back: referenced again
+	wants(newRel, cur) // and away: the grace starts over
+	clk.Step(9 * time.Minute)
+	c.housekeep()
+	assert.NotNil(t, store.Current().ByDigest(old, oldRel), "the grace started over when it was referenced again")
+	clk.Step(2 * time.Minute) // the timer housekeeping set fires
+	require.Eventually(t, func() bool { return store.Current().ByDigest(old, oldRel) == nil }, 5*time.Second, 10*time.Millisecond,
+		"gone once unreferenced for the grace")
+	assert.NotNil(t, store.Current().ByDigest(cur, newRel))
 }

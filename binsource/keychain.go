@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	k8schain "github.com/google/go-containerregistry/pkg/authn/kubernetes"
+	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -45,4 +46,23 @@ func newKeychain(secrets []*corev1.Secret) (*keychain, error) {
 	}
 	sort.Strings(names)
 	return &keychain{Keychain: kc, id: strings.Join(names, ",")}, nil
+}
+
+// usesCredentials reports whether a pull of repo is made with credentials
+// from the ObjectStore's pull Secrets (anything but anonymous). Only such
+// a pull can be private; see Fetcher.needsCredentials. An error resolving
+// the credentials counts as credentials.
+func usesCredentials(kc authn.Keychain, repo name.Repository) bool {
+	auth, err := kc.Resolve(repo)
+	if err != nil {
+		return true
+	}
+	if auth == authn.Anonymous {
+		return false
+	}
+	cfg, err := auth.Authorization()
+	if err != nil {
+		return true
+	}
+	return cfg != nil && *cfg != (authn.AuthConfig{})
 }

@@ -35,15 +35,16 @@ func TestBinaryStatusIsThePlatformOfTheTenantsPods(t *testing.T) {
 		{name: "mixed: the first platform the image holds", res: armOnly, platforms: []string{"linux/amd64", "linux/arm64"}, want: arm},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := c.binaryStatus(tc.res, tc.platforms)
+			own, err := ownBinary(tc.res.Binaries, tc.platforms, tc.res)
 			require.NoError(t, err)
+			st := c.binaryStatus(own)
 			assert.Equal(t, tc.want.SHA256, st.SHA256)
 			assert.Equal(t, tc.want.Platform, st.Platform)
 			assert.Equal(t, "https://op:4221/webhook/v1/update/"+tc.want.DigestPath()+binstore.SHA256SumSuffix, st.URL)
 		})
 	}
 	for _, platforms := range [][]string{{"linux/amd64"}, {"linux/amd64", "linux/s390x"}, {"linux/s390x"}} {
-		_, err := c.binaryStatus(armOnly, platforms)
+		_, err := ownBinary(armOnly.Binaries, platforms, armOnly)
 		require.Error(t, err, "%v", platforms)
 		assert.Equal(t, "NoBinaryForPlatform", reason(err))
 		assert.Contains(t, err.Error(), "has no binary for "+platforms[0])

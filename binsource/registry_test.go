@@ -173,16 +173,16 @@ func TestSameIsBoundedAndPrunedOfBinariesNoLongerServed(t *testing.T) {
 	f, err := NewFetcher(FetcherConfig{Store: store})
 	require.NoError(t, err)
 
-	f.rememberSame("sha256:served", binstoretest.SHA256(bin))
+	f.rememberSame("sha256:served", binstoretest.SHA256(bin), false)
 	for i := range sameEntries + 10 {
-		f.rememberSame(fmt.Sprintf("sha256:%d", i), "unserved")
+		f.rememberSame(fmt.Sprintf("sha256:%d", i), "unserved", false)
 	}
 	assert.Len(t, f.same, sameEntries, "bounded")
 	assert.Len(t, f.sameOrder, sameEntries)
 	assert.NotContains(t, f.same, "sha256:served", "the oldest go first")
-	f.rememberSame("sha256:served", binstoretest.SHA256(bin))
+	f.rememberSame("sha256:served", binstoretest.SHA256(bin), false)
 	f.Prune()
-	assert.Equal(t, map[string]string{"sha256:served": binstoretest.SHA256(bin)}, f.same, "only manifests of served binaries are remembered")
+	assert.Equal(t, map[string]sameBinary{"sha256:served": {sha: binstoretest.SHA256(bin)}}, f.same, "only manifests of served binaries are remembered")
 	assert.Equal(t, []string{"sha256:served"}, f.sameOrder)
 }
 

@@ -1,6 +1,7 @@
 package binstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -138,7 +139,15 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	defer unlock()
 	s.Scan()
 	snap := s.Current()
-	if stored := snap.ByDigest(st.SHA256, st.release); stored != nil && stored.Platform == st.platform && stored.inDigestDir() {
+	// Stored already: kept as it is, unless it was private and this
+	// source is public (an anonymous pull proved anyone can read the
+	// bytes), which lands the public provenance over it.
+	//
+	// An image's own signature also replaces one the platform key made:
+	// then the image's signer vouches for the bytes, and every tenant's
+	// URL serves that signature rather than one made for another image.
+	if stored := snap.stored(st.platform, st.SHA256, st.name); stored != nil &&
+		(!stored.private() || c.Source.Private) && !(stored.PlatformSigned() && len(c.Minisig) > 0) {
 		return stored, nil
 	}
 	var same *Binary
@@ -161,8 +170,8 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	s.hashes[rel] = hashed{info: info, digest: st.SHA256, sig: sig, keyID: keyID}
 	s.scanMu.Unlock()
 	s.Scan()
-	b := s.Current().ByDigest(st.SHA256, st.release)
-	if b == nil || b.Path() != rel {
+	b := s.Current().stored(st.platform, st.SHA256, st.name)
+	if b == nil {
 		return nil, &Error{Reason: ReasonOther, Err: fmt.Errorf("%s was landed but is not listed; see the store's log", rel)}
 	}
 	return b, nil
@@ -188,8 +197,11 @@ func (st *Staged) lockDigest() (func(), error) {
 // trustedComment is signed with the binary: it says what was signed and
 // where it came from, so `minisign -V` shows the image and its digests.
 func trustedComment(name, digest string, src Source) string {
-	return "timestamp:" + strconv.FormatInt(time.Now().Unix(), 10) + "\tfile:" + name + "\tsha256:" + digest +
-		"\timage:" + src.Image + "\tmanifest:" + src.ManifestDigest + "\tlayer:" + src.LayerDigest
+	c := "timestamp:" + strconv.FormatInt(time.Now().Unix(), 10) + "\tfile:" + name + "\tsha256:" + digest
+	if src.ObjectStore != "" {
+		c += "\tobjectstore:" + src.ObjectStore
+	}
+	return c + "\timage:" + src.Image + "\tmanifest:" + src.ManifestDigest + "\tlayer:" + src.LayerDigest
 }
 
 // land puts the binary into its digest directory: a hard link to same's
@@ -210,7 +222,7 @@ func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error
 	}
 	linked := false
 	if same != nil {
-		linked = st.link(same, tmpDir, final)
+		linked = st.s.link(same, tmpDir, st.name, final)
 	}
 	if !linked {
 		if err := st.tmp.Chmod(0o755); err != nil {
@@ -254,19 +266,19 @@ func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error
 	return info, nil
 }
 
-// link makes final a hard link to the stored file of the same bytes,
+// link makes final (named name) a hard link to the stored file of the same bytes,
 // checked unchanged since it was indexed; false when that cannot be done
 // (the caller then lands its own copy).
-func (st *Staged) link(same *Binary, tmpDir, final string) bool {
-	f, err := st.s.Open(same)
+func (s *Store) link(same *Binary, tmpDir, name, final string) bool {
+	f, err := s.Open(same)
 	if err != nil {
 		return false
 	}
 	f.Close()
-	tmp := filepath.Join(tmpDir, "."+st.name+"."+st.SHA256[:16]+".tmp")
+	tmp := filepath.Join(tmpDir, "."+name+"."+same.SHA256[:16]+".tmp")
 	_ = os.Remove(tmp)
-	if err := os.Link(filepath.Join(st.s.dir, filepath.FromSlash(same.Path())), tmp); err != nil {
-		st.s.log.Warn().Err(err).Str("file", same.Path()).Msg("cannot hard-link a stored binary; storing another copy")
+	if err := os.Link(filepath.Join(s.dir, filepath.FromSlash(same.Path())), tmp); err != nil {
+		s.log.Warn().Err(err).Str("file", same.Path()).Msg("cannot hard-link a stored binary; storing another copy")
 		return false
 	}
 	if err := os.Rename(tmp, final); err != nil {
@@ -295,4 +307,118 @@ func writeAtomic(tmpDir, dir, name string, data []byte) error {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return nil
+}
+
+// stored returns the store's own binary of these bytes under this name
+// in the platform's digest directory (not a tenant's copy), or nil.
+func (s *Snapshot) stored(platform, digest, name string) *Binary {
+	want := path.Join(platform, digestDirName, digest, name)
+	for _, b := range s.claims[path.Join(platform, name)] {
+		if b.rel == want {
+			return b
+		}
+	}
+	return nil
+}
+
+// Publish makes b, a binary in its digest directory, available to one
+// ObjectStore only (src.ObjectStore): a hard link at
+// <platform>/sha256/<hex>/<component>/minio.<RELEASE> (no second copy)
+// with src as its provenance. The component must be 64 lower-case hex
+// characters the caller derived from a secret (see binsource); the copy
+// is found only with it (Snapshot.TenantFile).
+//
+// Its .minisig is b's own, or with sign a signature the platform key makes
+// for this ObjectStore alone (its trusted comment names it): a signature
+// made for one tenant is never served at another's URL. A copy already
+// there for the same ObjectStore and signer is returned as it is.
+func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Binary, error) {
+	if !validDigest(component) || b.component != "" || !b.inDigestDir() {
+		return nil, fmt.Errorf("cannot publish %s for a tenant", b.Path())
+	}
+	if sign && s.opts.Signer == nil {
+		return nil, fmt.Errorf("cannot sign %s for %s: no platform key is loaded", b.Path(), src.ObjectStore)
+	}
+	if f, ok := s.Current().TenantFile(b.SHA256, component, b.Name); ok && f.Binary.Platform == b.Platform {
+		have := f.Binary
+		switch {
+		case !sign && bytes.Equal(have.sig, b.sig):
+			return have, nil
+		case sign && have.Source != nil && have.Source.ObjectStore == src.ObjectStore && have.KeyID == FormatKeyID(s.opts.Signer.ID()):
+			return have, nil
+		}
+	}
+	sig, keyID := b.sig, b.KeyID
+	if sign {
+		var err error
+		if sig, err = s.signFor(b, src); err != nil {
+			return nil, err
+		}
+		keyID = FormatKeyID(s.opts.Signer.ID())
+		src.SignedBy = keyID
+	}
+	lockDir := filepath.Join(s.dir, b.Platform, digestDirName)
+	unlock, err := s.wait(context.Background(), "another process landing "+b.SHA256, func() (func(), error) {
+		return s.tryLockFile(lockDir, "."+b.SHA256+".lock")
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	tmpDir := filepath.Join(s.dir, b.Platform)
+	dir := filepath.Join(s.dir, filepath.FromSlash(path.Dir(b.Path())), component)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	final := filepath.Join(dir, b.Name)
+	if err := os.Remove(final + SHA256SumSuffix); err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("remove old checksum: %w", err)
+	}
+	if !s.link(b, tmpDir, b.Name, final) {
+		return nil, fmt.Errorf("cannot link %s into %s", b.Path(), dir)
+	}
+	provenance, err := json.MarshalIndent(src, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode provenance: %w", err)
+	}
+	for _, f := range []struct {
+		suffix string
+		data   []byte
+	}{
+		{MinisigSuffix, sig},
+		{sourceSuffix, provenance},
+		{SHA256SumSuffix, SHA256SumFile(b.SHA256, b.Name)},
+	} {
+		if err := writeAtomic(tmpDir, dir, b.Name+f.suffix, f.data); err != nil {
+			return nil, err
+		}
+	}
+	// The bytes were verified when b was indexed, and the signature is
+	// b's or was just made over them: the index need not read them again.
+	if info, err := os.Stat(final); err == nil {
+		s.scanMu.Lock()
+		s.hashes[path.Join(path.Dir(b.Path()), component, b.Name)] = hashed{info: info, digest: b.SHA256, sig: sig, keyID: keyID}
+		s.scanMu.Unlock()
+	}
+	s.Scan()
+	f, ok := s.Current().TenantFile(b.SHA256, component, b.Name)
+	if !ok {
+		return nil, fmt.Errorf("%s was published in %s but is not listed; see the store's log", b.Name, dir)
+	}
+	return f.Binary, nil
+}
+
+// signFor signs b's bytes with the platform key for one ObjectStore.
+func (s *Store) signFor(b *Binary, src Source) ([]byte, error) {
+	f, err := s.Open(b)
+	if err != nil {
+		return nil, fmt.Errorf("sign %s for %s: %w", b.Path(), src.ObjectStore, err)
+	}
+	defer f.Close()
+	prehash := minisign.NewReader(io.NewSectionReader(f, 0, b.Size))
+	if _, err := io.Copy(io.Discard, prehash); err != nil {
+		return nil, fmt.Errorf("sign %s for %s: read: %w", b.Path(), src.ObjectStore, err)
+	}
+	return prehash.SignWithComments(*s.opts.Signer, trustedComment(b.Name, b.SHA256, src),
+		"signature from the platform key of object-store-operator for "+src.ObjectStore), nil
 }

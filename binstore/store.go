@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
@@ -69,10 +70,13 @@ type Binary struct {
 	// put into the directory by other means.
 	Source *Source
 
-	rel  string // the file's path below the store root
-	info os.FileInfo
-	sum  []byte
-	sig  []byte
+	rel string // the file's path below the store root
+	// component is the tenant directory's name for a binary published for
+	// one ObjectStore (sha256/<hex>/<component>/), "" elsewhere.
+	component string
+	info      os.FileInfo
+	sum       []byte
+	sig       []byte
 }
 
 // Path is the binary's file below the store root, e.g.
@@ -82,6 +86,33 @@ func (b *Binary) Path() string { return b.rel }
 // inDigestDir reports whether the file sits in a digest directory (the
 // store's own) rather than at a plain path (possibly placed by hand).
 func (b *Binary) inDigestDir() bool { return path.Dir(b.rel) != path.Clean(b.Platform) }
+
+// private reports whether the binary came only from a source that needed
+// credentials: it is served at no public path, only below a tenant's
+// component (see Store.Publish).
+func (b *Binary) private() bool { return b.Source != nil && b.Source.Private }
+
+// Private reports whether the binary is served only at its tenants' URLs.
+func (b *Binary) Private() bool { return b.component != "" || b.private() }
+
+// PlatformSigned reports whether the binary's signature was made by the
+// platform key (its source shipped none): each ObjectStore is then given
+// its own copy, signed for it (Store.Publish).
+func (b *Binary) PlatformSigned() bool { return b.Source != nil && b.Source.SignedBy != "" }
+
+// Published reports whether the file is a copy published for one
+// ObjectStore (Store.Publish).
+func (b *Binary) Published() bool { return b.component != "" }
+
+// URLPath is where this file is served below the update path: its tenant
+// path sha256/<hex>/<component>/minio.<RELEASE> when it was published for
+// one ObjectStore, else its digest path.
+func (b *Binary) URLPath() string {
+	if b.component != "" {
+		return digestDirName + "/" + b.SHA256 + "/" + b.component + "/" + b.Name
+	}
+	return b.DigestPath()
+}
 
 // PlainPath is where the release is served by name alone,
 // <os>-<arch>/minio.<RELEASE> (or minio.<RELEASE> at the root), when every
@@ -139,6 +170,9 @@ type Snapshot struct {
 	withheld []Withheld
 	files    map[string]File
 	claims   map[string][]*Binary // PlainPath -> every binary claiming it
+	// tenant holds the binaries published for one ObjectStore, by
+	// <hex>/minio.<RELEASE>; they are found only with their component.
+	tenant map[string][]*Binary
 }
 
 // Binaries returns the releases served at their plain paths (every source
@@ -157,6 +191,47 @@ func (s *Snapshot) Withheld() []Withheld { return s.withheld }
 func (s *Snapshot) Lookup(rel string) (File, bool) {
 	f, ok := s.files[rel]
 	return f, ok
+}
+
+// TenantFile finds a file published for one ObjectStore:
+// sha256/<digest>/<component>/<name>. The component is compared in
+// constant time with every candidate's, so how long the answer takes says
+// nothing about how much of a guess was right.
+func (s *Snapshot) TenantFile(digest, component, name string) (File, bool) {
+	kind, bin := KindBinary, name
+	switch {
+	case strings.HasSuffix(name, SHA256SumSuffix):
+		kind, bin = KindSHA256Sum, strings.TrimSuffix(name, SHA256SumSuffix)
+	case strings.HasSuffix(name, MinisigSuffix):
+		kind, bin = KindMinisig, strings.TrimSuffix(name, MinisigSuffix)
+	}
+	var found *Binary
+	for _, b := range s.tenant[digest+"/"+bin] {
+		if subtle.ConstantTimeCompare([]byte(b.component), []byte(component)) == 1 {
+			found = b
+		}
+	}
+	if found == nil || !validDigest(component) {
+		return File{}, false
+	}
+	return File{Binary: found, Kind: kind}, true
+}
+
+// At finds the binary served at a path below the update path: a digest
+// path, a tenant's path or a plain path; nil when none is served there.
+func (s *Snapshot) At(rel string) *Binary {
+	parts := strings.Split(rel, "/")
+	var f File
+	var ok bool
+	if len(parts) == 4 && parts[0] == digestDirName {
+		f, ok = s.TenantFile(parts[1], parts[2], parts[3])
+	} else {
+		f, ok = s.files[rel]
+	}
+	if !ok || f.Kind != KindBinary {
+		return nil
+	}
+	return f.Binary
 }
 
 // Binary returns the release's binary served at its plain path for
@@ -180,7 +255,7 @@ func (s *Snapshot) ByDigest(digest, release string) *Binary {
 }
 
 // Claims returns every binary stored under the release for platform,
-// whatever its bytes.
+// whatever its bytes, private ones included (never served by name).
 func (s *Snapshot) Claims(platform, release string) []*Binary {
 	return s.claims[path.Join(platform, "minio."+release)]
 }
@@ -308,6 +383,9 @@ func (s *Store) register(reg prometheus.Registerer) error {
 	return nil
 }
 
+// Signs reports whether the store has a platform key to sign with.
+func (s *Store) Signs() bool { return s.opts.Signer != nil }
+
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
@@ -320,7 +398,7 @@ func (s *Store) TrustedKeyIDs() []string {
 	return ids
 }
 
-var emptySnapshot = &Snapshot{files: map[string]File{}, claims: map[string][]*Binary{}}
+var emptySnapshot = &Snapshot{files: map[string]File{}, claims: map[string][]*Binary{}, tenant: map[string][]*Binary{}}
 
 // Current returns the latest snapshot; before the first scan it is empty
 // (Ready tells the difference).
@@ -466,7 +544,17 @@ func (s *Store) Scan() []string {
 			}
 			d := path.Join(digestRoot, e.Name())
 			dirs = append(dirs, d)
-			all = s.scanEntries(p, d, s.readDir(d), all, seen)
+			entries := s.readDir(d)
+			all = s.scanEntries(p, d, entries, all, seen)
+			// Tenant directories: the binary published for one
+			// ObjectStore, named by its component.
+			for _, te := range entries {
+				if te.IsDir() && validDigest(te.Name()) {
+					td := path.Join(d, te.Name())
+					dirs = append(dirs, td)
+					all = s.scanEntries(p, td, s.readDir(td), all, seen)
+				}
+			}
 		}
 	}
 	for p := range s.hashes {
@@ -501,19 +589,36 @@ func index(all []*Binary) *Snapshot {
 		// release before a digest directory's.
 		return a.rel < b.rel
 	})
-	next := &Snapshot{all: all, files: map[string]File{}, claims: map[string][]*Binary{}}
+	next := &Snapshot{all: all, files: map[string]File{}, claims: map[string][]*Binary{}, tenant: map[string][]*Binary{}}
 	add := func(key string, b *Binary) {
 		next.files[key] = File{Binary: b, Kind: KindBinary}
 		next.files[key+SHA256SumSuffix] = File{Binary: b, Kind: KindSHA256Sum}
 		next.files[key+MinisigSuffix] = File{Binary: b, Kind: KindMinisig}
 	}
+	// Binaries published for one ObjectStore are found only with their
+	// component; private ones (their source needed credentials) are
+	// claims the fetcher reuses but are served at no public path.
 	var order []string
+	var public []*Binary
 	for _, b := range all {
+		if b.component != "" {
+			k := b.SHA256 + "/" + b.Name
+			next.tenant[k] = append(next.tenant[k], b)
+			continue
+		}
 		key := b.PlainPath()
-		if _, ok := next.claims[key]; !ok {
+		next.claims[key] = append(next.claims[key], b)
+		if b.private() {
+			continue
+		}
+		if !slices.ContainsFunc(public, func(o *Binary) bool { return o.PlainPath() == key }) {
 			order = append(order, key)
 		}
-		next.claims[key] = append(next.claims[key], b)
+		public = append(public, b)
+	}
+	publicClaims := map[string][]*Binary{}
+	for _, b := range public {
+		publicClaims[b.PlainPath()] = append(publicClaims[b.PlainPath()], b)
 	}
 	// Every binary is served at its digest path, the store's own copy
 	// first: a file placed by hand with the same bytes serves only when no
@@ -521,14 +626,14 @@ func index(all []*Binary) *Snapshot {
 	// directories (a mislabelled index) are still those bytes: the first
 	// found serves.
 	for _, own := range []bool{true, false} {
-		for _, b := range all {
+		for _, b := range public {
 			if _, taken := next.files[b.DigestPath()]; !taken && b.inDigestDir() == own {
 				add(b.DigestPath(), b)
 			}
 		}
 	}
 	for _, key := range order {
-		claims := next.claims[key]
+		claims := publicClaims[key]
 		var digests []string
 		for _, b := range claims {
 			if !slices.Contains(digests, b.SHA256) {
@@ -621,26 +726,35 @@ func (s *Store) load(platform, dir, name string) (*Binary, error) {
 	if h.digest != want {
 		return nil, &Error{Reason: ReasonChecksumMismatch, Err: fmt.Errorf("file has sha256 %s, %s says %s", h.digest, name+SHA256SumSuffix, want)}
 	}
-	// A digest directory holds exactly the bytes it is named after: a
-	// digest path never serves other bytes, whatever was put there.
-	if d := path.Base(dir); dir != platform && d != h.digest {
-		return nil, &Error{Reason: ReasonChecksumMismatch, Err: fmt.Errorf("file has sha256 %s but sits in the directory of %s", h.digest, d)}
+	// A digest directory (and a tenant directory in it) holds exactly the
+	// bytes it is named after: a digest path never serves other bytes,
+	// whatever was put there.
+	var component string
+	if dir != platform {
+		parts := strings.Split(dir, "/")
+		if len(parts) == 4 {
+			component = parts[3]
+		}
+		if len(parts) < 3 || parts[2] != h.digest {
+			return nil, &Error{Reason: ReasonChecksumMismatch, Err: fmt.Errorf("file has sha256 %s but sits in the directory of %s", h.digest, dir)}
+		}
 	}
 	if h.sigErr != nil {
 		return nil, h.sigErr
 	}
 
 	b := &Binary{
-		Name:    name,
-		Release: strings.TrimPrefix(name, "minio."),
-		Size:    info.Size(),
-		ModTime: info.ModTime(),
-		SHA256:  h.digest,
-		KeyID:   h.keyID,
-		rel:     rel,
-		info:    info,
-		sum:     sumData,
-		sig:     sig,
+		Name:      name,
+		Release:   strings.TrimPrefix(name, "minio."),
+		Size:      info.Size(),
+		ModTime:   info.ModTime(),
+		SHA256:    h.digest,
+		KeyID:     h.keyID,
+		rel:       rel,
+		component: component,
+		info:      info,
+		sum:       sumData,
+		sig:       sig,
 	}
 	if platform != "" {
 		b.Platform = platform

@@ -68,6 +68,12 @@ type Source struct {
 	// SignedBy is the key id of the platform key that signed a binary the
 	// source did not sign; empty when the source's own signature is served.
 	SignedBy string `json:"signedBy,omitempty"`
+	// Private is true when the image was pulled with the ObjectStore's
+	// credentials: the binary is then served only at the URLs of the
+	// ObjectStores it was published for, never publicly.
+	Private bool `json:"private,omitempty"`
+	// ObjectStore is the namespace/name a tenant's copy was published for.
+	ObjectStore string `json:"objectStore,omitempty"`
 }
 
 // String names the source for messages: the image with its digests, or

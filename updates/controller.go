@@ -346,10 +346,10 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 	st := statusOf(store)
 	o := observation{now: c.cfg.Clock.Now(), image: store.Spec.Image, recorded: store.Status.Update, prev: st.cond,
 		paused: store.Annotations[v1.UpdatesPausedAnnotation] == "true", call: c.calls.state(key)}
-	var sha string // the SHA-256 of the tenant's own binary
+	var sha, own string // the SHA-256 of the tenant's own binary and where it is served
 	if res, resolved := c.cfg.Binaries.Resolution(key, store.Spec.Image); resolved {
 		o.binary = binaryState{resolved: true, available: res.Available, release: res.Release, reason: res.Reason}
-		sha = res.SHA256
+		sha, own = res.SHA256, res.Path
 	}
 	t, reach := c.loadTenant(ctx, store)
 	if reach == nil {
@@ -366,13 +366,13 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 	}
 	if release != "" {
 		if release != o.binary.release {
-			sha = "" // an update recorded for another image's release
+			sha, own = "", "" // an update recorded for another image's release
 		}
 		platform := placement.Default
 		if len(o.platforms) > 0 {
 			platform = o.platforms[0]
 		}
-		o.updateURL, o.urlErr = c.updateURL(release, sha, platform)
+		o.updateURL, o.urlErr = c.updateURL(release, sha, own, platform)
 		if o.urlErr == nil && t != nil {
 			o.trustErr = c.preflight(t.roots, o.updateURL, o.now)
 		}
@@ -571,8 +571,9 @@ func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, st
 // exactly those bytes or not at all; otherwise the release's plain path,
 // at the top level or the platform's ("os/arch", the tenant's pods'),
 // which is served only while every source of the release agrees on its
-// bytes.
-func (c *Controller) updateURL(release, sha, platform string) (string, error) {
+// bytes. own, when set, is where the tenant's own binary is served (its
+// private URL, for a binary pulled with its credentials).
+func (c *Controller) updateURL(release, sha, own, platform string) (string, error) {
 	name, err := binstore.BinaryName(release)
 	if err != nil {
 		return "", err
@@ -580,6 +581,11 @@ func (c *Controller) updateURL(release, sha, platform string) (string, error) {
 	snap := c.cfg.Store.Current()
 	base := strings.TrimSuffix(c.cfg.UpdateURL, "/")
 	switch {
+	case own != "":
+		if b := snap.At(own); b == nil || b.SHA256 != sha || b.Release != release {
+			return "", fmt.Errorf("%s with sha256 %s is not in this replica's store at its tenant's URL", name, sha)
+		}
+		return base + "/" + own + binstore.SHA256SumSuffix, nil
 	case sha != "":
 		if snap.ByDigest(sha, release) == nil {
 			return "", fmt.Errorf("%s with sha256 %s is not in this replica's store", name, sha)

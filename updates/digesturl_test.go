@@ -32,13 +32,13 @@ func TestUpdateURLNamesTheTenantsOwnBytes(t *testing.T) {
 	a, b := land([]byte("tenant A")), land([]byte("tenant B"))
 	c := &Controller{cfg: Config{Store: s, UpdateURL: "https://op.ops.svc:4221/webhook/v1/update/"}}
 	for _, sha := range []string{a, b} {
-		u, err := c.updateURL(relNew, sha, "linux/amd64")
+		u, err := c.updateURL(relNew, sha, "", "linux/amd64")
 		require.NoError(t, err)
 		assert.Equal(t, "https://op.ops.svc:4221/webhook/v1/update/sha256/"+sha+"/minio."+relNew+".sha256sum", u)
 	}
-	_, err = c.updateURL(relNew, "", "linux/amd64")
+	_, err = c.updateURL(relNew, "", "", "linux/amd64")
 	assert.Error(t, err, "the release's plain path is withheld while its claims disagree")
-	_, err = c.updateURL(relOld, a, "linux/amd64")
+	_, err = c.updateURL(relOld, a, "", "linux/amd64")
 	assert.Error(t, err, "a digest under a release it was not stored under")
 
 	// An undisputed release's plain path is the tenant's platform's.
@@ -46,9 +46,9 @@ func TestUpdateURLNamesTheTenantsOwnBytes(t *testing.T) {
 	require.NoError(t, err)
 	_, err = st.Commit(binstore.Candidate{Minisig: key.Sign(t, []byte("arm")), Source: binstore.Source{Image: "y"}})
 	require.NoError(t, err)
-	u, err := c.updateURL(relNewer, "", "linux/arm64")
+	u, err := c.updateURL(relNewer, "", "", "linux/arm64")
 	require.NoError(t, err)
 	assert.Equal(t, "https://op.ops.svc:4221/webhook/v1/update/linux-arm64/minio."+relNewer+".sha256sum", u)
-	_, err = c.updateURL(relNewer, "", "linux/amd64")
+	_, err = c.updateURL(relNewer, "", "", "linux/amd64")
 	assert.ErrorContains(t, err, "for linux/amd64", "never another platform's binary")
 }

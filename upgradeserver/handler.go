@@ -28,6 +28,9 @@ const (
 	routeFile = "file"
 	// routeDigest serves a binary by its bytes: sha256/<hex>/minio.<RELEASE>.
 	routeDigest = "digest"
+	// routeTenant serves a binary published for one ObjectStore:
+	// sha256/<hex>/<component>/minio.<RELEASE>.
+	routeTenant = "tenant"
 	routeNone   = "not_found"
 )
 
@@ -61,6 +64,7 @@ func newHandler(h *handler) http.Handler {
 	r.Handle(UpdatePath+"/{file}", methods(http.HandlerFunc(h.file))).Name(routeFile)
 	r.Handle(UpdatePath+"/{platform}/{file}", methods(http.HandlerFunc(h.file))).Name(routeFile)
 	r.Handle(UpdatePath+"/sha256/{digest}/{file}", methods(http.HandlerFunc(h.file))).Name(routeDigest)
+	r.Handle(UpdatePath+"/sha256/{digest}/{component}/{file}", methods(http.HandlerFunc(h.file))).Name(routeTenant)
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 page not found", http.StatusNotFound)
 	})
@@ -119,7 +123,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) file(w http.ResponseWriter, r *http.Request) {
 	vars := mux.Vars(r)
-	name, platform, digest := vars["file"], vars["platform"], vars["digest"]
+	name, platform, digest, component := vars["file"], vars["platform"], vars["digest"], vars["component"]
 	if !binstore.ValidFileName(name) || (platform != "" && !binstore.ValidPlatform(platform)) {
 		http.Error(w, "invalid file name", http.StatusBadRequest)
 		return
@@ -137,7 +141,15 @@ func (h *handler) file(w http.ResponseWriter, r *http.Request) {
 	case platform != "":
 		key = platform + "/" + name
 	}
-	ref, ok := h.store.Current().Lookup(key)
+	var ref binstore.File
+	var ok bool
+	if component != "" {
+		// Any wrong component is a plain 404, the same as a digest
+		// nothing has: the answer tells nothing about the bytes.
+		ref, ok = h.store.Current().TenantFile(digest, component, name)
+	} else {
+		ref, ok = h.store.Current().Lookup(key)
+	}
 	if !ok {
 		http.Error(w, "404 page not found", http.StatusNotFound)
 		return

@@ -137,8 +137,11 @@ type BinaryStatus struct {
 	// Platform is <os>-<arch>.
 	Platform string `json:"platform,omitempty"`
 	// URL is the .sha256sum URL MinIO is given:
-	// <update URL>/sha256/<hex>/minio.<RELEASE>.sha256sum. Every replica
-	// serves it with exactly these bytes, or 404.
+	// <update URL>/sha256/<hex>/minio.<RELEASE>.sha256sum, or for a binary
+	// whose image needed the ObjectStore's pull credentials
+	// <update URL>/sha256/<hex>/<component>/minio.<RELEASE>.sha256sum, with
+	// a component only this ObjectStore is given. Every replica serves it
+	// with exactly these bytes, or 404.
 	URL string `json:"url,omitempty"`
 }
 

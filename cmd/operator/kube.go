@@ -124,6 +124,10 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	if err != nil {
 		return err
 	}
+	urlKey, err := loadURLKey(ctx, k.client, cfg.namespace)
+	if err != nil {
+		return err
+	}
 	w := &leaderWork{}
 	if cfg.mode() == modeAutocert {
 		if w.issuer, err = newIssuer(ctx, cfg, k, log, certMetrics); err != nil {
@@ -134,6 +138,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		Store: store, Transport: pool.Transport(), Platforms: cfg.platforms, MaxSize: cfg.maxBinarySize,
 		MaxPullBytes: cfg.pullMaxBytes, PullTimeout: cfg.pullTimeout, InsecureRegistries: cfg.insecureRegs,
 		MirrorURL: cfg.mirrorURL, Concurrency: cfg.pullConcurrency, PerNamespace: cfg.pullPerNS,
+		StoreMaxBytes: cfg.storeMaxBytes, NamespaceMaxBytes: cfg.storeNSMaxBytes,
 		Resolver: net.DefaultResolver, Registerer: reg, Log: log,
 	})
 	if err != nil {
@@ -206,9 +211,9 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		return err
 	}
 	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
-		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep,
+		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
 		Recorder: recorder, Remedy: binaryRemedy, Log: log, Registerer: reg, Workers: cfg.binaryWorkers,
-		UpdateURL: cfg.podUpdateURL(), Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
+		UpdateURL: cfg.podUpdateURL(), URLKey: urlKey, Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
 		// The updater waits for the store; it is built next, before
 		// anything runs.
 		Resolved: func(key string) { w.updates.Resolved(key) },

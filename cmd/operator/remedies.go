@@ -28,6 +28,8 @@ func binaryRemedy(reason string) string {
 		return "the binary exceeds OPERATOR_MAX_BINARY_SIZE"
 	case "NoBinaryForPlatform":
 		return "use an image that holds a binary for the platform of the tenant's Nodes (kubernetes.io/os, kubernetes.io/arch), check that OPERATOR_PLATFORMS lists it, or pin the tenant's pools to a platform the image has (a nodeSelector on kubernetes.io/arch)"
+	case "StoreFull":
+		return "delete ObjectStores (or move them to images) whose binaries the namespace no longer needs; binaries no ObjectStore references are removed after OPERATOR_STORE_UNREFERENCED_GRACE; the platform team sets OPERATOR_STORE_NAMESPACE_MAX_BYTES and OPERATOR_STORE_MAX_BYTES"
 	}
 	return ""
 }

@@ -42,7 +42,12 @@ import (
 )
 
 // testRegistry is go-containerregistry's registry served over TLS behind
-// basic auth, with a certificate only its own CA vouches for.
+// basic auth, with a certificate only its own CA vouches for. Repositories
+// under private/ are read only with credentials; others anonymously too.
+// privateRepos is the prefix of the test registry's repositories that
+// refuse anonymous reads.
+const privateRepos = "private/"
+
 type testRegistry struct {
 	host       string
 	caPEM      []byte
@@ -67,7 +72,13 @@ func startRegistry(t testing.TB) *testRegistry {
 	r.caPEM = certPEM
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if u, p, ok := req.BasicAuth(); !ok || u != r.user || p != r.pass {
+		// Wrong credentials are always refused, and so is anything
+		// anonymous but reading a repository outside private/ (public
+		// images, as on a real registry; pushes need credentials).
+		u, p, ok := req.BasicAuth()
+		anonymousRead := !ok && (req.Method == http.MethodGet || req.Method == http.MethodHead) &&
+			strings.HasPrefix(req.URL.Path, "/v2/") && req.URL.Path != "/v2/" && !strings.HasPrefix(req.URL.Path, "/v2/"+privateRepos)
+		if !anonymousRead && (!ok || u != r.user || p != r.pass) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
 			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
 			return

@@ -58,7 +58,8 @@ func TestOneTenantCannotPlantABinaryForAnother(t *testing.T) {
 	// through the store: same release, same bytes, but no credentials.
 	third := operatorNamespace(t)
 	stranger := &binEnv{tenantNS: third}
-	stranger.objectStore(t, "no-credentials", evil)
+	hidden := e.reg.pushImage(t, privateRepos+"tenant-a/minio:any-tag", imageSpec{binary: planted, releaseLbl: release})
+	stranger.objectStore(t, "no-credentials", hidden)
 	stranger.waitBinaryCondition(t, "no-credentials", metav1.ConditionFalse, "AuthFailed")
 	assert.Nil(t, binaryStatus(t, third, "no-credentials"), "no binary named for a tenant that could not pull")
 }

@@ -58,6 +58,9 @@ type updateOpts struct {
 	deferMinIO bool
 	// nodeSelector pins the first pool's pods (see createNode).
 	nodeSelector map[string]string
+	// newRepo is the repository of the newer image (default
+	// minio/aistor; privateRepos+"..." for one that needs credentials).
+	newRepo string
 }
 
 func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
@@ -104,7 +107,10 @@ func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 	require.NoError(t, err)
 	bin, err := os.ReadFile(newerPath)
 	require.NoError(t, err)
-	e.newImage = e.reg.pushImage(t, "minio/aistor:"+e.newer, imageSpec{binary: bin, releaseLbl: e.newer, signer: o.newSigner})
+	if o.newRepo == "" {
+		o.newRepo = "minio/aistor"
+	}
+	e.newImage = e.reg.pushImage(t, o.newRepo+":"+e.newer, imageSpec{binary: bin, releaseLbl: e.newer, signer: o.newSigner})
 
 	// The tenant: a server certificate for 127.0.0.1, credentials in the
 	// format MinIO's operator writes, a StatefulSet.
