@@ -38,7 +38,7 @@ var (
 	// errNoPlatform: the image has no binary for a platform the tenant's
 	// pods run on.
 	errNoPlatform = errors.New("NoBinaryForPlatform")
-	errStoreFull     = errors.New("StoreFull")
+	errStoreFull  = errors.New("StoreFull")
 )
 
 // reason returns the condition reason for err.
