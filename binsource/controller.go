@@ -107,6 +107,11 @@ type Controller struct {
 	housekeeping sync.Mutex
 	unreferenced map[string]time.Time
 	timer        clock.Timer
+	// settled is set once every ObjectStore had an outcome: until then (a
+	// cold start, every replica's store to be read again) nothing is
+	// removed; after it, an ObjectStore without one (a new image still
+	// pulling) keeps nobody else's binaries from going.
+	settled bool
 }
 
 // awaited is the pull an ObjectStore's sync submitted, and its result once
@@ -129,6 +134,9 @@ type outcome struct {
 	// published are the store paths of the copies published for this
 	// ObjectStore alone (private binaries), kept by housekeeping.
 	published []string
+	// pairs are the sha256/release of every platform's binary of the
+	// image, all kept by housekeeping (status.binary names one).
+	pairs []string
 	// path is where binary is served below the update URL.
 	path      string
 	condition metav1.Condition
@@ -335,7 +343,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		st, path = c.binaryStatus(own), own.URLPath()
 	}
 	c.cfg.Fetcher.reference(key, u.GetNamespace(), res.Binaries)
-	changed := c.record(key, outcome{image: image, release: res.Release, binary: st, path: path, published: published, condition: metav1.Condition{
+	var pairs []string
+	for _, b := range res.Binaries {
+		pairs = append(pairs, b.SHA256+"/"+b.Release)
+	}
+	changed := c.record(key, outcome{image: image, release: res.Release, binary: st, path: path, published: published, pairs: pairs, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: "Available", Message: msg,
 	}})
 	if err := c.report(u); err != nil {
@@ -660,18 +672,25 @@ func (c *Controller) housekeep() {
 			continue
 		}
 		o, resolved := c.outcomes[key]
-		if !resolved {
+		if !resolved && !c.settled {
 			c.mu.Unlock()
 			return
+		}
+		if !resolved {
+			continue
 		}
 		releases[o.release] = true
 		if o.binary != nil {
 			pairs[o.binary.SHA256+"/"+o.release] = true
 		}
+		for _, p := range o.pairs {
+			pairs[p] = true
+		}
 		for _, p := range o.published {
 			published[p] = true
 		}
 	}
+	c.settled = true
 	c.mu.Unlock()
 
 	c.housekeeping.Lock()
@@ -759,7 +778,7 @@ func (c *Controller) housekeep() {
 			continue
 		}
 		c.log.Info().Str("file", b.Path()).Str("release", b.Release).Str("sha256", b.SHA256).Int("newer", newer).Int("keep", c.cfg.Keep).
-			Dur("grace", c.cfg.Grace).Msg("removed a binary no ObjectStore references (unreferenced for the grace, and enough newer releases exist)")
+			Stringer("grace", c.cfg.Grace).Msg("removed a binary no ObjectStore references (unreferenced for the grace, and enough newer releases exist)")
 	}
 }
 
