@@ -241,21 +241,8 @@ func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", final, err)
 	}
-	provenance, err := json.MarshalIndent(src, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode provenance: %w", err)
-	}
-	for _, f := range []struct {
-		suffix string
-		data   []byte
-	}{
-		{MinisigSuffix, sig},
-		{sourceSuffix, provenance},
-		{SHA256SumSuffix, SHA256SumFile(st.SHA256, st.name)},
-	} {
-		if err := writeAtomic(tmpDir, dir, st.name+f.suffix, f.data); err != nil {
-			return nil, err
-		}
+	if err := writeSidecars(tmpDir, dir, st.name, st.SHA256, sig, src); err != nil {
+		return nil, err
 	}
 	for _, d := range []string{dir, tmpDir} {
 		if f, err := os.Open(d); err == nil {
@@ -377,21 +364,8 @@ func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Bi
 	if !s.link(b, tmpDir, b.Name, final) {
 		return nil, fmt.Errorf("cannot link %s into %s", b.Path(), dir)
 	}
-	provenance, err := json.MarshalIndent(src, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode provenance: %w", err)
-	}
-	for _, f := range []struct {
-		suffix string
-		data   []byte
-	}{
-		{MinisigSuffix, sig},
-		{sourceSuffix, provenance},
-		{SHA256SumSuffix, SHA256SumFile(b.SHA256, b.Name)},
-	} {
-		if err := writeAtomic(tmpDir, dir, b.Name+f.suffix, f.data); err != nil {
-			return nil, err
-		}
+	if err := writeSidecars(tmpDir, dir, b.Name, b.SHA256, sig, src); err != nil {
+		return nil, err
 	}
 	// The bytes were verified when b was indexed, and the signature is
 	// b's or was just made over them: the index need not read them again.
@@ -421,4 +395,26 @@ func (s *Store) signFor(b *Binary, src Source) ([]byte, error) {
 	}
 	return prehash.SignWithComments(*s.opts.Signer, trustedComment(b.Name, b.SHA256, src),
 		"signature from the platform key of object-store-operator for "+src.ObjectStore), nil
+}
+
+// writeSidecars writes a binary's .minisig, provenance and .sha256sum
+// beside it in dir, each atomically through tmpDir.
+func writeSidecars(tmpDir, dir, name, sha string, sig []byte, src Source) error {
+	provenance, err := json.MarshalIndent(src, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode provenance: %w", err)
+	}
+	for _, f := range []struct {
+		suffix string
+		data   []byte
+	}{
+		{MinisigSuffix, sig},
+		{sourceSuffix, provenance},
+		{SHA256SumSuffix, SHA256SumFile(sha, name)},
+	} {
+		if err := writeAtomic(tmpDir, dir, name+f.suffix, f.data); err != nil {
+			return err
+		}
+	}
+	return nil
 }
