@@ -489,8 +489,17 @@ func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, r
 	defer cancel()
 	result, err := adm.ServerUpdateV2(ctx, madmin.ServerUpdateOpts{UpdateURL: updateURL})
 	if err != nil {
-		if strings.Contains(err.Error(), updateInProgress) {
+		switch {
+		case strings.Contains(err.Error(), updateInProgress):
 			// A call of ours is being answered by MinIO already: follow it.
+			return callResult{}
+		case causeOf(err) == "" && madmin.ToErrorResponse(err).Code == "" && ctx.Err() == nil:
+			// No answer of MinIO's, refusing or not: the connection broke
+			// (a node re-executes as the new release as soon as every node
+			// has it, and can drop the answer with it). The nodes may be
+			// updating: follow the recorded update, done when every node
+			// reports the release, rolled past the update's timeout.
+			c.log.Warn().Str("release", release).Str("node", host).Err(err).Msg("the update call got no answer; following the nodes")
 			return callResult{}
 		}
 		return callResult{err: errorf(CauseInPlaceRefused, "MinIO refused the in-place update to %s: %w", release, adminError(err))}

@@ -169,3 +169,26 @@ func heapGrowth(f func()) int64 {
 	<-sampled
 	return int64(peak.Load()) - int64(base.HeapAlloc)
 }
+
+// TestAnUpdateCallWhoseAnswerIsLostIsFollowedNotRolled: a node re-executes
+// as the new release once every node has it and can drop the connection
+// before its answer is written (madmin then retries into the restarting
+// node: connection refused). That is no refusal of MinIO's: the recorded
+// update is followed, and the tenant is rolled only if its nodes do not
+// report the release within the update's timeout.
+func TestAnUpdateCallWhoseAnswerIsLostIsFollowedNotRolled(t *testing.T) {
+	// The node is gone: its address refuses connections.
+	srv := httptest.NewServer(http.NotFoundHandler())
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	srv.Close()
+	policy, err := ParseEndpointPolicy("127.0.0.1")
+	require.NoError(t, err)
+	tn := &tenant{endpoint: u, user: "minioadmin", password: "minioadmin", namespace: "t", clusterDomain: "cluster.local", policy: policy}
+	c := &Controller{cfg: Config{Timeout: 5 * time.Second}}
+	r := c.callOnce(t.Context(), tn, "http://op/webhook/v1/update/minio.RELEASE.2025-01-01T00-00-00Z.sha256sum", "", "RELEASE.2025-01-01T00-00-00Z")
+	assert.NoError(t, r.err, "a lost answer is not MinIO refusing")
+	a := decide(obs(recorded(1, time.Second, time.Second), func(o *observation) { o.call.result = &r }), p)
+	assert.Equal(t, report.String(), a.verb.String(), "followed: %s", a.message)
+	assert.Equal(t, ReasonUpdatingInPlace, a.reason)
+}

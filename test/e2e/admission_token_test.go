@@ -30,13 +30,7 @@ func TestAdmissionPolicyDeniesServiceAccountTokenSecrets(t *testing.T) {
 	opNS, tenantNS := operatorNamespace(t), operatorNamespace(t)
 	helm(t, "install", "osop", chartDir(t), "-n", opNS)
 	sa := serviceAccountUser(opNS)
-	// The apiserver loads a new policy within a moment: wait until it
-	// denies what it always denied (an unlabelled Secret).
-	require.Eventually(t, func() bool {
-		out, err := kubectlAs(t, sa, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: probe\n  namespace: "+tenantNS+"\n",
-			"create", "-f", "-", "--dry-run=server")
-		return err != nil && strings.Contains(out, "ValidatingAdmissionPolicy")
-	}, 20*time.Second, 100*time.Millisecond, "the admission policy is enforced")
+	waitForAdmissionPolicy(t, sa, tenantNS)
 	applyYAML(t, objectStoreYAML(tenantNS, "tok", nil, nil, nil))
 	u, err := dyn(t).Resource(apiv1.Resource).Namespace(tenantNS).Get(t.Context(), "tok", metav1.GetOptions{})
 	require.NoError(t, err)

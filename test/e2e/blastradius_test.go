@@ -149,9 +149,12 @@ spec:
 		}
 		return queued == 3
 	}, 60*time.Second, 100*time.Millisecond, "the other three wait for their namespace's slot")
-	metrics := string(get(t, http.DefaultClient, "http://"+e.op.metricsAddr+"/metrics"))
-	assert.Contains(t, metrics, fmt.Sprintf(`objectstore_operator_objectstore_condition{name="hang-3",namespace="%s",reason="UpdateQueued",status="False",type="VersionCurrent"} 1`, hostile),
-		"what an SRE sees of the fleet")
+	// Read from the operator's cache, a moment behind the API.
+	var metrics string
+	assert.Eventually(t, func() bool {
+		metrics = string(get(t, http.DefaultClient, "http://"+e.op.metricsAddr+"/metrics"))
+		return strings.Contains(metrics, fmt.Sprintf(`objectstore_operator_objectstore_condition{name="hang-3",namespace="%s",reason="UpdateQueued",status="False",type="VersionCurrent"} 1`, hostile))
+	}, 10*time.Second, 100*time.Millisecond, "what an SRE sees of the fleet")
 	assert.Contains(t, metrics, "objectstore_operator_leader 1")
 	assert.Regexp(t, `objectstore_operator_build_info\{version="[^"]+"\} 1`, metrics)
 

@@ -309,6 +309,7 @@ func TestAdmissionPolicyHoldsTheOperatorToItsWrites(t *testing.T) {
 	opNS, tenantNS := operatorNamespace(t), operatorNamespace(t)
 	helm(t, "install", "osop", chartDir(t), "-n", opNS)
 	sa := serviceAccountUser(opNS)
+	waitForAdmissionPolicy(t, sa, tenantNS)
 
 	applyYAML(t, objectStoreYAML(tenantNS, "store", []string{"store-tls"}, nil, nil))
 	u, err := dyn(t).Resource(apiv1.Resource).Namespace(tenantNS).Get(t.Context(), "store", metav1.GetOptions{})
@@ -480,4 +481,17 @@ metadata:
 
 	// The admin is not bound by it.
 	putNamedSecret(t, tenantNS, "admin-secret", map[string][]byte{"k": []byte("v")})
+}
+
+// waitForAdmissionPolicy waits until the apiserver enforces a freshly
+// installed policy on the operator's ServiceAccount sa (it loads one
+// within a moment): until it denies what it always denies, an unlabelled
+// Secret in ns.
+func waitForAdmissionPolicy(t *testing.T, sa, ns string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		out, err := kubectlAs(t, sa, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: probe\n  namespace: "+ns+"\n",
+			"create", "-f", "-", "--dry-run=server")
+		return err != nil && strings.Contains(out, "ValidatingAdmissionPolicy")
+	}, 20*time.Second, 100*time.Millisecond, "the admission policy is enforced")
 }
