@@ -238,8 +238,7 @@ func decompress(r *bufio.Reader) (io.ReadCloser, error) {
 				return nil, reasonf(errImageTooLarge, "its zstd frame declares a window of %s; at most %s is decoded", mib(window), mib(maxZstdWindow))
 			}
 		}
-		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(maxZstdWindow))
+		zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(maxZstdWindow), zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
 		if err != nil {
 			return nil, err
 		}

@@ -622,7 +622,14 @@ func (f *Fetcher) fromMirror(ctx context.Context, rel string, platforms []Platfo
 	if err != nil {
 		return nil, false, reasonf(errInvalidImage, "%v", err)
 	}
-	client := &http.Client{Transport: f.cfg.Transport}
+	// The mirror is the platform's: it may redirect to its object storage,
+	// over HTTPS when it is HTTPS, three times at most.
+	client := &http.Client{Transport: f.cfg.Transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 3 || (via[0].URL.Scheme == "https" && req.URL.Scheme != "https") {
+			return fmt.Errorf("the release mirror redirected to %s: followed only over HTTPS, three times at most", req.URL.Redacted())
+		}
+		return nil
+	}}
 	res := &Result{Release: rel}
 	pulled := false
 	for _, p := range platforms {
