@@ -355,13 +355,17 @@ func apiserverWrites(t *testing.T) map[string]float64 {
 // cluster, and a store whose namespace is being torn down really changes.
 func quiesce(t *testing.T, ns string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	// Tearing down a namespace of StatefulSets, pods and MinIO tenants
+	// takes the garbage collector a while on a loaded machine.
+	var left string
+	done := assert.Eventually(t, func() bool {
 		stores, err := dyn(t).Resource(apiv1.Resource).List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			return false
 		}
 		for _, s := range stores.Items {
 			if s.GetNamespace() != ns {
+				left = "ObjectStore " + s.GetNamespace() + "/" + s.GetName()
 				return false
 			}
 		}
@@ -371,11 +375,15 @@ func quiesce(t *testing.T, ns string) {
 		}
 		for _, n := range nss.Items {
 			if n.Status.Phase == corev1.NamespaceTerminating {
+				left = "namespace " + n.Name
 				return false
 			}
 		}
 		return true
-	}, 60*time.Second, 100*time.Millisecond, "earlier tests' namespaces still terminating")
+	}, 3*time.Minute, 100*time.Millisecond, "earlier tests' namespaces still terminating")
+	if !done {
+		t.Fatalf("still there after 3 minutes: %s", left)
+	}
 }
 
 func TestResyncAndUnrelatedChangesWriteNothing(t *testing.T) {
