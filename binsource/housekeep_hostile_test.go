@@ -1,10 +1,8 @@
 package binsource
 
 import (
-	"bytes"
 	"testing"
 
-	"aead.dev/minisign"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,8 +10,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
-	"github.com/object-store-operator/operator/binstore"
-	"github.com/object-store-operator/operator/binstore/binstoretest"
 )
 
 // TestNewerLabelsEvictNoOtherPlatformBinaryOfAReferencedImage:
@@ -31,18 +27,7 @@ import (
 // Now sync records every platform's binary of the image (outcome.pairs)
 // and housekeeping keeps them all.
 func TestNewerLabelsEvictNoOtherPlatformBinaryOfAReferencedImage(t *testing.T) {
-	key := binstoretest.NewKey(t)
-	store, err := binstore.New(t.TempDir(), zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
-	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
-	store.Scan()
-	land := func(platform, rel string, content []byte, image string) string {
-		st, err := store.Stage(platform, rel, bytes.NewReader(content), 1<<20)
-		require.NoError(t, err)
-		b, err := st.Commit(binstore.Candidate{Minisig: key.Sign(t, content), Source: binstore.Source{Image: image}})
-		require.NoError(t, err)
-		return b.SHA256
-	}
+	store, land := housekeepStore(t)
 	rel := "RELEASE.2025-01-01T00-00-00Z"
 	amd := land("linux-amd64", rel, []byte("B's amd64 build"), "registry/minio:b")
 	arm := land("linux-arm64", rel, []byte("B's arm64 build"), "registry/minio:b")
@@ -87,18 +72,8 @@ func TestNewerLabelsEvictNoOtherPlatformBinaryOfAReferencedImage(t *testing.T) {
 // What it may need again is re-pulled; the unreferenced grace keeps a
 // flip-flop from costing that.
 func TestOneUnresolvedObjectStoreStopsNoHousekeepingAfterTheColdStart(t *testing.T) {
-	key := binstoretest.NewKey(t)
-	store, err := binstore.New(t.TempDir(), zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
-	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
-	store.Scan()
-	land := func(rel string, content []byte) string {
-		st, err := store.Stage("linux-amd64", rel, bytes.NewReader(content), 1<<20)
-		require.NoError(t, err)
-		b, err := st.Commit(binstore.Candidate{Minisig: key.Sign(t, content), Source: binstore.Source{Image: "x:" + rel}})
-		require.NoError(t, err)
-		return b.SHA256
-	}
+	store, landOn := housekeepStore(t)
+	land := func(rel string, content []byte) string { return landOn("linux-amd64", rel, content, "x:"+rel) }
 	oldRel, current := "RELEASE.2025-01-01T00-00-00Z", "RELEASE.2025-06-01T00-00-00Z"
 	old := land(oldRel, []byte("a binary nobody references any more"))
 	land("RELEASE.2025-03-01T00-00-00Z", []byte("another"))

@@ -22,18 +22,8 @@ import (
 // release name; only the one an ObjectStore resolved to stays, and the
 // hard-linked name of shared bytes survives removing another name.
 func TestHousekeepingKeepsEachTenantsOwnBytes(t *testing.T) {
-	key := binstoretest.NewKey(t)
-	store, err := binstore.New(t.TempDir(), zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
-	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
-	store.Scan()
-	land := func(rel string, content []byte) string {
-		st, err := store.Stage("linux-amd64", rel, bytes.NewReader(content), 1<<20)
-		require.NoError(t, err)
-		b, err := st.Commit(binstore.Candidate{Minisig: key.Sign(t, content), Source: binstore.Source{Image: "x:" + rel}})
-		require.NoError(t, err)
-		return b.SHA256
-	}
+	store, landOn := housekeepStore(t)
+	land := func(rel string, content []byte) string { return landOn("linux-amd64", rel, content, "x:"+rel) }
 	old := "RELEASE.2025-01-01T00-00-00Z"
 	mine := land(old, []byte("tenant B's bytes"))
 	theirs := land(old, []byte("tenant A's bytes, since deleted"))
@@ -62,18 +52,8 @@ func TestHousekeepingKeepsEachTenantsOwnBytes(t *testing.T) {
 // references stays for the grace (an image flip-flop does not re-pull),
 // is kept if referenced again meanwhile, and goes once the grace passed.
 func TestUnreferencedBinariesGoOnlyAfterTheGrace(t *testing.T) {
-	key := binstoretest.NewKey(t)
-	store, err := binstore.New(t.TempDir(), zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
-	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
-	store.Scan()
-	land := func(rel string, content []byte) string {
-		st, err := store.Stage("linux-amd64", rel, bytes.NewReader(content), 1<<20)
-		require.NoError(t, err)
-		b, err := st.Commit(binstore.Candidate{Minisig: key.Sign(t, content), Source: binstore.Source{Image: "x:" + rel}})
-		require.NoError(t, err)
-		return b.SHA256
-	}
+	store, landOn := housekeepStore(t)
+	land := func(rel string, content []byte) string { return landOn("linux-amd64", rel, content, "x:"+rel) }
 	oldRel, newRel := "RELEASE.2025-01-01T00-00-00Z", "RELEASE.2025-02-01T00-00-00Z"
 	old, cur := land(oldRel, []byte("old")), land(newRel, []byte("new"))
 	f, err := NewFetcher(FetcherConfig{Store: store})
@@ -104,4 +84,22 @@ func TestUnreferencedBinariesGoOnlyAfterTheGrace(t *testing.T) {
 	require.Eventually(t, func() bool { return store.Current().ByDigest(old, oldRel) == nil }, 5*time.Second, 10*time.Millisecond,
 		"gone once unreferenced for the grace")
 	assert.NotNil(t, store.Current().ByDigest(cur, newRel))
+}
+
+// housekeepStore is a store trusting a fresh key, and what lands a signed
+// binary in it (returning its SHA-256).
+func housekeepStore(t *testing.T) (*binstore.Store, func(platform, rel string, content []byte, image string) string) {
+	t.Helper()
+	key := binstoretest.NewKey(t)
+	store, err := binstore.New(t.TempDir(), zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	store.Scan()
+	return store, func(platform, rel string, content []byte, image string) string {
+		st, err := store.Stage(platform, rel, bytes.NewReader(content), 1<<20)
+		require.NoError(t, err)
+		b, err := st.Commit(binstore.Candidate{Minisig: key.Sign(t, content), Source: binstore.Source{Image: image}})
+		require.NoError(t, err)
+		return b.SHA256
+	}
 }

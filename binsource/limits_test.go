@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/binstore/binstoretest"
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
 // hostileRegistry is go-containerregistry's registry over TLS, except for
@@ -92,34 +92,13 @@ func TestAManifestOfMillionsOfEmptyEntriesIsRefusedBeforeDecoding(t *testing.T) 
 	f := testFetcher(t, binstore.Options{}, FetcherConfig{Transport: transport, Platforms: []Platform{{"linux", "amd64"}}})
 	anonymous := &keychain{Keychain: authn.NewMultiKeychain()}
 	for _, list := range []string{"manifests", "layers"} {
-		runtime.GC()
-		var base runtime.MemStats
-		runtime.ReadMemStats(&base)
-		var peak atomic.Uint64
-		done := make(chan struct{})
-		sampled := make(chan struct{})
-		go func() {
-			defer close(sampled)
-			var m runtime.MemStats
-			for {
-				runtime.ReadMemStats(&m)
-				if m.HeapAlloc > peak.Load() {
-					peak.Store(m.HeapAlloc)
-				}
-				select {
-				case <-done:
-					return
-				case <-time.After(2 * time.Millisecond):
-				}
-			}
-		}()
-		_, err := f.Ensure(context.Background(), host+"/minio/many-entries:"+list, anonymous)
-		close(done)
-		<-sampled
+		var err error
+		grew := testutil.HeapGrowth(func() {
+			_, err = f.Ensure(context.Background(), host+"/minio/many-entries:"+list, anonymous)
+		})
 		require.Error(t, err, list)
 		assert.Equal(t, "ImageTooLarge", reason(err), "%s: %v", list, err)
 		assert.Contains(t, err.Error(), fmt.Sprintf(`lists more than %d "%s" entries`, maxManifestArray, list))
-		grew := int64(peak.Load()) - int64(base.HeapAlloc)
 		t.Logf("%s: 4 MiB of empty entries refused; heap grew by %d MiB", list, grew>>20)
 		assert.Less(t, grew, int64(64<<20), "one 4 MiB %s list made the heap grow by %d MiB", list, grew>>20)
 	}

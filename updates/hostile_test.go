@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
 // silentInfo is a tenant's MinIO that accepts the connection and never
@@ -96,7 +97,7 @@ func TestServerInfoOfTinyServersIsRefusedBeforeItIsDecoded(t *testing.T) {
 	tn := &tenant{endpoint: u, user: "minioadmin", password: "minioadmin", namespace: "t", clusterDomain: "cluster.local", policy: policy}
 	c := &Controller{}
 
-	grew := heapGrowth(func() {
+	grew := testutil.HeapGrowth(func() {
 		_, err = c.serverInfo(t.Context(), tn)
 	})
 	t.Logf("serverInfo: %v", err)
@@ -132,63 +133,10 @@ func TestUpdateResultsOfTinyNodesAreRefusedBeforeTheyAreDecoded(t *testing.T) {
 	c := &Controller{cfg: Config{Timeout: time.Minute}}
 
 	var r callResult
-	grew := heapGrowth(func() {
+	grew := testutil.HeapGrowth(func() {
 		r = c.callOnce(t.Context(), tn, "http://op/webhook/v1/update/minio.RELEASE.2025-01-01T00-00-00Z.sha256sum", "", "RELEASE.2025-01-01T00-00-00Z")
 	})
 	t.Logf("callOnce: updated %d, err %v", r.updated, r.err)
 	t.Logf("heap grew by %d MiB for one %d MiB answer", grew>>20, size>>20)
 	assert.Less(t, grew, int64(64<<20), "one tenant's ServerUpdateV2 answer made the operator's heap grow by %d MiB", grew>>20)
-}
-
-// heapGrowth is how far the heap grew above its level before f, sampled
-// every 2 ms while f runs.
-func heapGrowth(f func()) int64 {
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var m runtime.MemStats
-		for {
-			runtime.ReadMemStats(&m)
-			if m.HeapAlloc > peak.Load() {
-				peak.Store(m.HeapAlloc)
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}()
-	f()
-	close(done)
-	<-sampled
-	return int64(peak.Load()) - int64(base.HeapAlloc)
-}
-
-// TestAnUpdateCallWhoseAnswerIsLostIsFollowedNotRolled: a node re-executes
-// as the new release once every node has it and can drop the connection
-// before its answer is written (madmin then retries into the restarting
-// node: connection refused). That is no refusal of MinIO's: the recorded
-// update is followed, and the tenant is rolled only if its nodes do not
-// report the release within the update's timeout.
-func TestAnUpdateCallWhoseAnswerIsLostIsFollowedNotRolled(t *testing.T) {
-	// The node is gone: its address refuses connections.
-	srv := httptest.NewServer(http.NotFoundHandler())
-	u, err := url.Parse(srv.URL)
-	require.NoError(t, err)
-	srv.Close()
-	policy, err := ParseEndpointPolicy("127.0.0.1")
-	require.NoError(t, err)
-	tn := &tenant{endpoint: u, user: "minioadmin", password: "minioadmin", namespace: "t", clusterDomain: "cluster.local", policy: policy}
-	c := &Controller{cfg: Config{Timeout: 5 * time.Second}}
-	r := c.callOnce(t.Context(), tn, "http://op/webhook/v1/update/minio.RELEASE.2025-01-01T00-00-00Z.sha256sum", "", "RELEASE.2025-01-01T00-00-00Z")
-	assert.NoError(t, r.err, "a lost answer is not MinIO refusing")
-	a := decide(obs(recorded(1, time.Second, time.Second), func(o *observation) { o.call.result = &r }), p)
-	assert.Equal(t, report.String(), a.verb.String(), "followed: %s", a.message)
-	assert.Equal(t, ReasonUpdatingInPlace, a.reason)
 }

@@ -18,8 +18,10 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	goruntime "runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,4 +223,34 @@ func ApplyStatus(client *dynamicfake.FakeDynamicClient, gvr schema.GroupVersionR
 func BumpResourceVersion(u *unstructured.Unstructured) {
 	n, _ := strconv.Atoi(u.GetResourceVersion())
 	u.SetResourceVersion(strconv.Itoa(n + 1))
+}
+
+// HeapGrowth is how far the heap grew above its level before f, sampled
+// every 2 ms while f runs: what one hostile input made the operator hold.
+func HeapGrowth(f func()) int64 {
+	goruntime.GC()
+	var base goruntime.MemStats
+	goruntime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var m goruntime.MemStats
+		for {
+			goruntime.ReadMemStats(&m)
+			if m.HeapAlloc > peak.Load() {
+				peak.Store(m.HeapAlloc)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	f()
+	close(done)
+	<-sampled
+	return int64(peak.Load()) - int64(base.HeapAlloc)
 }
