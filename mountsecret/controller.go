@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
@@ -35,6 +37,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/controller"
@@ -89,6 +92,12 @@ type Config struct {
 	// Registerer takes the count of recovered panics (nil: not exported).
 	Registerer prometheus.Registerer
 	Workers    int
+	// MaxConcurrentRestarts is how many tenants may restart their pods
+	// for new certificates at once (0: no limit); RestartTimeout is how
+	// long one tenant's restart holds its slot at most.
+	MaxConcurrentRestarts int
+	RestartTimeout        time.Duration
+	Clock                 clock.PassiveClock
 }
 
 // Metrics are the mount-secret controller's Prometheus metrics.
@@ -131,6 +140,7 @@ type Controller struct {
 	// one): the first rebuild waits for it.
 	caLoaded chan struct{}
 	status   *status.Writer
+	restarts *restarts
 }
 
 // NewSecretReader is a secretcache.Reader whose metadata view carries this
@@ -167,6 +177,10 @@ func New(cfg Config) (*Controller, error) {
 		caLoaded: make(chan struct{}),
 		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	c.restarts = newRestarts(cfg.MaxConcurrentRestarts, cfg.RestartTimeout, cfg.Clock, c.queue.Add)
 	if cfg.OperatorCA == nil {
 		close(c.caLoaded)
 	}
@@ -263,15 +277,19 @@ func (c *Controller) forgetUnreferenced(obj any) {
 
 func (c *Controller) statefulSetChanged(obj any) {
 	if s, ok := obj.(*appsv1.StatefulSet); ok {
-		// A long name does not fit the label; the annotation has it whole.
-		name := s.Annotations[v1.ObjectStoreNameAnnotation]
-		if name == "" {
-			name = s.Labels[v1.ObjectStoreLabel]
-		}
-		if name != "" {
+		if name := objectStoreOf(s); name != "" {
 			c.queue.Add(s.Namespace + "/" + name)
 		}
 	}
+}
+
+// objectStoreOf names the ObjectStore a labelled StatefulSet belongs to.
+func objectStoreOf(s *appsv1.StatefulSet) string {
+	// A long name does not fit the label; the annotation has it whole.
+	if name := s.Annotations[v1.ObjectStoreNameAnnotation]; name != "" {
+		return name
+	}
+	return s.Labels[v1.ObjectStoreLabel]
 }
 
 // Run works until ctx ends; syncs act only while leading (Lead). Changes
@@ -325,10 +343,29 @@ func (c *Controller) Lead(ctx context.Context) error {
 		}
 	}
 	c.term.Lead(ctx, func() {
+		c.adoptRestarts()
 		c.log.Info().Int("objectStores", len(c.stores.ListKeys())).Msg("mount-secret controller started")
 		c.enqueueAll()
 	})
 	return nil
+}
+
+// adoptRestarts counts, at the start of a term, the tenants a previous
+// leader restarted whose pods are not all ready yet: they hold slots.
+func (c *Controller) adoptRestarts() {
+	c.restarts.reset()
+	sets, err := c.sets.List(labels.Everything()) // the informer holds only labelled StatefulSets
+	if err != nil {
+		return
+	}
+	for _, s := range sets {
+		if s.Spec.Template.Annotations[RestartAnnotation] == "" || settled(s) {
+			continue
+		}
+		if name := objectStoreOf(s); name != "" {
+			c.restarts.adopt(s.Namespace + "/" + name)
+		}
+	}
 }
 
 func (c *Controller) enqueueAll() {
@@ -352,6 +389,7 @@ func (c *Controller) sync(_ context.Context, key string) error {
 	}
 	if !exists {
 		// The garbage collector removes the generated Secret with its owner.
+		c.restarts.end(key)
 		return nil
 	}
 	u := obj.(*unstructured.Unstructured)
@@ -378,36 +416,119 @@ func (c *Controller) sync(_ context.Context, key string) error {
 		return err
 	}
 
-	generated, reason, err := c.ensureSecret(ctx, store, a)
+	generated, handEdited, created, err := c.generated(ctx, store, a)
 	if err != nil {
 		if errors.As(err, &p) {
 			return c.setCondition(ctx, u, metav1.ConditionFalse, p.reason, p.Error())
 		}
 		return c.refused(ctx, u, err)
 	}
+	sets, err := c.sets.StatefulSets(store.Namespace).List(v1.StatefulSetSelector(store.Name))
+	if err != nil {
+		return fmt.Errorf("list StatefulSets of %s: %w", key, err)
+	}
 	// The UID tells a recreated Secret from the old one: pods restart to
 	// mount the new object even when its content is the same.
 	uid := string(generated.UID)
 	restart := a.hash[:16] + "-" + uid[:min(8, len(uid))]
-	restarted, err := c.rollStatefulSets(ctx, store, restart)
-	if err != nil {
+	c.endRestart(key, sets, restart)
+	var behind []*appsv1.StatefulSet
+	for _, s := range sets {
+		if s.Spec.Template.Annotations[RestartAnnotation] != restart {
+			behind = append(behind, s)
+		}
+	}
+	changed := created
+	if changed == "" {
+		changed = changedContent(generated, a)
+	}
+	if len(behind) > 0 {
+		// A restart: it starts only when the tenant allows it (pause,
+		// window) and a slot is free; until then the Secret and the pods
+		// stay as they are.
+		if changed == "" {
+			changed = "StatefulSets " + setNames(behind) + " do not mount the current certificates"
+		}
+		if h := c.holdRestart(key, store, changed); h != nil {
+			if h.after > 0 {
+				c.queue.AddAfter(key, h.after)
+			}
+			return c.setCondition(ctx, u, metav1.ConditionFalse, h.reason, h.message)
+		}
+	}
+	reason := created
+	if written, why, err := c.rewrite(ctx, store, generated, handEdited, a); err != nil {
 		return c.refused(ctx, u, err)
+	} else if written != nil {
+		generated, reason = written, why
+	}
+	if len(behind) > 0 {
+		rolled, err := c.roll(ctx, behind, restart)
+		if len(rolled) > 0 {
+			c.cfg.Recorder.Eventf(u, corev1.EventTypeNormal, "Restarting", "restarting the pods of StatefulSets %s: %s",
+				strings.Join(rolled, ", "), changed)
+			if c.restarts.timeout > 0 {
+				c.queue.AddAfter(key, c.restarts.timeout)
+			}
+		}
+		if err != nil {
+			return c.refused(ctx, u, err)
+		}
+		c.log.Info().Str("objectstore", key).Str("reason", "CertificatesChanged").Str("changed", changed).Strs("restarted", rolled).
+			Msg("restarting pods for new certificates")
 	}
 	if reason != "" {
 		c.rebuild.Inc()
 		c.log.Info().Str("objectstore", key).Str("secret", store.Namespace+"/"+generated.Name).Str("reason", reason).
-			Str("hash", a.hash).Strs("restarted", restarted).Msg("mount secret rebuilt")
+			Str("hash", a.hash).Msg("mount secret rebuilt")
 	}
 	return c.setCondition(ctx, u, metav1.ConditionTrue, "CertificatesAssembled",
 		// No hash in the message: a content change is not a status change.
 		fmt.Sprintf("Secret %s holds %d keys from %d referenced Secrets", generated.Name, len(a.data), len(store.ReferencedSecrets())))
 }
 
-// ensureSecret creates or rewrites the generated Secret when its content
-// differs, and says why it did ("" when nothing was written).
-func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a *assembly) (*corev1.Secret, string, error) {
+// holdRestart says why key may not restart now, nil once it holds a
+// restart slot.
+func (c *Controller) holdRestart(key string, store *v1.ObjectStore, changed string) *hold {
+	now := c.restarts.clock.Now()
+	if h := holdRestart(store.Annotations[v1.RestartsPausedAnnotation] == "true", windowOf(store, now), now, changed); h != nil {
+		c.restarts.end(key) // a held tenant waits for no slot
+		return h
+	}
+	if ok, holders := c.restarts.begin(key); !ok {
+		return &hold{reason: ReasonRestartQueued, message: queuedMessage(changed, c.restarts.max, holders)}
+	}
+	return nil
+}
+
+// endRestart frees key's restart slot once its StatefulSets have rolled
+// out to restart and are ready, or once it held the slot for the
+// timeout.
+func (c *Controller) endRestart(key string, sets []*appsv1.StatefulSet, restart string) {
+	start, ok := c.restarts.since(key)
+	if !ok {
+		return
+	}
+	if c.restarts.expired(start) {
+		c.log.Warn().Str("objectstore", key).Str("reason", "RestartTimeout").Dur("after", c.restarts.timeout).
+			Msg("the pods did not become ready again in time; the restart slot goes to the next tenant")
+		c.restarts.end(key)
+		return
+	}
+	for _, s := range sets {
+		if !rolledOut(s, restart) {
+			return
+		}
+	}
+	c.restarts.end(key)
+}
+
+// generated reads the generated Secret, creating it when it is missing:
+// pods cannot start without it, so creation waits for nothing. created
+// says so ("" when it existed); handEdited says its data no longer
+// matches the hash it records.
+func (c *Controller) generated(ctx context.Context, store *v1.ObjectStore, a *assembly) (_ *corev1.Secret, handEdited bool, created string, _ error) {
 	name := v1.GeneratedSecretName(store.Name)
-	hash := a.hash
 	existing, digest, err := c.secrets.Digest(ctx, store.Namespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -415,7 +536,7 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 			ObjectMeta: metav1.ObjectMeta{
 				Name: name, Namespace: store.Namespace,
 				Labels: map[string]string{v1.ObjectStoreLabel: v1.ObjectStoreLabelValue(store.Name)},
-				Annotations: map[string]string{HashAnnotation: hash, SourcesAnnotation: a.sourcesJSON(),
+				Annotations: map[string]string{HashAnnotation: a.hash, SourcesAnnotation: a.sourcesJSON(),
 					v1.ObjectStoreNameAnnotation: store.Name},
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(store,
 					v1.GroupVersion.WithKind(v1.Kind))},
@@ -425,54 +546,69 @@ func (c *Controller) ensureSecret(ctx context.Context, store *v1.ObjectStore, a 
 		}
 		created, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Create(ctx, s, metav1.CreateOptions{})
 		if err != nil {
-			return nil, "", fmt.Errorf("create Secret %s/%s: %w", store.Namespace, name, err)
+			return nil, false, "", fmt.Errorf("create Secret %s/%s: %w", store.Namespace, name, err)
 		}
 		c.secrets.Remember(created, false)
 		c.writes.WithLabelValues("secret_create").Inc()
-		return created, "generated Secret missing (first creation, or deleted): created", nil
+		return created, false, "generated Secret missing (first creation, or deleted): created", nil
 	case err != nil:
-		return nil, "", fmt.Errorf("get Secret %s/%s: %w", store.Namespace, name, err)
+		return nil, false, "", fmt.Errorf("get Secret %s/%s: %w", store.Namespace, name, err)
 	}
 	if ref := metav1.GetControllerOf(existing); ref == nil || ref.UID != store.UID {
-		return nil, "", &problem{secret: name, reason: "GeneratedSecretConflict",
+		return nil, false, "", &problem{secret: name, reason: "GeneratedSecretConflict",
 			detail: "exists but is not owned by this ObjectStore; rename or delete it"}
 	}
-	if existing.Annotations[HashAnnotation] == hash && digest == hash {
-		return existing, "", nil
+	return existing, digest != existing.Annotations[HashAnnotation], "", nil
+}
+
+// changedContent says what of the referenced content differs from what
+// the generated Secret holds ("" when nothing does).
+func changedContent(generated *corev1.Secret, a *assembly) string {
+	if generated.Annotations[HashAnnotation] == a.hash {
+		return ""
 	}
-	reason := "edited by hand: reverted"
-	if existing.Annotations[HashAnnotation] != hash {
-		reason = "referenced content changed: " + strings.Join(changedSources(existing.Annotations[SourcesAnnotation], a.sources), ", ")
+	return "referenced content changed: " + strings.Join(changedSources(generated.Annotations[SourcesAnnotation], a.sources), ", ")
+}
+
+// rewrite brings the generated Secret's data to a when they differ, and
+// says why it wrote (nil: nothing written).
+func (c *Controller) rewrite(ctx context.Context, store *v1.ObjectStore, generated *corev1.Secret, handEdited bool, a *assembly) (*corev1.Secret, string, error) {
+	reason := changedContent(generated, a)
+	if reason == "" {
+		if !handEdited {
+			return nil, "", nil
+		}
+		reason = "edited by hand: reverted"
 	}
-	s := existing.DeepCopy()
+	s := generated.DeepCopy()
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}
-	s.Annotations[HashAnnotation] = hash
+	s.Annotations[HashAnnotation] = a.hash
 	s.Annotations[SourcesAnnotation] = a.sourcesJSON()
 	s.Data = a.data
 	updated, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Update(ctx, s, metav1.UpdateOptions{})
 	if err != nil {
-		return nil, "", fmt.Errorf("update Secret %s/%s: %w", store.Namespace, name, err)
+		return nil, "", fmt.Errorf("update Secret %s/%s: %w", store.Namespace, s.Name, err)
 	}
 	c.secrets.Remember(updated, false)
 	c.writes.WithLabelValues("secret_update").Inc()
 	return updated, reason, nil
 }
 
-// rollStatefulSets sets the restart annotation on the pod template of
-// every StatefulSet of the store whose value differs, which makes
-// Kubernetes roll its pods.
-func (c *Controller) rollStatefulSets(ctx context.Context, store *v1.ObjectStore, value string) ([]string, error) {
-	sets, err := c.sets.StatefulSets(store.Namespace).List(v1.StatefulSetSelector(store.Name))
-	if err != nil {
-		return nil, fmt.Errorf("list StatefulSets of %s/%s: %w", store.Namespace, store.Name, err)
+func setNames(sets []*appsv1.StatefulSet) string {
+	names := make([]string, len(sets))
+	for i, s := range sets {
+		names[i] = s.Name
 	}
+	return strings.Join(names, ", ")
+}
+
+// roll sets the restart annotation on the pod template of sets, which
+// makes Kubernetes roll their pods.
+func (c *Controller) roll(ctx context.Context, sets []*appsv1.StatefulSet, value string) ([]string, error) {
 	var rolled []string
 	for _, s := range sets {
-		if s.Spec.Template.Annotations[RestartAnnotation] == value {
-			continue
-		}
 		patch := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, RestartAnnotation, value)
 		if _, err := c.cfg.Kube.AppsV1().StatefulSets(s.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return rolled, fmt.Errorf("roll StatefulSet %s/%s: %w", s.Namespace, s.Name, err)

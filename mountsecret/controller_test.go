@@ -68,6 +68,13 @@ func (s staticCA) Loaded() bool             { return true }
 
 func newFixture(t *testing.T, store *unstructured.Unstructured, secrets []*corev1.Secret, sets []*appsv1.StatefulSet) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, store, secrets, sets)
+}
+
+// newFixtureWith is newFixture with the controller's Config changed by
+// configure.
+func newFixtureWith(t *testing.T, configure func(*Config), store *unstructured.Unstructured, secrets []*corev1.Secret, sets []*appsv1.StatefulSet) *fixture {
+	t.Helper()
 	var objs []runtime.Object
 	for _, s := range secrets {
 		objs = append(objs, s)
@@ -86,11 +93,15 @@ func newFixture(t *testing.T, store *unstructured.Unstructured, secrets []*corev
 	stores, meta := f.stores, f.meta
 	factory := informers.NewSharedInformerFactory(f.kube, 0)
 	f.sets = factory.Apps().V1().StatefulSets().Informer()
-	var err error
-	f.c, err = New(Config{
+	cfg := Config{
 		Kube: f.kube, Dynamic: f.dynamic, Secrets: meta, StatefulSets: factory.Apps().V1().StatefulSets(),
 		ObjectStores: stores, OperatorCA: staticCA("operator-ca"), Recorder: record.NewFakeRecorder(10), Log: zerolog.Nop(),
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	var err error
+	f.c, err = New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, stores.GetIndexer().Add(store))
 	for _, s := range secrets {

@@ -66,6 +66,11 @@ const ConditionVersionCurrent = "VersionCurrent"
 // operator from starting an update of it; one in flight finishes.
 const UpdatesPausedAnnotation = "aistor.min.io/updates-paused"
 
+// RestartsPausedAnnotation set to "true" on an ObjectStore holds the
+// restarts certificate changes need: its generated Secret and its pods
+// stay as they are until it is removed.
+const RestartsPausedAnnotation = "aistor.min.io/restarts-paused"
+
 // ConfigEnvKey is the key of the configuration Secret that holds MinIO's
 // environment as `export NAME=value` lines.
 const ConfigEnvKey = "config.env"

@@ -205,7 +205,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		Kube: k.client, Dynamic: k.dynamic,
 		Secrets: secrets, Reader: secretData, StatefulSets: tenantSets, ObjectStores: stores,
 		OperatorCA: operatorCA, Recorder: recorder, Log: log, Metrics: mountsecret.NewMetrics(reg), Registerer: reg,
-		Workers: cfg.mountWorkers,
+		Workers: cfg.mountWorkers, MaxConcurrentRestarts: cfg.maxRestarts, RestartTimeout: cfg.restartTimeout,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,195 @@
+package mountsecret
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/utils/clock"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+// Why a tenant's certificate restart waits. Each is the CertificatesReady
+// reason (False) while it does; the generated Secret and the pods are
+// left as they were, so a held tenant keeps one consistent set of
+// certificates.
+const (
+	ReasonRestartsPaused = "RestartsPaused"
+	ReasonRestartQueued  = "RestartQueued"
+	ReasonOutsideWindow  = "OutsideWindow"
+)
+
+// hold is why a restart may not start now, and when to look again (0:
+// when something else queues the key: the annotation removed, a slot
+// freed).
+type hold struct {
+	reason  string
+	message string
+	after   time.Duration
+}
+
+// windowState is the tenant's maintenance window as of now.
+type windowState struct {
+	configured bool
+	open       bool
+	next       time.Time // when it next opens; zero when it never does
+	err        error     // a window that does not parse
+}
+
+// holdRestart decides whether a tenant whose certificates changed may
+// restart now, before a slot is asked for: a pause holds it, then a
+// closed window. nil: ask for a slot.
+func holdRestart(paused bool, w windowState, now time.Time, changed string) *hold {
+	switch {
+	case paused:
+		return &hold{reason: ReasonRestartsPaused, message: fmt.Sprintf("%s; restarts are paused by the annotation %s=true: remove it to restart", changed, v1.RestartsPausedAnnotation)}
+	case w.err != nil:
+		return &hold{reason: "InvalidSpec", message: fmt.Sprintf("%s; spec.updates.window: %v", changed, w.err)}
+	case w.configured && !w.open && w.next.IsZero():
+		return &hold{reason: ReasonOutsideWindow, message: changed + "; spec.updates.window never opens: restarts wait until it is changed"}
+	case w.configured && !w.open:
+		return &hold{reason: ReasonOutsideWindow, message: fmt.Sprintf("%s; restarts wait for the window opening at %s", changed, w.next.UTC().Format(time.RFC3339)),
+			after: w.next.Sub(now)}
+	}
+	return nil
+}
+
+// restarts holds how many tenants restart their pods at once. A tenant
+// holds a slot from the patch of its StatefulSets until every one of them
+// has rolled out and is ready again, or until timeout: a tenant whose
+// pods never become ready (its own doing) holds a slot no longer than
+// that, so it cannot stop the fleet's rotations. Keys that found every
+// slot taken are queued again when one frees.
+type restarts struct {
+	max     int // 0: no limit
+	timeout time.Duration
+	clock   clock.PassiveClock
+	enqueue func(key string)
+
+	mu      sync.Mutex
+	running map[string]time.Time // key -> when its restart began
+	waiting map[string]struct{}
+}
+
+func newRestarts(max int, timeout time.Duration, clk clock.PassiveClock, enqueue func(string)) *restarts {
+	return &restarts{max: max, timeout: timeout, clock: clk, enqueue: enqueue,
+		running: map[string]time.Time{}, waiting: map[string]struct{}{}}
+}
+
+// begin takes a slot for key (it keeps the one it has); false, with who
+// holds the slots, when every slot is taken: key is queued again when one
+// frees.
+func (r *restarts) begin(key string) (bool, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.running[key]; ok {
+		return true, nil
+	}
+	if r.max > 0 && len(r.running) >= r.max {
+		r.waiting[key] = struct{}{}
+		holders := make([]string, 0, len(r.running))
+		for k := range r.running {
+			holders = append(holders, k)
+		}
+		slices.Sort(holders)
+		return false, holders
+	}
+	delete(r.waiting, key)
+	r.running[key] = r.clock.Now()
+	return true, nil
+}
+
+// adopt records a restart this process did not begin (one a previous
+// leader began), whatever the limit: it is running already.
+func (r *restarts) adopt(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.running[key]; !ok {
+		r.running[key] = r.clock.Now()
+	}
+}
+
+// since is when key's restart began; false when it holds no slot.
+func (r *restarts) since(key string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.running[key]
+	return t, ok
+}
+
+// expired tells whether a restart that began at start has held its slot
+// for the timeout.
+func (r *restarts) expired(start time.Time) bool {
+	return r.timeout > 0 && r.clock.Since(start) >= r.timeout
+}
+
+// end frees key's slot (or forgets it waiting) and queues the keys that
+// waited for one.
+func (r *restarts) end(key string) {
+	r.mu.Lock()
+	delete(r.waiting, key)
+	if _, ok := r.running[key]; !ok {
+		r.mu.Unlock()
+		return
+	}
+	delete(r.running, key)
+	waiting := make([]string, 0, len(r.waiting))
+	for k := range r.waiting {
+		waiting = append(waiting, k)
+	}
+	r.mu.Unlock()
+	for _, k := range waiting {
+		r.enqueue(k)
+	}
+}
+
+// reset forgets every slot: a new leadership term counts afresh from the
+// StatefulSets (adopt).
+func (r *restarts) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.running)
+	clear(r.waiting)
+}
+
+// queuedMessage says what a tenant waits for, naming a few holders.
+func queuedMessage(changed string, max int, holders []string) string {
+	const shown = 5
+	names := holders
+	more := ""
+	if len(names) > shown {
+		more = fmt.Sprintf(" and %d more", len(names)-shown)
+		names = names[:shown]
+	}
+	return fmt.Sprintf("%s; waiting for one of %d restart slots (held by %s%s until their pods are ready again)",
+		changed, max, strings.Join(names, ", "), more)
+}
+
+// rolledOut tells whether a StatefulSet has rolled its pods to the
+// template carrying restart and has them all ready: the end of a restart.
+// The cache may not have seen the patch yet: a template without restart
+// has not rolled out.
+func rolledOut(s *appsv1.StatefulSet, restart string) bool {
+	return s.Spec.Template.Annotations[RestartAnnotation] == restart && settled(s)
+}
+
+// settled tells whether a StatefulSet runs its current template on every
+// replica, all ready.
+func settled(s *appsv1.StatefulSet) bool {
+	replicas := int32(1)
+	if s.Spec.Replicas != nil {
+		replicas = *s.Spec.Replicas
+	}
+	return s.Status.ObservedGeneration >= s.Generation &&
+		s.Status.UpdatedReplicas == replicas && s.Status.ReadyReplicas == replicas &&
+		(s.Status.UpdateRevision == "" || s.Status.CurrentRevision == s.Status.UpdateRevision)
+}
+
+// windowOf is the tenant's maintenance window as of now.
+func windowOf(store *v1.ObjectStore, now time.Time) windowState {
+	return windowState{}
+}

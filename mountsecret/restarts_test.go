@@ -1,0 +1,245 @@
+package mountsecret
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+func TestHoldRestart(t *testing.T) {
+	now := time.Date(2026, 11, 24, 1, 30, 0, 0, time.UTC)
+	opens := time.Date(2026, 11, 24, 2, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		paused bool
+		window windowState
+		reason string
+		after  time.Duration
+	}{
+		{name: "free to restart"},
+		{name: "inside its window", window: windowState{configured: true, open: true}},
+		{name: "paused", paused: true, reason: ReasonRestartsPaused},
+		{name: "paused inside its window", paused: true, window: windowState{configured: true, open: true}, reason: ReasonRestartsPaused},
+		{name: "before its window", window: windowState{configured: true, next: opens}, reason: ReasonOutsideWindow, after: 30 * time.Minute},
+		{name: "a window that never opens", window: windowState{configured: true}, reason: ReasonOutsideWindow},
+		{name: "a window that does not parse", window: windowState{configured: true, err: errors.New("bad cron")}, reason: "InvalidSpec"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := holdRestart(tc.paused, tc.window, now, "referenced content changed: ca.crt")
+			if tc.reason == "" {
+				assert.Nil(t, h)
+				return
+			}
+			require.NotNil(t, h)
+			assert.Equal(t, tc.reason, h.reason)
+			assert.Equal(t, tc.after, h.after)
+			assert.Contains(t, h.message, "referenced content changed: ca.crt", "the message says what changed")
+			if tc.after > 0 {
+				assert.Contains(t, h.message, "2026-11-24T02:00:00Z", "and when the window opens")
+			}
+		})
+	}
+}
+
+func TestRestartSlotsAreHeldUntilFreedAndWakeTheWaiting(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	var woken []string
+	r := newRestarts(2, time.Minute, clk, func(k string) { woken = append(woken, k) })
+	for _, k := range []string{"a/1", "a/2"} {
+		ok, _ := r.begin(k)
+		require.True(t, ok, k)
+	}
+	ok, holders := r.begin("b/3")
+	assert.False(t, ok)
+	assert.Equal(t, []string{"a/1", "a/2"}, holders)
+	ok, _ = r.begin("a/1")
+	assert.True(t, ok, "a tenant keeps the slot it holds")
+
+	start, held := r.since("a/1")
+	require.True(t, held)
+	assert.False(t, r.expired(start))
+	clk.SetTime(clk.Now().Add(time.Minute))
+	assert.True(t, r.expired(start), "a slot is held for the timeout at most")
+
+	r.end("a/1")
+	assert.Equal(t, []string{"b/3"}, woken, "the waiting tenant is queued again")
+	ok, _ = r.begin("b/3")
+	assert.True(t, ok)
+
+	r.reset()
+	r.adopt("c/4")
+	r.adopt("c/5")
+	r.adopt("c/6")
+	ok, _ = r.begin("d/7")
+	assert.False(t, ok, "restarts a previous leader began count, beyond the limit too")
+
+	unlimited := newRestarts(0, 0, clk, func(string) {})
+	for _, k := range []string{"1", "2", "3"} {
+		ok, _ := unlimited.begin(k)
+		assert.True(t, ok, "0: no limit")
+	}
+}
+
+func TestRolledOutNeedsTheRestartValueOnEveryReadyReplica(t *testing.T) {
+	three := int32(3)
+	set := func(restart string, gen, observed int64, updated, ready int32, current, update string) *appsv1.StatefulSet {
+		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Spec: appsv1.StatefulSetSpec{Replicas: &three}}
+		s.Spec.Template.Annotations = map[string]string{RestartAnnotation: restart}
+		s.Status = appsv1.StatefulSetStatus{ObservedGeneration: observed, UpdatedReplicas: updated, ReadyReplicas: ready,
+			CurrentRevision: current, UpdateRevision: update}
+		return s
+	}
+	assert.True(t, rolledOut(set("v2", 2, 2, 3, 3, "r2", "r2"), "v2"))
+	assert.False(t, rolledOut(set("v1", 2, 2, 3, 3, "r2", "r2"), "v2"), "the cache has not seen the patch yet")
+	assert.False(t, rolledOut(set("v2", 2, 1, 3, 3, "r1", "r1"), "v2"), "the statefulset controller has not seen it")
+	assert.False(t, rolledOut(set("v2", 2, 2, 2, 3, "r1", "r2"), "v2"), "one pod still runs the old template")
+	assert.False(t, rolledOut(set("v2", 2, 2, 3, 2, "r2", "r2"), "v2"), "one pod is not ready")
+}
+
+// rotatedFixture is a leader whose tenant t/s has its generated Secret
+// and StatefulSet in place, and whose server certificate was then
+// rotated: the next sync restarts the tenant unless something holds it.
+func rotatedFixture(t *testing.T, configure func(*Config), annotations map[string]any) (*fixture, *corev1.Secret) {
+	t.Helper()
+	cert, key := pair(t, "s.t.svc")
+	tls := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s-tls", Namespace: "t", ResourceVersion: "1"},
+		Data: map[string][]byte{"tls.crt": cert, "tls.key": key}}
+	store := objectStore("s-tls")
+	f := newFixtureWith(t, configure, store, []*corev1.Secret{tls}, []*appsv1.StatefulSet{tenantStatefulSet()})
+	f.lead()
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	f.catchUp()
+	f.settle("t")
+	require.NoError(t, f.c.sync(context.Background(), "t/s"), "the first restart ends")
+	_, held := f.c.restarts.since("t/s")
+	require.False(t, held)
+	f.actions()
+	drain(f)
+
+	cert2, key2 := pair(t, "s.t.svc")
+	tls = tls.DeepCopy()
+	tls.ResourceVersion = "2"
+	tls.Data = map[string][]byte{"tls.crt": cert2, "tls.key": key2}
+	_, err := f.kube.CoreV1().Secrets("t").Update(context.Background(), tls, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.meta.GetIndexer().Update(&metav1.PartialObjectMetadata{ObjectMeta: tls.ObjectMeta}))
+	if annotations != nil {
+		u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NoError(t, unstructured.SetNestedField(u.Object, annotations, "metadata", "annotations"))
+		_, err = f.dynamic.Resource(v1.Resource).Namespace("t").Update(context.Background(), u, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	f.catchUp()
+	return f, tls
+}
+
+// settle makes namespace's StatefulSets look rolled out and ready, as the
+// statefulset controller and kubelets leave them.
+func (f *fixture) settle(namespace string) {
+	f.t.Helper()
+	for _, obj := range f.sets.GetIndexer().List() {
+		s := obj.(*appsv1.StatefulSet).DeepCopy()
+		if s.Namespace != namespace {
+			continue
+		}
+		s.Status = appsv1.StatefulSetStatus{ObservedGeneration: s.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1,
+			CurrentRevision: "r", UpdateRevision: "r"}
+		require.NoError(f.t, f.sets.GetIndexer().Update(s))
+	}
+}
+
+// drain empties the fake recorder and returns its events.
+func drain(f *fixture) []string {
+	var events []string
+	for {
+		select {
+		case e := <-f.c.cfg.Recorder.(*record.FakeRecorder).Events:
+			events = append(events, e)
+		default:
+			return events
+		}
+	}
+}
+
+func TestARestartIsOneEventSayingWhatChanged(t *testing.T) {
+	f, _ := rotatedFixture(t, nil, nil)
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Equal(t, []string{"get secrets", "update secrets", "patch statefulsets"}, f.actions()[:3])
+	events := drain(f)
+	restarts := slices.DeleteFunc(slices.Clone(events), func(e string) bool { return !strings.HasPrefix(e, "Normal Restarting ") })
+	require.Len(t, restarts, 1, "one Event per restart: %v", events)
+	assert.Contains(t, restarts[0], "s-pool-0")
+	assert.Contains(t, restarts[0], "referenced content changed: s-tls")
+}
+
+func TestPausedRestartsLeaveTheSecretAndThePodsAsTheyWere(t *testing.T) {
+	f, _ := rotatedFixture(t, nil, map[string]any{v1.RestartsPausedAnnotation: "true"})
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Equal(t, []string{"get secrets", "patch objectstores/status"}, f.actions(),
+		"the new data is read; only the condition is written")
+	c := certificatesReady(t, f)
+	assert.Equal(t, ReasonRestartsPaused, c.Reason)
+	assert.Contains(t, c.Message, "referenced content changed: s-tls")
+	assert.Empty(t, drain(f)[1:], "no restart Event") // the condition's own Event only
+}
+
+func TestATenantWaitsForARestartSlotAndGetsItWhenTheHolderIsReady(t *testing.T) {
+	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = time.Hour }
+	f, _ := rotatedFixture(t, one, nil)
+	// Another tenant took the one slot first.
+	ok, _ := f.c.restarts.begin("u/other")
+	require.True(t, ok)
+
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Equal(t, []string{"get secrets", "patch objectstores/status"}, f.actions(), "nothing restarted")
+	c := certificatesReady(t, f)
+	assert.Equal(t, ReasonRestartQueued, c.Reason)
+	assert.Contains(t, c.Message, "u/other")
+
+	f.c.restarts.end("u/other")
+	assert.Equal(t, 1, f.c.queue.Len(), "the waiting tenant is queued again")
+	f.catchUp()
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Contains(t, f.actions(), "patch statefulsets")
+	_, held := f.c.restarts.since("t/s")
+	assert.True(t, held, "the tenant holds the slot while its pods restart")
+
+	f.catchUp()
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	_, held = f.c.restarts.since("t/s")
+	assert.True(t, held, "patched but not rolled out")
+	f.settle("t")
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	_, held = f.c.restarts.since("t/s")
+	assert.False(t, held, "rolled out and ready: the slot is free")
+}
+
+func certificatesReady(t *testing.T, f *fixture) metav1.Condition {
+	t.Helper()
+	u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
+	require.NoError(t, err)
+	store, err := v1.FromUnstructured(u)
+	require.NoError(t, err)
+	for _, c := range store.Status.Conditions {
+		if c.Type == v1.ConditionCertificatesReady {
+			return c
+		}
+	}
+	t.Fatal("no CertificatesReady condition")
+	return metav1.Condition{}
+}
