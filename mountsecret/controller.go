@@ -431,7 +431,7 @@ func (c *Controller) sync(_ context.Context, key string) error {
 	// mount the new object even when its content is the same.
 	uid := string(generated.UID)
 	restart := a.hash[:16] + "-" + uid[:min(8, len(uid))]
-	c.endRestart(key, sets, restart)
+	c.endRestart(u, sets, restart)
 	var behind []*appsv1.StatefulSet
 	for _, s := range sets {
 		if s.Spec.Template.Annotations[RestartAnnotation] != restart {
@@ -504,14 +504,17 @@ func (c *Controller) holdRestart(key string, store *v1.ObjectStore, changed stri
 // endRestart frees key's restart slot once its StatefulSets have rolled
 // out to restart and are ready, or once it held the slot for the
 // timeout.
-func (c *Controller) endRestart(key string, sets []*appsv1.StatefulSet, restart string) {
+func (c *Controller) endRestart(u *unstructured.Unstructured, sets []*appsv1.StatefulSet, restart string) {
+	key := u.GetNamespace() + "/" + u.GetName()
 	start, ok := c.restarts.since(key)
 	if !ok {
 		return
 	}
 	if c.restarts.expired(start) {
-		c.log.Warn().Str("objectstore", key).Str("reason", "RestartTimeout").Dur("after", c.restarts.timeout).
+		c.log.Warn().Str("objectstore", key).Str("reason", "RestartTimeout").Stringer("after", c.restarts.timeout).
 			Msg("the pods did not become ready again in time; the restart slot goes to the next tenant")
+		c.cfg.Recorder.Eventf(u, corev1.EventTypeWarning, "RestartTimeout",
+			"the pods did not become ready within %s of their restart; the next tenant may restart", c.restarts.timeout)
 		c.restarts.end(key)
 		return
 	}

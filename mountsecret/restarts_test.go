@@ -243,3 +243,23 @@ func certificatesReady(t *testing.T, f *fixture) metav1.Condition {
 	t.Fatal("no CertificatesReady condition")
 	return metav1.Condition{}
 }
+
+func TestARestartThatNeverGetsReadyGivesItsSlotUpAfterTheTimeout(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = 10 * time.Minute; c.Clock = clk }
+	f, _ := rotatedFixture(t, one, nil)
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	f.catchUp()
+	drain(f)
+	ok, _ := f.c.restarts.begin("u/next")
+	require.False(t, ok, "t/s holds the one slot while its pods restart")
+
+	clk.SetTime(clk.Now().Add(10 * time.Minute))
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	_, held := f.c.restarts.since("t/s")
+	assert.False(t, held, "the pods never got ready: the slot is given up")
+	assert.Equal(t, 1, f.c.queue.Len(), "and the waiting tenant is queued")
+	events := drain(f)
+	require.NotEmpty(t, events)
+	assert.Contains(t, events[0], "Warning RestartTimeout")
+}
