@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 // Source kinds, as they appear in logs and the source metric.
@@ -39,7 +41,7 @@ type Current struct {
 	log       zerolog.Logger
 	validator Validator
 	metrics   *Metrics
-	remedy    Remedy
+	reasons   reason.Set
 	cur       atomic.Pointer[served]
 	changed   chan struct{}
 
@@ -48,8 +50,8 @@ type Current struct {
 }
 
 // NewCurrent returns an empty Current; it is not ready until a source
-// offers a valid certificate. metrics and remedy may be nil.
-func NewCurrent(log zerolog.Logger, v Validator, metrics *Metrics, remedy Remedy) *Current {
+// offers a valid certificate. metrics and reasons may be nil.
+func NewCurrent(log zerolog.Logger, v Validator, metrics *Metrics, reasons reason.Set) *Current {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
@@ -57,7 +59,7 @@ func NewCurrent(log zerolog.Logger, v Validator, metrics *Metrics, remedy Remedy
 		log:       log.With().Str("component", "autocert").Logger(),
 		validator: v,
 		metrics:   metrics,
-		remedy:    remedy,
+		reasons:   reasons,
 		changed:   make(chan struct{}, 1),
 		rejected:  map[string]string{},
 	}
@@ -202,7 +204,7 @@ func (c *Current) checkTrust(kind, origin string, cert *tls.Certificate, caBundl
 			"does not verify against the CA bundle (ca.crt) the operator gives the pods. Likely causes: the kubelet-serving " +
 			"signer's CA differs from the cluster CA; the certificate was renewed by a CA the pods do not trust; the cluster " +
 			"uses a non-standard CSR signer. Remedy: " +
-			c.remedy.or(ProblemUntrustedCA, "give the pods the CA that signed the served certificate, or serve one signed by a CA they trust"))
+			remedy(c.reasons, ProblemUntrustedCA, "give the pods the CA that signed the served certificate, or serve one signed by a CA they trust"))
 }
 
 var errEmptyBundle = errors.New("no CA certificate in the bundle")

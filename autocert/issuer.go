@@ -30,6 +30,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/object-store-operator/operator/internal/controller"
+
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 const (
@@ -80,8 +82,9 @@ type IssuerConfig struct {
 	// and the kube-root-ca.crt ConfigMap cannot be read.
 	ClusterCA []byte
 	Validator Validator
-	// Remedy words what the user can do about a problem; nil: generic.
-	Remedy  Remedy
+	// Reasons words what the user can do about a problem (autocert's
+	// Reasons, spelled); nil: generic words.
+	Reasons reason.Set
 	Clock   clock.WithTicker
 	Metrics *Metrics
 	Log     zerolog.Logger
@@ -184,7 +187,7 @@ func (i *Issuer) sync(_ context.Context, key string) error {
 			i.log.Error().Str("reason", "Secret exists and was not created by the operator").
 				Msgf("autocert will not overwrite Secret %s/%s (it lacks the label %s=%s; cert-manager may manage it). %s",
 					i.cfg.Namespace, key, ManagedByLabel, ManagedByValue,
-					i.cfg.Remedy.or(ProblemForeignSecret, "Serve it as a custom certificate, or delete it to let autocert manage it"))
+					remedy(i.cfg.Reasons, ProblemForeignSecret, "Serve it as a custom certificate, or delete it to let autocert manage it"))
 		}
 		// Nothing to retry: the next change to the Secret brings us back.
 		return nil
@@ -272,7 +275,7 @@ func (i *Issuer) issue(ctx context.Context, existing *corev1.Secret) error {
 		}
 	} else {
 		log.Info().Msg("waiting for someone else to approve the CSR (" +
-			i.cfg.Remedy.or(ProblemAwaitingApproval, "self-approval off") + "): kubectl certificate approve " + csr.Name)
+			remedy(i.cfg.Reasons, ProblemAwaitingApproval, "self-approval off") + "): kubectl certificate approve " + csr.Name)
 	}
 
 	chainPEM, err := i.waitSigned(ctx, csr)
@@ -310,7 +313,7 @@ func (i *Issuer) fail(csr string, err error) error {
 		ev = ev.Str("csr", csr)
 	}
 	ev.Msg("autocert could not get a serving certificate; retrying with backoff. " +
-		i.cfg.Remedy.or(ProblemCSRFailed, "If the signer does not sign, choose another signer or serve a custom certificate"))
+		remedy(i.cfg.Reasons, ProblemCSRFailed, "If the signer does not sign, choose another signer or serve a custom certificate"))
 	return err
 }
 

@@ -26,6 +26,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/object-store-operator/operator/internal/testutil"
+
+	"github.com/object-store-operator/operator/internal/reason/reasontest"
 )
 
 const tlsSecret = "object-store-operator-tls"
@@ -66,7 +68,7 @@ func newIssuerFixture(t *testing.T, tweak func(*IssuerConfig), objs ...runtime.O
 		Client: f.cs, Secrets: factory.Core().V1().Secrets(), Namespace: "ops", SecretName: tlsSecret,
 		DNSNames: []string{svcName}, SignerName: DefaultSigner, Approve: true, Timeout: 5 * time.Second,
 		Expiration: 90 * time.Hour, Validator: Validator{DNSName: svcName}, Metrics: f.metrics,
-		Remedy: func(p Problem) string { return "remedy for " + string(p) }, Log: zerolog.New(f.logs),
+		Reasons: reasontest.Spelled(t, Reasons()), Log: zerolog.New(f.logs),
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -295,7 +297,7 @@ func TestIssuerDeniedCSRWritesNothingAndSaysWhy(t *testing.T) {
 	assert.Equal(t, 1.0, f.outcome("denied"))
 	logs := f.logs.String()
 	assert.Contains(t, logs, "kubectl certificate approve "+f.createdCSR(t).Name, "the log tells an admin how to approve")
-	assert.Contains(t, logs, "remedy for CSRFailed")
+	assert.Contains(t, logs, "set OPERATOR_CSR_SIGNER_NAME", "the remedy, its settings spelled by whoever wired the issuer")
 	assert.Contains(t, logs, `"csr":"`+f.createdCSR(t).Name+`"`)
 }
 
@@ -345,7 +347,7 @@ func TestIssuerNeverOverwritesASecretItDidNotCreate(t *testing.T) {
 	require.NoError(t, f.issuer.sync(context.Background(), tlsSecret))
 	assert.Empty(t, f.cs.Actions(), "no CSR, no write")
 	assert.Equal(t, 1, strings.Count(f.logs.String(), "autocert will not overwrite Secret ops/object-store-operator-tls"), "said once per version")
-	assert.Contains(t, f.logs.String(), "remedy for ForeignSecret", "the remedy comes from whoever wired the issuer")
+	assert.Contains(t, f.logs.String(), "set OPERATOR_AUTO_CERT_DISABLED=on", "the remedy, its settings spelled by whoever wired the issuer")
 }
 
 func TestIssuerWhileFollowingDoesNothing(t *testing.T) {

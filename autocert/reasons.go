@@ -1,6 +1,10 @@
 package autocert
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/object-store-operator/operator/internal/reason"
+)
 
 // Reasons a candidate certificate is rejected, for metrics and alerts.
 // Errors wrap one of them; reasonOf maps an error back to its label.
@@ -17,8 +21,8 @@ var (
 )
 
 // Problem is a situation whose remedy depends on how the operator is
-// configured. The package says what happened; whoever wires it supplies
-// the remedy in the user's words (Remedy).
+// configured: Reasons words it with the settings' flags, which whoever
+// wires the package spells (reason.Spell).
 type Problem string
 
 // Problems with a remedy.
@@ -35,15 +39,26 @@ const (
 	ProblemAwaitingApproval Problem = "AwaitingApproval"
 )
 
-// Remedy returns what the user can do about a problem; "" for nothing to
-// add.
-type Remedy func(Problem) string
+// Reasons is every problem autocert reports with a remedy, in the
+// operator's words (settings named by flag, see reason.Spell).
+func Reasons() []reason.Reason {
+	return []reason.Reason{
+		{Name: string(ProblemUntrustedCA), Severity: reason.Warning,
+			Remedy: "put the signing CA into ca.crt of the Secret named by {serving-ca-secret}, or serve a custom " +
+				"certificate ({auto-cert-disabled}=on, {custom-tls-secret-name}) signed by a CA the pods trust"},
+		{Name: string(ProblemForeignSecret), Severity: reason.Warning,
+			Remedy: "To serve it, set {auto-cert-disabled}=on and {custom-tls-secret-name} to its name; to let autocert manage it, delete it"},
+		{Name: string(ProblemCSRFailed), Severity: reason.Warning,
+			Remedy: "If the signer does not sign (not kubernetes.io/kubelet-serving-capable, EKS, or approvals are blocked), " +
+				"set {csr-signer-name}, or use a custom certificate: {auto-cert-disabled}=on and {custom-tls-secret-name}=<secret>"},
+		{Name: string(ProblemAwaitingApproval), Severity: reason.Normal, Remedy: "{autocert-approve}=off"},
+	}
+}
 
-func (r Remedy) or(p Problem, fallback string) string {
-	if r != nil {
-		if s := r(p); s != "" {
-			return s
-		}
+// remedy is what the user can do about p in set's words, else fallback.
+func remedy(set reason.Set, p Problem, fallback string) string {
+	if r := set.Remedy(string(p)); r != "" {
+		return r
 	}
 	return fallback
 }

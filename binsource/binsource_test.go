@@ -192,7 +192,7 @@ func TestLayerIsVerifiedOverTheWholeBlob(t *testing.T) {
 	found, err := f.readLayer(blobLayer{digest: hashOf(t, good), blob: swapped}, Platform{"linux", "amd64"}, "RELEASE.X", &pullBudget{1 << 30, 1 << 30})
 	require.Error(t, err)
 	assert.Nil(t, found)
-	assert.Equal(t, "ChecksumMismatch", reason(err))
+	assert.Equal(t, "ChecksumMismatch", reasonOf(err))
 	tmp, _ := filepath.Glob(filepath.Join(f.cfg.Store.Dir(), "linux-amd64", ".*.tmp"))
 	assert.Empty(t, tmp, "the staged binary is discarded")
 
@@ -210,9 +210,9 @@ func TestPullReadsAreCapped(t *testing.T) {
 	f := testFetcher(t, binstore.Options{}, FetcherConfig{})
 	_, err := f.readLayer(blobLayer{digest: hashOf(t, bomb), blob: bomb}, Platform{"linux", "amd64"}, "RELEASE.X", &pullBudget{1 << 30, 8 << 20})
 	require.Error(t, err)
-	assert.Equal(t, "ImageTooLarge", reason(err))
+	assert.Equal(t, "ImageTooLarge", reasonOf(err))
 	_, err = f.readLayer(blobLayer{digest: hashOf(t, bomb), blob: bomb}, Platform{"linux", "amd64"}, "RELEASE.X", &pullBudget{1024, 1 << 30})
-	assert.Equal(t, "ImageTooLarge", reason(err))
+	assert.Equal(t, "ImageTooLarge", reasonOf(err))
 }
 
 func TestRegistriesAreReachedOverHTTPSOnly(t *testing.T) {
@@ -239,7 +239,7 @@ func TestRegistriesAreReachedOverHTTPSOnly(t *testing.T) {
 			continue
 		}
 		require.Error(t, err, tt.url)
-		assert.Equal(t, "RegistryNotTrusted", reason(classify("get", err)), tt.url)
+		assert.Equal(t, "RegistryNotTrusted", reasonOf(classify("get", err)), tt.url)
 	}
 	assert.Equal(t, []string{"https://10.0.0.8:5000/v2/", "http://10.0.0.9:5000/v2/"}, reached)
 }

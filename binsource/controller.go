@@ -30,6 +30,7 @@ import (
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/object-store-operator/operator/status"
 )
 
@@ -51,9 +52,10 @@ type ControllerConfig struct {
 	// Clock times the grace; default the real clock.
 	Clock    clock.WithDelayedExecution
 	Recorder record.EventRecorder
-	// Remedy returns what the user should do about a condition reason, in
-	// the words of whoever wires this controller; "" for none.
-	Remedy func(reason string) string
+	// Reasons are this package's Reasons, their remedies spelled in the
+	// user's words (reason.Spell); nil: no remedies, every Event a
+	// Warning.
+	Reasons reason.Set
 	// URLKey is the secret a private binary's URL component is derived
 	// from (see component); every replica must have the same. Empty: a
 	// private binary is not published, and its ObjectStore is told so.
@@ -147,9 +149,6 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
 	}
-	if cfg.Remedy == nil {
-		cfg.Remedy = func(string) string { return "" }
-	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -161,7 +160,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		outcomes:     map[string]outcome{},
 		pulls:        map[string]*awaited{},
 		unreferenced: map[string]time.Time{},
-		status:       &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
+		status:       &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons},
 	}
 	if ps := cfg.PlatformsSynced; ps != nil {
 		c.synced = func() bool { return cfg.ObjectStores.HasSynced() && ps() }
@@ -348,7 +347,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		pairs = append(pairs, b.SHA256+"/"+b.Release)
 	}
 	changed := c.record(key, outcome{image: image, release: res.Release, binary: st, path: path, published: published, pairs: pairs, condition: metav1.Condition{
-		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: "Available", Message: msg,
+		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: ReasonAvailable, Message: msg,
 	}})
 	if err := c.report(u); err != nil {
 		return err
@@ -537,11 +536,11 @@ func uniq(s []string) []string {
 // for a retry with backoff.
 func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, image string, cause error) error {
 	key := u.GetNamespace() + "/" + u.GetName()
-	r := reason(cause)
+	r := reasonOf(cause)
 	// Only words the operator chose, and a registry's bounded errors[]
 	// (see pullError), reach the condition; the log has the rest.
 	msg := cause.Error()
-	if remedy := c.cfg.Remedy(r); remedy != "" {
+	if remedy := c.cfg.Reasons.Remedy(r); remedy != "" {
 		msg += ". " + remedy
 	}
 	c.log.Error().Str("objectstore", key).Str("image", image).Str("reason", r).Err(cause).Str("detail", detail(cause)).

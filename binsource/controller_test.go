@@ -21,6 +21,7 @@ import (
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/internal/reason/reasontest"
 	"github.com/object-store-operator/operator/internal/testutil"
 )
 
@@ -48,7 +49,7 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 	stores := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
 	f.c, err = NewController(ControllerConfig{
 		Kube: f.kube, Dynamic: f.dynamic, ObjectStores: stores, Fetcher: fetcher, Recorder: record.NewFakeRecorder(10),
-		Remedy: func(r string) string { return "remedy for " + r }, Log: zerolog.Nop(),
+		Reasons: reasontest.Spelled(t, Reasons()), Log: zerolog.Nop(),
 	})
 	require.NoError(t, err)
 	require.NoError(t, stores.GetIndexer().Add(store))
@@ -108,7 +109,7 @@ func TestSyncWithAMissingPullSecretReportsItAndPullsNothing(t *testing.T) {
 	c := condition(t, f)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Equal(t, "PullSecretUnusable", c.Reason)
-	assert.Contains(t, c.Message, "pull Secret regcred not found in namespace t. remedy for PullSecretUnusable")
+	assert.Contains(t, c.Message, "pull Secret regcred not found in namespace t. create or fix it: a Secret of type kubernetes.io/dockerconfigjson")
 	r, ok := f.c.Resolution("t/s", "registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z")
 	require.True(t, ok, "resolved, unavailable")
 	assert.False(t, r.Available)

@@ -100,7 +100,7 @@ func TestLayerDecodersHaveAMemoryBound(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			growth, err := decodeAll(t, tt.blob)
 			require.Error(t, err)
-			assert.Equal(t, "ImageTooLarge", reason(err))
+			assert.Equal(t, "ImageTooLarge", reasonOf(err))
 			assert.Contains(t, err.Error(), tt.says)
 			assert.Less(t, growth, uint64(16<<20), "heap growth while refusing it")
 		})
@@ -138,6 +138,6 @@ func TestAZstdWindowBombLayerIsImageTooLarge(t *testing.T) {
 	f := testFetcher(t, binstore.Options{}, FetcherConfig{})
 	_, err := f.readLayer(blobLayer{digest: hashOf(t, bomb), blob: bomb}, Platform{"linux", "amd64"}, "RELEASE.X", &pullBudget{1 << 30, 1 << 30})
 	require.Error(t, err)
-	assert.Equal(t, "ImageTooLarge", reason(err))
+	assert.Equal(t, "ImageTooLarge", reasonOf(err))
 	assert.Contains(t, err.Error(), "512 MiB")
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 // Reasons a release could not be made available; each is a condition
@@ -41,8 +43,36 @@ var (
 	errStoreFull  = errors.New("StoreFull")
 )
 
-// reason returns the condition reason for err.
-func reason(err error) string {
+// Reasons is every reason of the BinaryAvailable condition, with its
+// Event severity and what the user can do about it: the binary source's
+// own, the store's (binstore.Reasons), Available and InternalError.
+func Reasons() []reason.Reason {
+	return append([]reason.Reason{
+		{Name: ReasonAvailable, Severity: reason.Normal},
+		{Name: errInvalidImage.Error(), Severity: reason.Warning},
+		{Name: errNotFound.Error(), Severity: reason.Warning},
+		{Name: errAuth.Error(), Severity: reason.Warning},
+		{Name: errUntrusted.Error(), Severity: reason.Warning,
+			Remedy: "add the registry's CA to an aistor-ca-tls* Secret in the operator namespace; plain HTTP is used only for hosts in {insecure-registries}"},
+		{Name: errNoBinary.Error(), Severity: reason.Warning},
+		{Name: errPullSecret.Error(), Severity: reason.Warning,
+			Remedy: "create or fix it: a Secret of type kubernetes.io/dockerconfigjson in the ObjectStore's namespace (kubectl create secret docker-registry)"},
+		{Name: errImageTooLarge.Error(), Severity: reason.Warning, Remedy: "the image's layers exceed {pull-max-bytes}"},
+		{Name: errTimeout.Error(), Severity: reason.Warning, Remedy: "the registry did not deliver within {pull-timeout}; check it, or raise the timeout"},
+		{Name: errPull.Error(), Severity: reason.Warning},
+		{Name: errNoPlatform.Error(), Severity: reason.Warning,
+			Remedy: "use an image that holds a binary for the platform of the tenant's Nodes (kubernetes.io/os, kubernetes.io/arch), check that {platforms} lists it, or pin the tenant's pools to a platform the image has (a nodeSelector on kubernetes.io/arch)"},
+		{Name: errStoreFull.Error(), Severity: reason.Warning,
+			Remedy: "delete ObjectStores (or move them to images) whose binaries the namespace no longer needs; binaries no ObjectStore references are removed after {store-unreferenced-grace}; the platform team sets {store-namespace-max-bytes} and {store-max-bytes}"},
+		{Name: controller.ReasonInternalError, Severity: reason.Warning},
+	}, binstore.Reasons()...)
+}
+
+// ReasonAvailable: the release of spec.image is in the store and served.
+const ReasonAvailable = "Available"
+
+// reasonOf returns the condition reason for err.
+func reasonOf(err error) string {
 	for _, r := range []error{errTimeout, errInvalidImage, errNotFound, errAuth, errUntrusted, errNoBinary, errChecksum, errPullSecret, errImageTooLarge, errNoPlatform, errStoreFull} {
 		if errors.Is(err, r) {
 			return r.Error()

@@ -265,7 +265,7 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		outcome := "cached"
 		switch {
 		case err != nil:
-			outcome = reason(err)
+			outcome = reasonOf(err)
 		case pulled:
 			outcome = "fetched"
 		}

@@ -97,7 +97,7 @@ func TestAManifestOfMillionsOfEmptyEntriesIsRefusedBeforeDecoding(t *testing.T) 
 			_, err = f.Ensure(context.Background(), host+"/minio/many-entries:"+list, anonymous)
 		})
 		require.Error(t, err, list)
-		assert.Equal(t, "ImageTooLarge", reason(err), "%s: %v", list, err)
+		assert.Equal(t, "ImageTooLarge", reasonOf(err), "%s: %v", list, err)
 		assert.Contains(t, err.Error(), fmt.Sprintf(`lists more than %d "%s" entries`, maxManifestArray, list))
 		t.Logf("%s: 4 MiB of empty entries refused; heap grew by %d MiB", list, grew>>20)
 		assert.Less(t, grew, int64(64<<20), "one 4 MiB %s list made the heap grow by %d MiB", list, grew>>20)
@@ -150,7 +150,7 @@ func TestRegistryMetadataIsBoundedBeforeItIsRead(t *testing.T) {
 	} {
 		_, err := f.Ensure(context.Background(), tt.image, anonymous)
 		require.Error(t, err, tt.image)
-		assert.Equal(t, "ImageTooLarge", reason(err), "%s: %v", tt.image, err)
+		assert.Equal(t, "ImageTooLarge", reasonOf(err), "%s: %v", tt.image, err)
 		assert.Contains(t, err.Error(), tt.says, tt.image)
 	}
 	assert.Zero(t, blobGets.Load(), "neither the oversized config nor any layer was read")
@@ -207,6 +207,6 @@ func (i undeclaredConfig) ConfigFile() (*ggcrv1.ConfigFile, error) {
 func TestAConfigOfUndeclaredSizeIsNotRead(t *testing.T) {
 	_, err := configFile(undeclaredConfig{singleLayerImage(t, gzipTar(t, map[string][]byte{"x": nil}, 0))})
 	require.Error(t, err)
-	assert.Equal(t, "ImageTooLarge", reason(err))
+	assert.Equal(t, "ImageTooLarge", reasonOf(err))
 	assert.Contains(t, err.Error(), "declares -1 bytes")
 }

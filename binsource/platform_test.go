@@ -46,7 +46,7 @@ func TestBinaryStatusIsThePlatformOfTheTenantsPods(t *testing.T) {
 	for _, platforms := range [][]string{{"linux/amd64"}, {"linux/amd64", "linux/s390x"}, {"linux/s390x"}} {
 		_, err := ownBinary(armOnly.Binaries, platforms, armOnly)
 		require.Error(t, err, "%v", platforms)
-		assert.Equal(t, "NoBinaryForPlatform", reason(err))
+		assert.Equal(t, "NoBinaryForPlatform", reasonOf(err))
 		assert.Contains(t, err.Error(), "has no binary for "+platforms[0])
 	}
 }

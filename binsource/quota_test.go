@@ -46,7 +46,7 @@ func TestQuotasCountSharedBytesOnceAndRemoveNothing(t *testing.T) {
 	// A third binary is past team-a's 200-byte share.
 	_, err = pull("team-a", "a/three", a3)
 	require.Error(t, err)
-	assert.Equal(t, "StoreFull", reason(err))
+	assert.Equal(t, "StoreFull", reasonOf(err))
 	assert.Contains(t, err.Error(), "team-a")
 	assert.Contains(t, err.Error(), "200 bytes")
 	// Nothing already served was removed for it, and it was not landed.
@@ -71,7 +71,7 @@ func TestQuotasCountSharedBytesOnceAndRemoveNothing(t *testing.T) {
 	// The store's limit (300) is reached: new bytes of anyone are refused.
 	_, err = pull("team-c", "c/four", bytesOf('4', 100))
 	require.Error(t, err)
-	assert.Equal(t, "StoreFull", reason(err))
+	assert.Equal(t, "StoreFull", reasonOf(err))
 	assert.Contains(t, err.Error(), "300 bytes")
 	assert.Equal(t, int64(300), f.cfg.Store.Current().StoredBytes())
 

@@ -118,7 +118,7 @@ func TestOnlyTheRegistrysOwnBoundedErrorsReachAMessage(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := classify("get", answer(tt.url, tt.status, tt.body))
-			assert.Equal(t, tt.reason, reason(err))
+			assert.Equal(t, tt.reason, reasonOf(err))
 			assert.NotContains(t, err.Error(), secret)
 			for _, s := range tt.says {
 				assert.Contains(t, err.Error(), s)
@@ -145,7 +145,7 @@ func TestOnlyTheRegistrysOwnBoundedErrorsReachAMessage(t *testing.T) {
 			Response: &http.Response{Request: &http.Request{URL: from}}}).WithContext(withRegistryHost(t.Context(), registry))
 		_, err := quietElsewhere(roundTripperFunc(func(*http.Request) (*http.Response, error) { return there() })).RoundTrip(hop)
 		err = classify("get", &url.Error{Op: "Get", URL: to.String(), Err: err})
-		assert.Equal(t, "PullFailed", reason(err))
+		assert.Equal(t, "PullFailed", reasonOf(err))
 		assert.Equal(t, "get: the registry redirected to internal.svc:8443, which could not be used (what it answered is in the operator's log only)", err.Error())
 	}
 
@@ -158,7 +158,7 @@ func TestOnlyTheRegistrysOwnBoundedErrorsReachAMessage(t *testing.T) {
 	own := reasonf(errImageTooLarge, "the manifest at r/v2/x is larger than 4194304 bytes")
 	err = classify("get", fmt.Errorf("reading manifest %s: %w", secret, own))
 	assert.Equal(t, "get: ImageTooLarge: the manifest at r/v2/x is larger than 4194304 bytes", err.Error())
-	assert.Equal(t, "ImageTooLarge", reason(err))
+	assert.Equal(t, "ImageTooLarge", reasonOf(err))
 }
 
 func TestSameIsBoundedAndPrunedOfBinariesNoLongerServed(t *testing.T) {
@@ -220,7 +220,7 @@ func TestTokensAreAskedOfTheRegistrysOwnHostOnly(t *testing.T) {
 			continue
 		}
 		require.Error(t, err, "%s → %s", tt.registry, tt.realm)
-		assert.Equal(t, "AuthFailed", reason(err))
+		assert.Equal(t, "AuthFailed", reasonOf(err))
 		assert.Contains(t, err.Error(), "as its token service")
 	}
 }

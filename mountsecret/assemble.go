@@ -70,7 +70,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 	get := func(name string) (*corev1.Secret, error) {
 		s, err := secrets.Get(ctx, os.Namespace, name)
 		if apierrors.IsNotFound(err) {
-			return nil, &problem{secret: name, reason: "SecretNotFound", detail: "not found in namespace " + os.Namespace}
+			return nil, &problem{secret: name, reason: ReasonSecretNotFound, detail: "not found in namespace " + os.Namespace}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("get Secret %s/%s: %w", os.Namespace, name, err)
@@ -84,7 +84,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		}
 		cert, key, _, err := autocert.KeyPairFromSecret(s)
 		if err != nil {
-			return nil, &problem{secret: ref.Name, reason: "SecretMalformed", detail: "server certificate: " + err.Error()}
+			return nil, &problem{secret: ref.Name, reason: ReasonSecretMalformed, detail: "server certificate: " + err.Error()}
 		}
 		ck, kk := serverCertKey(ref.Name), serverKeyKey(ref.Name)
 		if i == 0 {
@@ -103,7 +103,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		}
 		cert, key, _, err := autocert.KeyPairFromSecret(s)
 		if err != nil {
-			return nil, &problem{secret: ref.Name, reason: "SecretMalformed", detail: "client certificate: " + err.Error()}
+			return nil, &problem{secret: ref.Name, reason: ReasonSecretMalformed, detail: "client certificate: " + err.Error()}
 		}
 		a.put(ref.Name, clientCertKey(ref.Name), cert)
 		a.put(ref.Name, clientKeyKey(ref.Name), key)
@@ -115,7 +115,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		}
 		cas, err := caCertificates(s)
 		if err != nil {
-			return nil, &problem{secret: ref.Name, reason: "SecretMalformed", detail: "trusted CA: " + err.Error()}
+			return nil, &problem{secret: ref.Name, reason: ReasonSecretMalformed, detail: "trusted CA: " + err.Error()}
 		}
 		a.put(ref.Name, trustedCAKey(ref.Name), cas)
 	}
@@ -123,7 +123,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		a.put("operator CA", KeyOperatorCA, operatorCA)
 	}
 	if size := a.size(); size > maxSecretSize {
-		return nil, &problem{secret: v1.GeneratedSecretName(os.Name), reason: "TooLarge",
+		return nil, &problem{secret: v1.GeneratedSecretName(os.Name), reason: ReasonTooLarge,
 			detail: fmt.Sprintf("would hold %d bytes, over the %d a Secret may hold; nothing was written. Biggest inputs: %s",
 				size, maxSecretSize, a.biggest(3))}
 	}

@@ -41,6 +41,7 @@ import (
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/status"
 )
@@ -92,6 +93,9 @@ type Config struct {
 	// Registerer takes the count of recovered panics (nil: not exported).
 	Registerer prometheus.Registerer
 	Workers    int
+	// Reasons are this package's Reasons, their remedies spelled in the
+	// user's words (reason.Spell); nil: every Event a Warning.
+	Reasons reason.Set
 	// MaxConcurrentRestarts is how many tenants may restart their pods
 	// for new certificates at once (0: no limit); RestartTimeout is how
 	// long one tenant's restart holds its slot at most.
@@ -175,7 +179,7 @@ func New(cfg Config) (*Controller, error) {
 		writes:   cfg.Metrics.writes,
 		rebuild:  cfg.Metrics.rebuild,
 		caLoaded: make(chan struct{}),
-		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
+		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons},
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -395,7 +399,7 @@ func (c *Controller) sync(_ context.Context, key string) error {
 	u := obj.(*unstructured.Unstructured)
 	store, err := v1.FromUnstructured(u)
 	if err != nil {
-		return c.setCondition(ctx, u, metav1.ConditionFalse, "InvalidSpec", err.Error())
+		return c.setCondition(ctx, u, metav1.ConditionFalse, ReasonInvalidSpec, err.Error())
 	}
 	var operatorCA []byte
 	if c.cfg.OperatorCA != nil {
@@ -465,7 +469,7 @@ func (c *Controller) sync(_ context.Context, key string) error {
 	if len(behind) > 0 {
 		rolled, err := c.roll(ctx, behind, restart)
 		if len(rolled) > 0 {
-			c.cfg.Recorder.Eventf(u, corev1.EventTypeNormal, "Restarting", "restarting the pods of StatefulSets %s: %s",
+			c.cfg.Recorder.Eventf(u, corev1.EventTypeNormal, ReasonRestarting, "restarting the pods of StatefulSets %s: %s",
 				strings.Join(rolled, ", "), changed)
 			if c.restarts.timeout > 0 {
 				c.queue.AddAfter(key, c.restarts.timeout)
@@ -474,7 +478,7 @@ func (c *Controller) sync(_ context.Context, key string) error {
 		if err != nil {
 			return c.refused(ctx, u, err)
 		}
-		c.log.Info().Str("objectstore", key).Str("reason", "CertificatesChanged").Str("changed", changed).Strs("restarted", rolled).
+		c.log.Info().Str("objectstore", key).Str("reason", ReasonRestarting).Str("changed", changed).Strs("restarted", rolled).
 			Msg("restarting pods for new certificates")
 	}
 	if reason != "" {
@@ -482,7 +486,7 @@ func (c *Controller) sync(_ context.Context, key string) error {
 		c.log.Info().Str("objectstore", key).Str("secret", store.Namespace+"/"+generated.Name).Str("reason", reason).
 			Str("hash", a.hash).Msg("mount secret rebuilt")
 	}
-	return c.setCondition(ctx, u, metav1.ConditionTrue, "CertificatesAssembled",
+	return c.setCondition(ctx, u, metav1.ConditionTrue, ReasonCertificatesAssembled,
 		// No hash in the message: a content change is not a status change.
 		fmt.Sprintf("Secret %s holds %d keys from %d referenced Secrets", generated.Name, len(a.data), len(store.ReferencedSecrets())))
 }
@@ -511,9 +515,9 @@ func (c *Controller) endRestart(u *unstructured.Unstructured, sets []*appsv1.Sta
 		return
 	}
 	if c.restarts.expired(start) {
-		c.log.Warn().Str("objectstore", key).Str("reason", "RestartTimeout").Stringer("after", c.restarts.timeout).
+		c.log.Warn().Str("objectstore", key).Str("reason", ReasonRestartTimeout).Stringer("after", c.restarts.timeout).
 			Msg("the pods did not become ready again in time; the restart slot goes to the next tenant")
-		c.cfg.Recorder.Eventf(u, corev1.EventTypeWarning, "RestartTimeout",
+		c.cfg.Recorder.Eventf(u, corev1.EventTypeWarning, ReasonRestartTimeout,
 			"the pods did not become ready within %s of their restart; the next tenant may restart", c.restarts.timeout)
 		c.restarts.end(key)
 		return
@@ -558,7 +562,7 @@ func (c *Controller) generated(ctx context.Context, store *v1.ObjectStore, a *as
 		return nil, false, "", fmt.Errorf("get Secret %s/%s: %w", store.Namespace, name, err)
 	}
 	if ref := metav1.GetControllerOf(existing); ref == nil || ref.UID != store.UID {
-		return nil, false, "", &problem{secret: name, reason: "GeneratedSecretConflict",
+		return nil, false, "", &problem{secret: name, reason: ReasonGeneratedSecretConflict,
 			detail: "exists but is not owned by this ObjectStore; rename or delete it"}
 	}
 	return existing, digest != existing.Annotations[HashAnnotation], "", nil
@@ -628,17 +632,21 @@ func (c *Controller) roll(ctx context.Context, sets []*appsv1.StatefulSet, value
 // (a timeout, a conflict) are only retried.
 func (c *Controller) refused(ctx context.Context, u *unstructured.Unstructured, err error) error {
 	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err) {
-		c.log.Error().Str("objectstore", u.GetNamespace()+"/"+u.GetName()).Str("reason", "WriteRefused").Err(err).
+		c.log.Error().Str("objectstore", u.GetNamespace()+"/"+u.GetName()).Str("reason", ReasonWriteRefused).Err(err).
 			Msg("the apiserver refused a write; the generated Secret or the pods are stale")
-		if cerr := c.setCondition(ctx, u, metav1.ConditionFalse, "WriteRefused", err.Error()); cerr != nil {
+		if cerr := c.setCondition(ctx, u, metav1.ConditionFalse, ReasonWriteRefused, err.Error()); cerr != nil {
 			return cerr
 		}
 	}
 	return err
 }
 
-// setCondition writes CertificatesReady when it changes, with an Event.
+// setCondition writes CertificatesReady when it changes, with an Event,
+// the reason's remedy ending the message.
 func (c *Controller) setCondition(ctx context.Context, u *unstructured.Unstructured, status metav1.ConditionStatus, reason, message string) error {
+	if remedy := c.cfg.Reasons.Remedy(reason); remedy != "" {
+		message = strings.TrimRight(message, ". ") + ". " + strings.ToUpper(remedy[:1]) + remedy[1:]
+	}
 	wrote, err := c.status.SetCondition(ctx, u, metav1.Condition{
 		Type: v1.ConditionCertificatesReady, Status: status, Reason: reason, Message: message,
 	})

@@ -13,15 +13,11 @@ import (
 	v1 "github.com/object-store-operator/operator/api/v1"
 )
 
-// Why a tenant's certificate restart waits. Each is the CertificatesReady
-// reason (False) while it does; the generated Secret and the pods are
-// left as they were, so a held tenant keeps one consistent set of
-// certificates.
-const (
-	ReasonRestartsPaused = "RestartsPaused"
-	ReasonRestartQueued  = "RestartQueued"
-	ReasonOutsideWindow  = "OutsideWindow"
-)
+// A tenant's certificate restart waits for a pause (ReasonRestartsPaused),
+// its window (ReasonOutsideWindow) or a slot (ReasonRestartQueued): the
+// CertificatesReady reason (False) while it does. The generated Secret
+// and the pods are left as they were, so a held tenant keeps one
+// consistent set of certificates.
 
 // hold is why a restart may not start now, and when to look again (0:
 // when something else queues the key: the annotation removed, a slot
@@ -48,7 +44,7 @@ func holdRestart(paused bool, w windowState, now time.Time, changed string) *hol
 	case paused:
 		return &hold{reason: ReasonRestartsPaused, message: fmt.Sprintf("%s; restarts are paused by the annotation %s=true: remove it to restart", changed, v1.RestartsPausedAnnotation)}
 	case w.err != nil:
-		return &hold{reason: "InvalidSpec", message: fmt.Sprintf("%s; spec.updates.window: %v", changed, w.err)}
+		return &hold{reason: ReasonInvalidSpec, message: fmt.Sprintf("%s; spec.updates.window: %v", changed, w.err)}
 	case w.configured && !w.open && w.next.IsZero():
 		return &hold{reason: ReasonOutsideWindow, message: changed + "; spec.updates.window never opens: restarts wait until it is changed"}
 	case w.configured && !w.open:

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 // Writer applies one controller's condition.
@@ -28,6 +28,9 @@ type Writer struct {
 	Manager string
 	// Recorder may be nil: no Events.
 	Recorder record.EventRecorder
+	// Reasons gives each Event its type (reason.Set.Severity): Warning
+	// for a reason it does not know.
+	Reasons reason.Set
 	// Clock stamps transitions; nil is the real clock.
 	Clock clock.PassiveClock
 }
@@ -35,7 +38,7 @@ type Writer struct {
 // SetCondition applies want to u's status when its status, reason,
 // message or observed generation differ from what u carries, keeping the
 // transition time while the status stays, and then records an Event on u
-// (Warning unless the condition is True). It reports whether it wrote.
+// of the reason's severity. It reports whether it wrote.
 func (w *Writer) SetCondition(ctx context.Context, u *unstructured.Unstructured, want metav1.Condition) (bool, error) {
 	return w.set(ctx, u, want, nil, false)
 }
@@ -73,11 +76,7 @@ func (w *Writer) set(ctx context.Context, u *unstructured.Unstructured, want met
 		return false, fmt.Errorf("condition %s: %w", want.Type, err)
 	}
 	if w.Recorder != nil && (!found || have.Status != want.Status || have.Reason != want.Reason || have.Message != want.Message) {
-		eventType := corev1.EventTypeNormal
-		if want.Status != metav1.ConditionTrue {
-			eventType = corev1.EventTypeWarning
-		}
-		w.Recorder.Event(u, eventType, want.Reason, want.Message)
+		w.Recorder.Event(u, string(w.Reasons.Severity(want.Reason)), want.Reason, want.Message)
 	}
 	return true, nil
 }

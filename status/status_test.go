@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,7 +43,7 @@ func writer(t *testing.T) (*Writer, *[]map[string]any, *record.FakeRecorder) {
 		return true, &unstructured.Unstructured{Object: obj}, nil
 	})
 	rec := record.NewFakeRecorder(10)
-	return &Writer{Client: client, Manager: "m", Recorder: rec, Clock: clocktesting.NewFakePassiveClock(time.Unix(2000, 0))}, &applied, rec
+	return &Writer{Client: client, Manager: "m", Recorder: rec, Clock: clocktesting.NewFakePassiveClock(time.Unix(2000, 0)), Reasons: reason.Set{"New": {Name: "New", Severity: reason.Normal}}}, &applied, rec
 }
 
 func TestSetConditionAppliesOnlyItsOwnConditionWhenItChanges(t *testing.T) {
@@ -74,7 +75,7 @@ func TestSetConditionAppliesOnlyItsOwnConditionWhenItChanges(t *testing.T) {
 	require.NoError(t, err)
 	conds, _, _ = unstructured.NestedSlice((*applied)[1], "status", "conditions")
 	assert.Equal(t, time.Unix(2000, 0).UTC().Format(time.RFC3339), conds[0].(map[string]any)["lastTransitionTime"], "a new status is a transition")
-	assert.Equal(t, "Warning Broken why", <-rec.Events)
+	assert.Equal(t, "Warning Broken why", <-rec.Events, "a reason the Set does not know is a Warning")
 }
 
 func TestConditionIgnoresAMalformedSibling(t *testing.T) {

@@ -45,6 +45,7 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/placement"
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 // Binaries tells what an ObjectStore's image resolved to in the store.
@@ -119,9 +120,10 @@ type Config struct {
 	// ObjectStores may have running at once.
 	CallsPerNamespace int
 	Recorder          record.EventRecorder
-	// Remedy returns what the user should do about a cause (Cause*), in
-	// the words of whoever wires this controller; "" for none.
-	Remedy     func(cause string) string
+	// Reasons are this package's Reasons, their remedies spelled in the
+	// user's words (reason.Spell); nil: no remedies, every Event a
+	// Warning.
+	Reasons    reason.Set
 	Registerer prometheus.Registerer
 	Clock      clock.PassiveClock
 	Log        zerolog.Logger
@@ -168,9 +170,6 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	if cfg.Remedy == nil {
-		cfg.Remedy = func(string) string { return "" }
-	}
 	if cfg.Secrets == nil {
 		return nil, errors.New("updates: no Secrets reader")
 	}
@@ -190,7 +189,7 @@ func New(cfg Config) (*Controller, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "updates"}),
 		metrics: newMetrics(cfg.Registerer),
-		status:  &statusWriter{client: cfg.Dynamic, recorder: cfg.Recorder, clock: cfg.Clock},
+		status:  &statusWriter{client: cfg.Dynamic, recorder: cfg.Recorder, clock: cfg.Clock, reasons: cfg.Reasons},
 		panics:  controller.PanicCounter(cfg.Registerer, "updates"),
 	}
 	for _, synced := range []cache.InformerSynced{cfg.SetsSynced, cfg.SecretsSynced, cfg.PlatformsSynced} {
@@ -545,7 +544,7 @@ func failedHost(failure string) string {
 }
 
 func (c *Controller) withRemedy(msg, cause string) string {
-	if r := c.cfg.Remedy(cause); r != "" {
+	if r := c.cfg.Reasons.Remedy(cause); r != "" {
 		msg = strings.TrimRight(msg, ". ") + ". " + strings.ToUpper(r[:1]) + r[1:]
 	}
 	return msg

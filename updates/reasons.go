@@ -3,6 +3,9 @@ package updates
 import (
 	"errors"
 	"fmt"
+
+	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 // Reasons of the VersionCurrent condition.
@@ -42,8 +45,7 @@ const (
 )
 
 // Causes of a fallback to a rolling update, or of a condition that is not
-// True, for whoever wires the controller to attach a remedy to (see
-// Config.Remedy).
+// True; each has its remedy in Reasons.
 const (
 	CauseConfigurationMissing = "ConfigurationMissing"
 	CauseTenantUnreachable    = "TenantUnreachable"
@@ -100,4 +102,41 @@ func causeOf(err error) string {
 		return e.Cause
 	}
 	return ""
+}
+
+// Reasons is every reason and cause this package reports, with its Event
+// severity and what the user can do about it.
+func Reasons() []reason.Reason {
+	return []reason.Reason{
+		{Name: ReasonCurrent, Severity: reason.Normal},
+		{Name: ReasonUpdatingInPlace, Severity: reason.Normal},
+		{Name: ReasonUpdatedInPlace, Severity: reason.Normal},
+		{Name: ReasonRollingUpdate, Severity: reason.Warning},
+		{Name: ReasonUpdateFailed, Severity: reason.Warning},
+		{Name: ReasonUpdatesPaused, Severity: reason.Warning},
+		{Name: ReasonWaitingForNodes, Severity: reason.Warning},
+		{Name: ReasonWaitingForBinary, Severity: reason.Normal},
+		{Name: ReasonUpdateQueued, Severity: reason.Warning},
+		{Name: ReasonConfigurationMissing, Severity: reason.Warning,
+			Remedy: "set spec.configuration.name to the Secret whose config.env exports MINIO_ROOT_USER and MINIO_ROOT_PASSWORD (and spec.updates.endpoint if MinIO is not at https://<name>-hl.<namespace>.svc:9000)"},
+		{Name: ReasonEndpointNotAllowed, Severity: reason.Warning,
+			Remedy: "point spec.updates.endpoint at a Service of the ObjectStore's own namespace (https://<service>.<namespace>.svc:9000, or leave it empty for https://<name>-hl.<namespace>.svc.<cluster domain>:9000); " +
+				"to reach MinIO elsewhere, the platform adds the host (a glob such as *.minio.example.com) or its network (a CIDR) to {allowed-update-endpoints}"},
+		{Name: ReasonTenantUnreachable, Severity: reason.Warning,
+			Remedy: "check that MinIO's admin API answers at the endpoint and that its certificate is signed by a CA in the ObjectStore's <name>-generated Secret"},
+		{Name: CauseOperatorNotTrusted, Severity: reason.Warning,
+			Remedy: "the tenant must trust the upgrade server: mount the <name>-generated Secret's CAs.operator.crt into MinIO's certs/CAs and restart the pods, or give the operator a certificate ({custom-tls-secret-name} with ca.crt) for the host in {update-url}"},
+		{Name: CauseInPlaceRefused, Severity: reason.Warning,
+			Remedy: "MinIO's own error is above: MethodNotAllowed means MINIO_UPDATE=off on the tenant; a signature error means MINIO_UPDATE_MINISIGN_PUBKEY on the tenant does not match the key the binary is signed with; \"permission denied\" means the binary's directory is read-only in the image"},
+		{Name: CauseNodesNotUpdated, Severity: reason.Warning,
+			Remedy: "check the nodes' logs; {update-timeout} bounds how long the operator waits"},
+		{Name: CauseBinaryUnavailable, Severity: reason.Warning,
+			Remedy: "see the ObjectStore's BinaryAvailable condition for why and what to do"},
+		{Name: CauseDowngrade, Severity: reason.Warning},
+		{Name: CauseMixedPlatforms, Severity: reason.Warning,
+			Remedy: "to have it updated in place, run every pool of the tenant on one platform (a nodeSelector on kubernetes.io/arch in every pool)"},
+		{Name: CauseNodeOffline, Severity: reason.Warning,
+			Remedy: "bring the node back; the update starts when every node is online"},
+		{Name: controller.ReasonInternalError, Severity: reason.Warning},
+	}
 }

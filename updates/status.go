@@ -3,7 +3,6 @@ package updates
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/reason"
 	objstatus "github.com/object-store-operator/operator/status"
 )
 
@@ -68,6 +68,7 @@ type statusWriter struct {
 	client   dynamic.Interface
 	recorder record.EventRecorder
 	clock    clock.PassiveClock
+	reasons  reason.Set
 }
 
 // write applies want over have (what the ObjectStore carries, updated on
@@ -98,11 +99,7 @@ func (w *statusWriter) writeAt(ctx context.Context, u *unstructured.Unstructured
 	}
 	changed := want.cond != nil && (have.cond == nil || have.cond.Reason != want.cond.Reason || have.cond.Status != want.cond.Status)
 	if changed && w.recorder != nil {
-		eventType := corev1.EventTypeWarning
-		if want.cond.Status == metav1.ConditionTrue || want.cond.Reason == ReasonUpdatingInPlace || want.cond.Reason == ReasonWaitingForBinary {
-			eventType = corev1.EventTypeNormal
-		}
-		w.recorder.Event(u, eventType, want.cond.Reason, want.cond.Message)
+		w.recorder.Event(u, string(w.reasons.Severity(want.cond.Reason)), want.cond.Reason, want.cond.Message)
 	}
 	*have = want
 	return nil

@@ -96,6 +96,8 @@ type config struct {
 	// watchNamespaces are the namespaces whose ObjectStores this install
 	// reconciles, sorted; empty means every namespace.
 	watchNamespaces []string
+	// why is every package's reasons, remedies spelled in these settings.
+	why reasonSets
 }
 
 func (c *config) settings() []setting {
@@ -210,6 +212,10 @@ func loadConfig(args []string, out io.Writer) (c config, unknown []string, err e
 	}
 	if (c.tlsCertFile == "") != (c.tlsKeyFile == "") {
 		errs = append(errs, fmt.Errorf("%s and %s go together: set both or neither", what(byFlag["tls-cert-file"]), what(byFlag["tls-key-file"])))
+	}
+	var err2 error
+	if c.why, err2 = c.reasons(); err2 != nil {
+		errs = append(errs, err2)
 	}
 	for _, name := range env.List("OPERATOR_") {
 		if !known[name] {

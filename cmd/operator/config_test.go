@@ -156,7 +156,7 @@ func TestAllowedUpdateEndpointsAreParsedAndNamedByTheRemedy(t *testing.T) {
 	cfg, _, err := loadConfig(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.0/8,*.minio.example.com", cfg.allowedEndpoints.String())
-	assert.Contains(t, updateRemedy(updates.CauseEndpointNotAllowed), "OPERATOR_ALLOWED_UPDATE_ENDPOINTS")
+	assert.Contains(t, cfg.why.updates.Remedy(updates.CauseEndpointNotAllowed), "OPERATOR_ALLOWED_UPDATE_ENDPOINTS")
 }
 
 func TestUnknownOperatorVariablesAreNamed(t *testing.T) {

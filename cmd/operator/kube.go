@@ -205,14 +205,14 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		Kube: k.client, Dynamic: k.dynamic,
 		Secrets: secrets, Reader: secretData, StatefulSets: tenantSets, ObjectStores: stores,
 		OperatorCA: operatorCA, Recorder: recorder, Log: log, Metrics: mountsecret.NewMetrics(reg), Registerer: reg,
-		Workers: cfg.mountWorkers, MaxConcurrentRestarts: cfg.maxRestarts, RestartTimeout: cfg.restartTimeout,
+		Reasons: cfg.why.mount, Workers: cfg.mountWorkers, MaxConcurrentRestarts: cfg.maxRestarts, RestartTimeout: cfg.restartTimeout,
 	})
 	if err != nil {
 		return err
 	}
 	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
 		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
-		Recorder: recorder, Remedy: binaryRemedy, Log: log, Registerer: reg, Workers: cfg.binaryWorkers,
+		Recorder: recorder, Reasons: cfg.why.binaries, Log: log, Registerer: reg, Workers: cfg.binaryWorkers,
 		UpdateURL: cfg.podUpdateURL(), URLKey: urlKey, Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
 		// The updater waits for the store; it is built next, before
 		// anything runs.
@@ -235,7 +235,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		// An update in flight is looked at every 2 s; a tenant whose admin
 		// API does not answer yet at most once per resync.
 		Poll: 2 * time.Second, MaxPoll: cfg.resync,
-		Recorder: recorder, Remedy: updateRemedy, Registerer: reg, Log: log,
+		Recorder: recorder, Reasons: cfg.why.updates, Registerer: reg, Log: log,
 	})
 	if err != nil {
 		return err
@@ -309,7 +309,7 @@ func newIssuer(ctx context.Context, cfg config, k *kube, log zerolog.Logger, met
 		DNSNames: cfg.dnsNames(), IPAddresses: cfg.ipAddresses(), SignerName: signer, Approve: cfg.approve,
 		Timeout: cfg.csrTimeout, Expiration: cfg.expiration, RenewBefore: cfg.renewBefore,
 		ServingCASecret: cfg.servingCASecret, ClusterCA: clusterCA(k.rest),
-		Validator: autocert.Validator{DNSName: cfg.dnsNames()[0]}, Remedy: certRemedy(cfg.autocertSecret), Metrics: metrics, Log: log,
+		Validator: autocert.Validator{DNSName: cfg.dnsNames()[0]}, Reasons: cfg.why.certs, Metrics: metrics, Log: log,
 	})
 }
 

@@ -146,13 +146,13 @@ func certificateSource(ctx context.Context, g *errgroup.Group, cfg config, k *ku
 	case modeFiles:
 		// The SANs of mounted certificates (OLM's, say) follow their
 		// provider's naming, so only the key pair and validity are checked.
-		cur := autocert.NewCurrent(log, autocert.Validator{}, metrics, certRemedy(cfg.autocertSecret))
+		cur := autocert.NewCurrent(log, autocert.Validator{}, metrics, cfg.why.certs)
 		checks.Add("serving-certificate", cur.Ready)
 		g.Go(func() error { return autocert.WatchFiles(ctx, cur, cfg.tlsCertFile, cfg.tlsKeyFile, 10*time.Second) })
 		return cur, nil
 	}
 
-	cur := autocert.NewCurrent(log, autocert.Validator{DNSName: cfg.dnsNames()[0]}, metrics, certRemedy(cfg.autocertSecret))
+	cur := autocert.NewCurrent(log, autocert.Validator{DNSName: cfg.dnsNames()[0]}, metrics, cfg.why.certs)
 	checks.Add("serving-certificate", cur.Ready)
 	kind, secretName := autocert.KindAutocert, cfg.autocertSecret
 	if cfg.mode() == modeCustomSecret {
