@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/object-store-operator/operator/internal/testutil"
@@ -39,13 +42,29 @@ func chartDir(t testing.TB) string {
 
 func helm(t testing.TB, args ...string) string {
 	t.Helper()
+	out, err := runHelm(t, args...)
+	require.NoError(t, err, "helm %s: %s", strings.Join(args, " "), out)
+	return out
+}
+
+// runHelm runs the pinned helm against the test cluster. helm template
+// renders for the test apiserver's version: bin/helm is built without
+// Helm's version ldflags, so by default it would render for Kubernetes
+// 1.20, which the chart's kubeVersion refuses.
+func runHelm(t testing.TB, args ...string) (string, error) {
+	t.Helper()
 	bin, err := cluster.BinDir()
 	require.NoError(t, err)
-	cmd := exec.Command(filepath.Join(bin, "helm"), append(args, "--kubeconfig", testCluster.Kubeconfig)...)
+	args = append(args, "--kubeconfig", testCluster.Kubeconfig)
+	if len(args) > 0 && args[0] == "template" {
+		v, err := adminClient(t).Discovery().ServerVersion()
+		require.NoError(t, err)
+		args = append(args, "--kube-version", v.GitVersion)
+	}
+	cmd := exec.Command(filepath.Join(bin, "helm"), args...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "helm %s: %s", strings.Join(args, " "), out)
-	return string(out)
+	return string(out), err
 }
 
 func valuesFile(t testing.TB, content string) string {
@@ -63,7 +82,8 @@ func TestChartLintsAndRenders(t *testing.T) {
 		assert.Contains(t, def, "kind: "+kind)
 	}
 	assert.Contains(t, def, "certificatesigningrequests/approval", "autocert by default needs the CSR rights")
-	assert.Contains(t, def, `resourceNames: ["kubernetes.io/kubelet-serving"]`)
+	assert.Contains(t, def, `resourceNames: ["kubernetes.io/kubelet-serving","beta.eks.amazonaws.com/app-serving"]`,
+		"approve for both signers the operator may pick: it detects EKS at run time")
 	assert.NotContains(t, def, "PodDisruptionBudget", "no PDB for one replica")
 
 	seed := helm(t, "template", "osop", chartDir(t), "-n", "objectstore-operator", "-f", valuesFile(t, seedValues))
@@ -92,6 +112,19 @@ func TestChartLintsAndRenders(t *testing.T) {
 	ha := helm(t, "template", "osop", chartDir(t), "--set", "replicas=3")
 	assert.Contains(t, ha, "kind: PodDisruptionBudget")
 	assert.Contains(t, ha, "topologySpreadConstraints")
+
+	// The schema refuses a wrong type before anything reaches the cluster,
+	// naming the value.
+	bad := valuesFile(t, "replicas: \"two\"\n")
+	out, err := runHelm(t, "lint", "--strict", chartDir(t), "-f", bad)
+	require.Error(t, err, "helm lint --strict accepted replicas: \"two\"")
+	assert.Contains(t, out, "at '/replicas': got string, want integer")
+	ns := operatorNamespace(t)
+	out, err = runHelm(t, "install", "osop", chartDir(t), "-n", ns, "-f", bad)
+	require.Error(t, err, "helm install accepted replicas: \"two\"")
+	assert.Contains(t, out, "at '/replicas': got string, want integer")
+	_, err = adminClient(t).AppsV1().Deployments(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "nothing installed, got %v", err)
 }
 
 // deploymentEnv is the env the installed Deployment gives the operator,
@@ -142,7 +175,8 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	notes := helm(t, "install", "osop", chartDir(t), "-n", ns)
 	assert.Contains(t, notes, "TLS: autocert", "NOTES.txt says which TLS mode is on")
 	assert.Contains(t, notes, `grep -i "custom certificate\|TLS"`, "the AIStor troubleshooting steps' log check")
-	assert.Contains(t, notes, "curl -v https://object-store-operator."+ns+".svc.cluster.local:4221/webhook/v1/update")
+	assert.Contains(t, notes, "curl -v --cacert /tmp/certs/CAs/operator.crt https://object-store-operator."+ns+".svc.cluster.local:4221/webhook/v1/update",
+		"the pod trusts the upgrade server through the CA the operator puts in <name>-generated")
 	t.Cleanup(func() {
 		_ = adminClient(t).CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{})
 	})
@@ -157,7 +191,7 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	_, err = adminClient(t).CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "pod-security-check-"}, Spec: dep.Spec.Template.Spec,
 	}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	require.NoError(t, err, "the chart's pod passes Pod Security restricted")
+	require.NoError(t, err, "the chart's pod (preStop sleep included) passes Pod Security restricted")
 
 	// Autocert under the chart's identity.
 	env := append(deploymentEnv(t, ns, t.TempDir()), "KUBECONFIG="+kubeconfig)
@@ -227,4 +261,71 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 		Spec:       certificatesv1.CertificateSigningRequestSpec{Request: []byte("x"), SignerName: certificatesv1.KubeletServingSignerName},
 	}, metav1.CreateOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "without autocert the chart grants no CSR rights, got %v", err)
+}
+
+// The opt-in NetworkPolicy, PodMonitor and ServiceMonitor are admitted by
+// the apiserver (the Prometheus Operator's CRDs applied first), and the
+// notes follow the cluster domain, the Secret name and the TLS mode.
+func TestChartNetworkPolicyMonitorsAndNotesAreAdmitted(t *testing.T) {
+	ensureCRD(t)
+	ensureMonitoringCRDs(t)
+	ns, tenant := operatorNamespace(t), operatorNamespace(t)
+	notes := helm(t, "install", "osop", chartDir(t), "-n", ns, "-f", valuesFile(t, fmt.Sprintf(`watchNamespaces: [%s]
+networkPolicy:
+  enabled: true
+podMonitor:
+  enabled: true
+  labels: {release: prometheus}
+global:
+  operator:
+    extraEnv:
+      - {name: CLUSTER_DOMAIN, value: corp.example}
+      - {name: OPERATOR_AUTOCERT_SECRET_NAME, value: osop-serving}
+`, tenant)))
+
+	np, err := adminClient(t).NetworkingV1().NetworkPolicies(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	require.NoError(t, err, "the NetworkPolicy is admitted")
+	require.Len(t, np.Spec.Ingress, 2)
+	assert.Equal(t, int32(4221), np.Spec.Ingress[0].Ports[0].Port.IntVal)
+	assert.Equal(t, []string{tenant}, np.Spec.Ingress[0].From[0].NamespaceSelector.MatchExpressions[0].Values, "4221 from the watched namespace")
+	assert.Equal(t, int32(8080), np.Spec.Ingress[1].Ports[0].Port.IntVal)
+	dep, err := adminClient(t).AppsV1().Deployments(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, np.Spec.PodSelector.MatchLabels, dep.Spec.Selector.MatchLabels, "the policy selects the operator's pods")
+
+	podMonitors := schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "podmonitors"}
+	serviceMonitors := schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
+	pm, err := dyn(t).Resource(podMonitors).Namespace(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	require.NoError(t, err, "the PodMonitor is admitted")
+	assert.Equal(t, "prometheus", pm.GetLabels()["release"])
+	endpoints, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+	require.Len(t, endpoints, 1)
+	assert.Equal(t, "metrics", endpoints[0].(map[string]any)["port"], "the container port's name")
+
+	assert.Contains(t, notes, "https://object-store-operator."+ns+".svc.corp.example:4221/webhook/v1/update")
+	assert.NotContains(t, notes, "cluster.local")
+	assert.Contains(t, notes, "Secret\n"+ns+"/osop-serving")
+	assert.Contains(t, notes, "--cacert /tmp/certs/CAs/operator.crt https://")
+
+	// Plain HTTP (AIStor's documented mode without a Secret): the notes
+	// say http, after the warning too; the ServiceMonitor instead of the
+	// PodMonitor.
+	notes = helm(t, "upgrade", "osop", chartDir(t), "-n", ns, "-f", valuesFile(t, fmt.Sprintf(`watchNamespaces: [%s]
+serviceMonitor:
+  enabled: true
+global:
+  operator:
+    extraEnv:
+      - {name: OPERATOR_AUTO_CERT_DISABLED, value: "on"}
+`, tenant)))
+	assert.Contains(t, notes, "WARNING: autocert is disabled")
+	assert.Contains(t, notes, "curl -v http://object-store-operator."+ns+".svc.cluster.local:4221/webhook/v1/update")
+	assert.NotContains(t, notes, "https://", "no https anywhere in plain-HTTP mode")
+	assert.NotContains(t, notes, "--cacert")
+	_, err = dyn(t).Resource(serviceMonitors).Namespace(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	require.NoError(t, err, "the ServiceMonitor is admitted")
+	_, err = dyn(t).Resource(podMonitors).Namespace(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the PodMonitor is gone, got %v", err)
+	_, err = adminClient(t).NetworkingV1().NetworkPolicies(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the NetworkPolicy is opt-in, got %v", err)
 }
