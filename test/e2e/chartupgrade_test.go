@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -115,6 +116,22 @@ func TestChartUpgradeAcrossACRDChangeKeepsEveryObjectStore(t *testing.T) {
 	helm(t, "install", "osop", chartDir(t), "-n", ns)
 
 	tenants := []string{operatorNamespace(t), operatorNamespace(t)}
+	t.Cleanup(func() {
+		// The next test's operator watches every namespace: leave no
+		// ObjectStore of this test behind, even one being torn down.
+		for _, tn := range tenants {
+			_ = dyn(t).Resource(apiv1.Resource).Namespace(tn).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+		}
+		assert.Eventually(t, func() bool {
+			for _, tn := range tenants {
+				list, err := dyn(t).Resource(apiv1.Resource).Namespace(tn).List(context.Background(), metav1.ListOptions{})
+				if err != nil || len(list.Items) > 0 {
+					return false
+				}
+			}
+			return true
+		}, time.Minute, 50*time.Millisecond, "this test's ObjectStores are deleted")
+	})
 	type storeKey struct{ ns, name string }
 	before := map[storeKey]*unstructured.Unstructured{}
 	for _, tn := range tenants {
