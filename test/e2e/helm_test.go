@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/object-store-operator/operator/autocert"
 	"github.com/object-store-operator/operator/internal/testutil"
 	"github.com/object-store-operator/operator/test/cluster"
 )
@@ -328,4 +330,44 @@ global:
 	assert.True(t, apierrors.IsNotFound(err), "the PodMonitor is gone, got %v", err)
 	_, err = adminClient(t).NetworkingV1().NetworkPolicies(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the NetworkPolicy is opt-in, got %v", err)
+}
+
+// On EKS the operator files its CSR with EKS's signer (it detects EKS from
+// the nodes); the chart's RBAC must let it approve for that signer too,
+// without the chart deciding which signer applies.
+func TestChartRBACApprovesTheEKSSignerTheOperatorDetects(t *testing.T) {
+	ensureCRD(t)
+	ns := operatorNamespace(t)
+	// DetectSigner reads the first few Nodes: this name sorts first.
+	node := "aaa-eks-" + ns
+	_, err := adminClient(t).CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
+		Labels: map[string]string{"kubernetes.io/os": "linux", "eks.amazonaws.com/nodegroup": "ng-1", labelGroup: ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = adminClient(t).CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = adminClient(t).CertificatesV1().CertificateSigningRequests().DeleteCollection(context.Background(), metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: autocert.NamespaceLabel + "=" + ns})
+	})
+
+	helm(t, "install", "osop", chartDir(t), "-n", ns)
+	kubeconfig, _ := asChartServiceAccount(t, ns)
+	// Not ready until a certificate is served, which never comes here.
+	op := launchOperator(t, append(deploymentEnv(t, ns, t.TempDir()), "KUBECONFIG="+kubeconfig))
+	defer op.stop()
+
+	// Nothing here signs for EKS's signer: the CSR stays approved and
+	// unsigned, which is all the chart's part.
+	var approved *certificatesv1.CertificateSigningRequest
+	require.Eventually(t, func() bool {
+		for _, c := range operatorCSRs(t, ns) {
+			for _, cond := range c.Status.Conditions {
+				if cond.Type == certificatesv1.CertificateApproved && cond.Status == corev1.ConditionTrue {
+					approved = &c
+					return true
+				}
+			}
+		}
+		return false
+	}, 15*time.Second, 20*time.Millisecond, "the operator approves its CSR with the chart's RBAC")
+	assert.Equal(t, autocert.EKSSigner, approved.Spec.SignerName)
 }
