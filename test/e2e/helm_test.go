@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/object-store-operator/operator/autocert"
@@ -370,4 +371,62 @@ func TestChartRBACApprovesTheEKSSignerTheOperatorDetects(t *testing.T) {
 		return false
 	}, 15*time.Second, 20*time.Millisecond, "the operator approves its CSR with the chart's RBAC")
 	assert.Equal(t, autocert.EKSSigner, approved.Spec.SignerName)
+}
+
+// filesModeValues is docs/install.md's example: the certificate from a
+// Secret mounted through extraVolumes, served in the files mode.
+const filesModeValues = `extraVolumes:
+  - name: serving-cert
+    secret:
+      secretName: object-store-operator-files-tls   # tls.crt, tls.key
+extraVolumeMounts:
+  - name: serving-cert
+    mountPath: /tmp/k8s-webhook-server/serving-certs
+    readOnly: true
+global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_TLS_CERT_FILE
+        value: /tmp/k8s-webhook-server/serving-certs/tls.crt
+      - name: OPERATOR_TLS_KEY_FILE
+        value: /tmp/k8s-webhook-server/serving-certs/tls.key
+`
+
+// The files mode works through the chart: the documented extraVolumes
+// example is admitted under Pod Security restricted, and the operator,
+// with the Deployment's environment and the chart's ServiceAccount, serves
+// the mounted certificate without any CSR right.
+func TestChartServesAFilesModeCertificateFromExtraVolumes(t *testing.T) {
+	ensureCRD(t)
+	ns := operatorNamespace(t)
+	_, err := adminClient(t).CoreV1().Namespaces().Patch(t.Context(), ns, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	notes := helm(t, "install", "osop", chartDir(t), "-n", ns, "-f", valuesFile(t, filesModeValues))
+	assert.Contains(t, notes, "TLS: the certificate in /tmp/k8s-webhook-server/serving-certs/tls.crt")
+	assert.Contains(t, notes, "--cacert /tmp/certs/CAs/operator.crt https://")
+
+	dep, err := adminClient(t).AppsV1().Deployments(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	require.NoError(t, err)
+	_, err = adminClient(t).CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "pod-security-check-"}, Spec: dep.Spec.Template.Spec,
+	}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err, "the pod with the certificate volume passes Pod Security restricted")
+
+	// What the kubelet would mount, in a directory of this machine.
+	dir := t.TempDir()
+	now := time.Now()
+	certPEM, keyPEM, serial := testutil.KeyPair(t, nil, serviceDNSNames(ns), now.Add(-time.Hour), now.Add(time.Hour))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), certPEM, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600))
+	env := deploymentEnv(t, ns, t.TempDir())
+	for i, e := range env {
+		env[i] = strings.Replace(e, "=/tmp/k8s-webhook-server/serving-certs", "="+dir, 1)
+	}
+	kubeconfig, sa := asChartServiceAccount(t, ns)
+	op := startOperator(t, append(env, "KUBECONFIG="+kubeconfig))
+	waitServed(t, op, ns, serial)
+
+	_, err = sa.CertificatesV1().CertificateSigningRequests().List(t.Context(), metav1.ListOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "the files mode gets no CSR rights, got %v", err)
 }
