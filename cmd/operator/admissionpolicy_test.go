@@ -32,7 +32,7 @@ func renderPolicy(t *testing.T, args ...string) *admissionv1.ValidatingAdmission
 	t.Helper()
 	home := t.TempDir()
 	cmd := exec.Command(helmBinary(t), append([]string{"template", "osop", filepath.Join("..", "..", "helm", "object-store-operator"), "-n", "ops",
-		"--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"}, args...)...)
+		"--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy", "--kube-version", chartKubeVersion}, args...)...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

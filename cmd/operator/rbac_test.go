@@ -127,7 +127,7 @@ func renderRBAC(t *testing.T, values string, args ...string) (cluster []rbacv1.C
 	require.NoError(t, os.WriteFile(valuesFile, []byte(values), 0o600))
 	home := t.TempDir()
 	cmd := exec.Command(helmBinary(t), append([]string{"template", "osop", filepath.Join("..", "..", "helm", "object-store-operator"),
-		"-n", "ops", "-f", valuesFile}, args...)...)
+		"-n", "ops", "-f", valuesFile, "--kube-version", chartKubeVersion}, args...)...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +16,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/object-store-operator/operator/autocert"
 	"github.com/object-store-operator/operator/internal/testutil"
 	"github.com/object-store-operator/operator/test/cluster"
 )
@@ -39,13 +45,29 @@ func chartDir(t testing.TB) string {
 
 func helm(t testing.TB, args ...string) string {
 	t.Helper()
+	out, err := runHelm(t, args...)
+	require.NoError(t, err, "helm %s: %s", strings.Join(args, " "), out)
+	return out
+}
+
+// runHelm runs the pinned helm against the test cluster. helm template
+// renders for the test apiserver's version: bin/helm is built without
+// Helm's version ldflags, so by default it would render for Kubernetes
+// 1.20, which the chart's kubeVersion refuses.
+func runHelm(t testing.TB, args ...string) (string, error) {
+	t.Helper()
 	bin, err := cluster.BinDir()
 	require.NoError(t, err)
-	cmd := exec.Command(filepath.Join(bin, "helm"), append(args, "--kubeconfig", testCluster.Kubeconfig)...)
+	args = append(args, "--kubeconfig", testCluster.Kubeconfig)
+	if len(args) > 0 && args[0] == "template" {
+		v, err := adminClient(t).Discovery().ServerVersion()
+		require.NoError(t, err)
+		args = append(args, "--kube-version", v.GitVersion)
+	}
+	cmd := exec.Command(filepath.Join(bin, "helm"), args...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "helm %s: %s", strings.Join(args, " "), out)
-	return string(out)
+	return string(out), err
 }
 
 func valuesFile(t testing.TB, content string) string {
@@ -63,7 +85,8 @@ func TestChartLintsAndRenders(t *testing.T) {
 		assert.Contains(t, def, "kind: "+kind)
 	}
 	assert.Contains(t, def, "certificatesigningrequests/approval", "autocert by default needs the CSR rights")
-	assert.Contains(t, def, `resourceNames: ["kubernetes.io/kubelet-serving"]`)
+	assert.Contains(t, def, `resourceNames: ["kubernetes.io/kubelet-serving","beta.eks.amazonaws.com/app-serving"]`,
+		"approve for both signers the operator may pick: it detects EKS at run time")
 	assert.NotContains(t, def, "PodDisruptionBudget", "no PDB for one replica")
 
 	seed := helm(t, "template", "osop", chartDir(t), "-n", "objectstore-operator", "-f", valuesFile(t, seedValues))
@@ -92,6 +115,19 @@ func TestChartLintsAndRenders(t *testing.T) {
 	ha := helm(t, "template", "osop", chartDir(t), "--set", "replicas=3")
 	assert.Contains(t, ha, "kind: PodDisruptionBudget")
 	assert.Contains(t, ha, "topologySpreadConstraints")
+
+	// The schema refuses a wrong type before anything reaches the cluster,
+	// naming the value.
+	bad := valuesFile(t, "replicas: \"two\"\n")
+	out, err := runHelm(t, "lint", "--strict", chartDir(t), "-f", bad)
+	require.Error(t, err, "helm lint --strict accepted replicas: \"two\"")
+	assert.Contains(t, out, "at '/replicas': got string, want integer")
+	ns := operatorNamespace(t)
+	out, err = runHelm(t, "install", "osop", chartDir(t), "-n", ns, "-f", bad)
+	require.Error(t, err, "helm install accepted replicas: \"two\"")
+	assert.Contains(t, out, "at '/replicas': got string, want integer")
+	_, err = adminClient(t).AppsV1().Deployments(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "nothing installed, got %v", err)
 }
 
 // deploymentEnv is the env the installed Deployment gives the operator,
@@ -142,7 +178,8 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	notes := helm(t, "install", "osop", chartDir(t), "-n", ns)
 	assert.Contains(t, notes, "TLS: autocert", "NOTES.txt says which TLS mode is on")
 	assert.Contains(t, notes, `grep -i "custom certificate\|TLS"`, "the AIStor troubleshooting steps' log check")
-	assert.Contains(t, notes, "curl -v https://object-store-operator."+ns+".svc.cluster.local:4221/webhook/v1/update")
+	assert.Contains(t, notes, "curl -v --cacert /tmp/certs/CAs/operator.crt https://object-store-operator."+ns+".svc.cluster.local:4221/webhook/v1/update",
+		"the pod trusts the upgrade server through the CA the operator puts in <name>-generated")
 	t.Cleanup(func() {
 		_ = adminClient(t).CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{})
 	})
@@ -157,7 +194,7 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	_, err = adminClient(t).CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "pod-security-check-"}, Spec: dep.Spec.Template.Spec,
 	}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	require.NoError(t, err, "the chart's pod passes Pod Security restricted")
+	require.NoError(t, err, "the chart's pod (preStop sleep included) passes Pod Security restricted")
 
 	// Autocert under the chart's identity.
 	env := append(deploymentEnv(t, ns, t.TempDir()), "KUBECONFIG="+kubeconfig)
@@ -227,4 +264,169 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 		Spec:       certificatesv1.CertificateSigningRequestSpec{Request: []byte("x"), SignerName: certificatesv1.KubeletServingSignerName},
 	}, metav1.CreateOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "without autocert the chart grants no CSR rights, got %v", err)
+}
+
+// The opt-in NetworkPolicy, PodMonitor and ServiceMonitor are admitted by
+// the apiserver (the Prometheus Operator's CRDs applied first), and the
+// notes follow the cluster domain, the Secret name and the TLS mode.
+func TestChartNetworkPolicyMonitorsAndNotesAreAdmitted(t *testing.T) {
+	ensureCRD(t)
+	ensureMonitoringCRDs(t)
+	ns, tenant := operatorNamespace(t), operatorNamespace(t)
+	notes := helm(t, "install", "osop", chartDir(t), "-n", ns, "-f", valuesFile(t, fmt.Sprintf(`watchNamespaces: [%s]
+networkPolicy:
+  enabled: true
+podMonitor:
+  enabled: true
+  labels: {release: prometheus}
+global:
+  operator:
+    extraEnv:
+      - {name: CLUSTER_DOMAIN, value: corp.example}
+      - {name: OPERATOR_AUTOCERT_SECRET_NAME, value: osop-serving}
+`, tenant)))
+
+	np, err := adminClient(t).NetworkingV1().NetworkPolicies(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	require.NoError(t, err, "the NetworkPolicy is admitted")
+	require.Len(t, np.Spec.Ingress, 2)
+	assert.Equal(t, int32(4221), np.Spec.Ingress[0].Ports[0].Port.IntVal)
+	assert.Equal(t, []string{tenant}, np.Spec.Ingress[0].From[0].NamespaceSelector.MatchExpressions[0].Values, "4221 from the watched namespace")
+	assert.Equal(t, int32(8080), np.Spec.Ingress[1].Ports[0].Port.IntVal)
+	dep, err := adminClient(t).AppsV1().Deployments(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, np.Spec.PodSelector.MatchLabels, dep.Spec.Selector.MatchLabels, "the policy selects the operator's pods")
+
+	podMonitors := schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "podmonitors"}
+	serviceMonitors := schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
+	pm, err := dyn(t).Resource(podMonitors).Namespace(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	require.NoError(t, err, "the PodMonitor is admitted")
+	assert.Equal(t, "prometheus", pm.GetLabels()["release"])
+	endpoints, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+	require.Len(t, endpoints, 1)
+	assert.Equal(t, "metrics", endpoints[0].(map[string]any)["port"], "the container port's name")
+
+	assert.Contains(t, notes, "https://object-store-operator."+ns+".svc.corp.example:4221/webhook/v1/update")
+	assert.NotContains(t, notes, "cluster.local")
+	assert.Contains(t, notes, "Secret\n"+ns+"/osop-serving")
+	assert.Contains(t, notes, "--cacert /tmp/certs/CAs/operator.crt https://")
+
+	// Plain HTTP (AIStor's documented mode without a Secret): the notes
+	// say http, after the warning too; the ServiceMonitor instead of the
+	// PodMonitor.
+	notes = helm(t, "upgrade", "osop", chartDir(t), "-n", ns, "-f", valuesFile(t, fmt.Sprintf(`watchNamespaces: [%s]
+serviceMonitor:
+  enabled: true
+global:
+  operator:
+    extraEnv:
+      - {name: OPERATOR_AUTO_CERT_DISABLED, value: "on"}
+`, tenant)))
+	assert.Contains(t, notes, "WARNING: autocert is disabled")
+	assert.Contains(t, notes, "curl -v http://object-store-operator."+ns+".svc.cluster.local:4221/webhook/v1/update")
+	assert.NotContains(t, notes, "https://", "no https anywhere in plain-HTTP mode")
+	assert.NotContains(t, notes, "--cacert")
+	_, err = dyn(t).Resource(serviceMonitors).Namespace(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	require.NoError(t, err, "the ServiceMonitor is admitted")
+	_, err = dyn(t).Resource(podMonitors).Namespace(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the PodMonitor is gone, got %v", err)
+	_, err = adminClient(t).NetworkingV1().NetworkPolicies(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the NetworkPolicy is opt-in, got %v", err)
+}
+
+// On EKS the operator files its CSR with EKS's signer (it detects EKS from
+// the nodes); the chart's RBAC must let it approve for that signer too,
+// without the chart deciding which signer applies.
+func TestChartRBACApprovesTheEKSSignerTheOperatorDetects(t *testing.T) {
+	ensureCRD(t)
+	ns := operatorNamespace(t)
+	// DetectSigner reads the first few Nodes: this name sorts first.
+	node := "aaa-eks-" + ns
+	_, err := adminClient(t).CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
+		Labels: map[string]string{"kubernetes.io/os": "linux", "eks.amazonaws.com/nodegroup": "ng-1", labelGroup: ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = adminClient(t).CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = adminClient(t).CertificatesV1().CertificateSigningRequests().DeleteCollection(context.Background(), metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: autocert.NamespaceLabel + "=" + ns})
+	})
+
+	helm(t, "install", "osop", chartDir(t), "-n", ns)
+	kubeconfig, _ := asChartServiceAccount(t, ns)
+	// Not ready until a certificate is served, which never comes here.
+	op := launchOperator(t, append(deploymentEnv(t, ns, t.TempDir()), "KUBECONFIG="+kubeconfig))
+	defer op.stop()
+
+	// Nothing here signs for EKS's signer: the CSR stays approved and
+	// unsigned, which is all the chart's part.
+	var approved *certificatesv1.CertificateSigningRequest
+	require.Eventually(t, func() bool {
+		for _, c := range operatorCSRs(t, ns) {
+			for _, cond := range c.Status.Conditions {
+				if cond.Type == certificatesv1.CertificateApproved && cond.Status == corev1.ConditionTrue {
+					approved = &c
+					return true
+				}
+			}
+		}
+		return false
+	}, 15*time.Second, 20*time.Millisecond, "the operator approves its CSR with the chart's RBAC")
+	assert.Equal(t, autocert.EKSSigner, approved.Spec.SignerName)
+}
+
+// filesModeValues is docs/install.md's example: the certificate from a
+// Secret mounted through extraVolumes, served in the files mode.
+const filesModeValues = `extraVolumes:
+  - name: serving-cert
+    secret:
+      secretName: object-store-operator-files-tls   # tls.crt, tls.key
+extraVolumeMounts:
+  - name: serving-cert
+    mountPath: /tmp/k8s-webhook-server/serving-certs
+    readOnly: true
+global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_TLS_CERT_FILE
+        value: /tmp/k8s-webhook-server/serving-certs/tls.crt
+      - name: OPERATOR_TLS_KEY_FILE
+        value: /tmp/k8s-webhook-server/serving-certs/tls.key
+`
+
+// The files mode works through the chart: the documented extraVolumes
+// example is admitted under Pod Security restricted, and the operator,
+// with the Deployment's environment and the chart's ServiceAccount, serves
+// the mounted certificate without any CSR right.
+func TestChartServesAFilesModeCertificateFromExtraVolumes(t *testing.T) {
+	ensureCRD(t)
+	ns := operatorNamespace(t)
+	_, err := adminClient(t).CoreV1().Namespaces().Patch(t.Context(), ns, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	notes := helm(t, "install", "osop", chartDir(t), "-n", ns, "-f", valuesFile(t, filesModeValues))
+	assert.Contains(t, notes, "TLS: the certificate in /tmp/k8s-webhook-server/serving-certs/tls.crt")
+	assert.Contains(t, notes, "--cacert /tmp/certs/CAs/operator.crt https://")
+
+	dep, err := adminClient(t).AppsV1().Deployments(ns).Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+	require.NoError(t, err)
+	_, err = adminClient(t).CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "pod-security-check-"}, Spec: dep.Spec.Template.Spec,
+	}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err, "the pod with the certificate volume passes Pod Security restricted")
+
+	// What the kubelet would mount, in a directory of this machine.
+	dir := t.TempDir()
+	now := time.Now()
+	certPEM, keyPEM, serial := testutil.KeyPair(t, nil, serviceDNSNames(ns), now.Add(-time.Hour), now.Add(time.Hour))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), certPEM, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600))
+	env := deploymentEnv(t, ns, t.TempDir())
+	for i, e := range env {
+		env[i] = strings.Replace(e, "=/tmp/k8s-webhook-server/serving-certs", "="+dir, 1)
+	}
+	kubeconfig, sa := asChartServiceAccount(t, ns)
+	op := startOperator(t, append(env, "KUBECONFIG="+kubeconfig))
+	waitServed(t, op, ns, serial)
+
+	_, err = sa.CertificatesV1().CertificateSigningRequests().List(t.Context(), metav1.ListOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "the files mode gets no CSR rights, got %v", err)
 }

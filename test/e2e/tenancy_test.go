@@ -158,7 +158,7 @@ func TestChartWithWatchNamespacesGrantsNoClusterWideTenantWrites(t *testing.T) {
 	// The operator's scope and the RBAC follow one value.
 	bin, err := cluster.BinDir()
 	require.NoError(t, err)
-	out, err := exec.Command(filepath.Join(bin, "helm"), "template", "osop", chartDir(t), "-n", opNS, "-f", valuesFile(t, `global:
+	out, err := exec.Command(filepath.Join(bin, "helm"), "template", "osop", chartDir(t), "-n", opNS, "--kube-version", "v1.36.0", "-f", valuesFile(t, `global:
   operator:
     extraEnv:
       - name: OPERATOR_WATCH_NAMESPACES

@@ -7,7 +7,21 @@ app.kubernetes.io/name: object-store-operator
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: object-store-operator
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The pod's labels: podLabels, then the recommended app.kubernetes.io/*
+labels, then the selector's, which win: the Deployment's selector is
+immutable and must keep matching its pods. */}}
+{{- define "osop.podLabels" -}}
+{{- $ours := dict
+  "app.kubernetes.io/version" (.Chart.AppVersion | toString)
+  "app.kubernetes.io/component" "operator"
+  "app.kubernetes.io/managed-by" .Release.Service
+  "app.kubernetes.io/part-of" "object-store-operator" -}}
+{{- $selector := include "osop.selectorLabels" . | fromYaml -}}
+{{- toYaml (mergeOverwrite (deepCopy (.Values.podLabels | default dict)) $ours $selector) -}}
 {{- end -}}
 
 {{- define "osop.selectorLabels" -}}
@@ -35,9 +49,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* Whether autocert (the CSR flow) is on, judged like the operator does. */}}
 {{- define "osop.autocert" -}}
-{{- $off := lower (include "osop.env" (list . "OPERATOR_AUTO_CERT_DISABLED")) -}}
-{{- $files := include "osop.env" (list . "OPERATOR_TLS_CERT_FILE") -}}
-{{- if and (not (has $off (list "on" "true" "yes" "1" "enable" "enabled"))) (eq $files "") -}}true{{- end -}}
+{{- if eq (include "osop.mode" .) "autocert" -}}true{{- end -}}
 {{- end -}}
 
 {{/* Whether the operator approves its own CSR (OPERATOR_AUTOCERT_APPROVE, default on). */}}
@@ -46,8 +58,70 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and (include "osop.autocert" .) (not (has $approve (list "off" "false" "no" "0" "disable" "disabled"))) -}}true{{- end -}}
 {{- end -}}
 
-{{- define "osop.signer" -}}
-{{- default "kubernetes.io/kubelet-serving" (include "osop.env" (list . "OPERATOR_CSR_SIGNER_NAME")) -}}
+{{/* The signers the operator may file its CSR with, as a JSON list, for
+the approve grant. Which one it uses is the operator's decision alone
+(autocert.DetectSigner: the EKS signer when its nodes say EKS, else
+kubernetes.io/kubelet-serving), taken at run time: the chart grants both.
+OPERATOR_CSR_SIGNER_NAME set in extraEnv is the only signer the operator
+uses, so it alone is granted; set through valueFrom, the chart cannot read
+it to name it, so that is refused. */}}
+{{- define "osop.signers" -}}
+{{- range .Values.global.operator.extraEnv -}}
+{{- if and (eq .name "OPERATOR_CSR_SIGNER_NAME") (not (hasKey . "value")) -}}
+{{- fail "global.operator.extraEnv: set OPERATOR_CSR_SIGNER_NAME with value, not valueFrom: the chart grants approve on the signer it names" -}}
+{{- end -}}
+{{- end -}}
+{{- with include "osop.env" (list . "OPERATOR_CSR_SIGNER_NAME") -}}
+{{- list . | toJson -}}
+{{- else -}}
+{{- list "kubernetes.io/kubelet-serving" "beta.eks.amazonaws.com/app-serving" | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret autocert stores its certificate in. */}}
+{{- define "osop.autocertSecret" -}}
+{{- default "object-store-operator-tls" (include "osop.env" (list . "OPERATOR_AUTOCERT_SECRET_NAME")) -}}
+{{- end -}}
+
+{{/* OPERATOR_SHUTDOWN_GRACE in whole seconds, rounded up (default 30s):
+the Go duration syntax the operator parses (2m30s, 1500ms, 1h). */}}
+{{- define "osop.shutdownGraceSeconds" -}}
+{{- $v := default "30s" (include "osop.env" (list . "OPERATOR_SHUTDOWN_GRACE")) -}}
+{{- if not (regexMatch "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h)(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h))*$" $v) -}}
+{{- fail (printf "global.operator.extraEnv: OPERATOR_SHUTDOWN_GRACE: %q is not a duration (such as 30s or 2m)" $v) -}}
+{{- end -}}
+{{- $units := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h)" $v -1 -}}
+{{- $number := regexFind "^[0-9.]+" . -}}
+{{- $unit := trimPrefix $number . -}}
+{{- $total = addf $total (mulf (float64 $number) (get $units $unit)) -}}
+{{- end -}}
+{{- ceil $total | int -}}
+{{- end -}}
+
+{{/* The URL pods fetch updates from, as the operator works it out:
+OPERATOR_UPDATE_URL, else the Service's name in the cluster domain, https
+unless the upgrade server serves plain HTTP. */}}
+{{- define "osop.updateURL" -}}
+{{- with include "osop.env" (list . "OPERATOR_UPDATE_URL") -}}
+{{- trimSuffix "/" . -}}
+{{- else -}}
+{{- $scheme := ternary "http" "https" (eq (include "osop.mode" .) "plain") -}}
+{{- $domain := default "cluster.local" (include "osop.env" (list . "CLUSTER_DOMAIN")) -}}
+{{- printf "%s://%s.%s.svc.%s:%v/webhook/v1/update" $scheme (include "osop.name" .) .Release.Namespace $domain .Values.service.upgradePort -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The TLS mode the settings select (cmd/operator/config.go, mode), for
+the RBAC autocert needs and the notes: files, custom, plain or autocert. */}}
+{{- define "osop.mode" -}}
+{{- $off := has (lower (include "osop.env" (list . "OPERATOR_AUTO_CERT_DISABLED"))) (list "on" "true" "yes" "1" "enable" "enabled") -}}
+{{- if include "osop.env" (list . "OPERATOR_TLS_CERT_FILE") -}}files
+{{- else if and $off (include "osop.env" (list . "OPERATOR_CUSTOM_TLS_SECRET_NAME")) -}}custom
+{{- else if $off -}}plain
+{{- else -}}autocert
+{{- end -}}
 {{- end -}}
 
 {{/* watchNamespaces, comma-joined ("" for every namespace). The

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/object-store-operator/operator/autocert"
+)
+
+// chartKubeVersion is the Kubernetes version the chart is rendered for:
+// the pinned control plane's (docs/development.md). bin/helm is built
+// without Helm's version ldflags, so without --kube-version it renders as
+// for Kubernetes 1.20 and the chart's kubeVersion refuses it.
+const chartKubeVersion = "v1.36.3"
+
+// helmChart runs helm (template or lint) on the chart with values and
+// returns its stdout, or its stderr as the error.
+func helmChart(t *testing.T, values string, args ...string) (string, error) {
+	t.Helper()
+	valuesFile := filepath.Join(t.TempDir(), "values.yaml")
+	require.NoError(t, os.WriteFile(valuesFile, []byte(values), 0o600))
+	home := t.TempDir()
+	chart := filepath.Join("..", "..", "helm", "object-store-operator")
+	full := append([]string{args[0]}, args[1:]...)
+	if args[0] == "template" {
+		full = append([]string{"template", "osop", chart, "-n", "ops"}, args[1:]...)
+	} else {
+		full = append(full, chart)
+	}
+	full = append(full, "-f", valuesFile, "--kube-version", chartKubeVersion)
+	cmd := exec.Command(helmBinary(t), full...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), errors.New(stderr.String() + string(out))
+	}
+	return string(out), nil
+}
+
+// renderObjects renders the chart with values and returns its objects by
+// kind.
+func renderObjects(t *testing.T, values string, args ...string) map[string][]map[string]any {
+	t.Helper()
+	out, err := helmChart(t, values, append([]string{"template"}, args...)...)
+	require.NoError(t, err)
+	objects := map[string][]map[string]any{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	for {
+		var raw map[string]any
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			return objects
+		}
+		require.NoError(t, err)
+		if kind, ok := raw["kind"].(string); ok {
+			objects[kind] = append(objects[kind], raw)
+		}
+	}
+}
+
+func renderedDeployment(t *testing.T, values string) appsv1.Deployment {
+	t.Helper()
+	deps := renderObjects(t, values)["Deployment"]
+	require.Len(t, deps, 1)
+	var d appsv1.Deployment
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(deps[0], &d))
+	return d
+}
+
+// A wrong type or a misspelt value is refused before anything is applied,
+// with a message that names the value.
+func TestChartValuesSchemaRejectsWrongTypesNamingTheValue(t *testing.T) {
+	tests := []struct {
+		name, values, want string
+	}{
+		{"replicas as words", `replicas: "two"`, "replicas"},
+		{"a misspelt value", `replica: 2`, "replica"},
+		{"a port out of range", "service:\n  upgradePort: 70000", "upgradePort"},
+		{"a flag as a string", "networkPolicy:\n  enabled: \"yes\"", "enabled"},
+		{"extraEnv without a name", "global:\n  operator:\n    extraEnv:\n      - value: x", "name"},
+		{"a strategy Kubernetes does not know", "strategy:\n  type: BlueGreen", "type"},
+		{"extraVolumes as a map", "extraVolumes:\n  certs: {}", "extraVolumes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := helmChart(t, tt.values, "template")
+			require.Error(t, err, "helm template accepted %q", tt.values)
+			assert.Contains(t, err.Error(), "values don't meet the specifications of the schema")
+			assert.Contains(t, err.Error(), tt.want)
+			_, err = helmChart(t, tt.values, "lint", "--strict")
+			require.Error(t, err, "helm lint --strict accepted %q", tt.values)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	out, err := helmChart(t, "", "lint", "--strict")
+	require.NoError(t, err, "the default values lint clean")
+	assert.Contains(t, out, "0 chart(s) failed")
+}
+
+// The operator picks its signer (OPERATOR_CSR_SIGNER_NAME, else EKS
+// detection from the nodes, else kubelet-serving); the chart grants
+// approval for whichever it may pick, without re-deciding.
+func TestChartGrantsApprovalForEverySignerTheOperatorMayPick(t *testing.T) {
+	approveSigners := func(values string) []string {
+		cluster, _ := renderRBAC(t, values)
+		var names []string
+		for _, r := range cluster {
+			for _, rule := range r.Rules {
+				if slices.Contains(rule.Resources, "signers") && slices.Contains(rule.Verbs, "approve") {
+					names = append(names, rule.ResourceNames...)
+				}
+			}
+		}
+		slices.Sort(names)
+		return names
+	}
+	assert.Equal(t, []string{autocert.EKSSigner, autocert.DefaultSigner}, approveSigners(""),
+		"the operator detects EKS at run time: both signers it may choose")
+	assert.Equal(t, []string{"example.com/signer"}, approveSigners(chartRenders["signer set"]),
+		"a signer set in extraEnv is the only one the operator uses")
+
+	_, err := helmChart(t, `global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_CSR_SIGNER_NAME
+        valueFrom: {configMapKeyRef: {name: signer, key: name}}
+`, "template")
+	require.Error(t, err, "a signer the chart cannot read gets no grant it could name")
+	assert.Contains(t, err.Error(), "OPERATOR_CSR_SIGNER_NAME")
+
+	_, tmpl, err := readChartFile("templates/_helpers.tpl")
+	require.NoError(t, err)
+	assert.NotContains(t, tmpl, `default "kubernetes.io/kubelet-serving"`, "the chart does not re-decide the signer")
+}
+
+func readChartFile(name string) (string, string, error) {
+	p := filepath.Join("..", "..", "helm", "object-store-operator", name)
+	b, err := os.ReadFile(p)
+	return p, string(b), err
+}
+
+// The kubelet kills the container terminationGracePeriodSeconds after it
+// starts stopping the pod, preStop included: the period must outlast the
+// preStop sleep plus OPERATOR_SHUTDOWN_GRACE, or downloads are cut
+// mid-drain (Kubernetes' default of 30 s equals the default grace).
+func TestChartTerminationGraceOutlastsPreStopAndShutdownGrace(t *testing.T) {
+	check := func(values string, grace int64) appsv1.Deployment {
+		t.Helper()
+		d := renderedDeployment(t, values)
+		spec := d.Spec.Template.Spec
+		require.NotNil(t, spec.TerminationGracePeriodSeconds)
+		lc := spec.Containers[0].Lifecycle
+		require.NotNil(t, lc, "a preStop hook")
+		require.NotNil(t, lc.PreStop)
+		require.NotNil(t, lc.PreStop.Sleep, "the image has no shell: the kubelet sleeps (PodLifecycleSleepAction)")
+		sleep := lc.PreStop.Sleep.Seconds
+		assert.Positive(t, sleep)
+		assert.Greater(t, *spec.TerminationGracePeriodSeconds, sleep+grace, "preStop %ds + shutdown grace %ds", sleep, grace)
+		return d
+	}
+	check("", 30)
+	check(`global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_SHUTDOWN_GRACE
+        value: 2m30s
+`, 150)
+	check(`global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_SHUTDOWN_GRACE
+        value: 1500ms
+`, 2)
+	d := check("terminationGracePeriodSeconds: 120", 30)
+	assert.EqualValues(t, 120, *d.Spec.Template.Spec.TerminationGracePeriodSeconds, "an explicit value that suffices is kept")
+
+	_, err := helmChart(t, `terminationGracePeriodSeconds: 30`, "template")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "terminationGracePeriodSeconds")
+	assert.Contains(t, err.Error(), "OPERATOR_SHUTDOWN_GRACE")
+	_, err = helmChart(t, `global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_SHUTDOWN_GRACE
+        value: soon
+`, "template")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `OPERATOR_SHUTDOWN_GRACE: "soon"`)
+}
+
+// Pods carry the recommended labels; the selector (immutable) stays the
+// two labels it always had, whatever podLabels says.
+func TestChartPodLabelsKeepTheSelector(t *testing.T) {
+	d := renderedDeployment(t, `podLabels:
+  team: storage
+  app.kubernetes.io/name: something-else
+`)
+	assert.Equal(t, map[string]string{"app.kubernetes.io/name": "object-store-operator", "app.kubernetes.io/instance": "osop"}, d.Spec.Selector.MatchLabels)
+	labels := d.Spec.Template.Labels
+	for _, k := range []string{"name", "instance", "version", "component", "managed-by", "part-of"} {
+		assert.NotEmpty(t, labels["app.kubernetes.io/"+k], k)
+	}
+	assert.Equal(t, "object-store-operator", labels["app.kubernetes.io/name"], "podLabels cannot break the selector")
+	assert.Equal(t, "storage", labels["team"])
+
+	d = renderedDeployment(t, `strategy:
+  type: RollingUpdate
+  rollingUpdate: {maxSurge: 0, maxUnavailable: 1}
+extraVolumes:
+  - name: serving-cert
+    secret: {secretName: operator-files-tls}
+extraVolumeMounts:
+  - name: serving-cert
+    mountPath: /tmp/k8s-webhook-server/serving-certs
+    readOnly: true
+`)
+	assert.Equal(t, appsv1.RollingUpdateDeploymentStrategyType, d.Spec.Strategy.Type)
+	assert.Equal(t, "1", d.Spec.Strategy.RollingUpdate.MaxUnavailable.String())
+	vols := d.Spec.Template.Spec.Volumes
+	assert.Equal(t, "operator-files-tls", vols[len(vols)-1].Secret.SecretName)
+	mounts := d.Spec.Template.Spec.Containers[0].VolumeMounts
+	assert.Equal(t, "/tmp/k8s-webhook-server/serving-certs", mounts[len(mounts)-1].MountPath)
+}
+
+func TestChartNetworkPolicyAndPodMonitorAreOptIn(t *testing.T) {
+	def := renderObjects(t, "")
+	assert.Empty(t, def["NetworkPolicy"])
+	assert.Empty(t, def["PodMonitor"])
+
+	objs := renderObjects(t, `watchNamespaces: [tenant-a, tenant-b]
+networkPolicy:
+  enabled: true
+podMonitor:
+  enabled: true
+`)
+	require.Len(t, objs["NetworkPolicy"], 1)
+	var np networkingv1.NetworkPolicy
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(objs["NetworkPolicy"][0], &np))
+	assert.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, np.Spec.PolicyTypes, "egress (apiserver, registries) is left alone")
+	require.Len(t, np.Spec.Ingress, 2)
+	upgrade, metrics := np.Spec.Ingress[0], np.Spec.Ingress[1]
+	assert.Equal(t, int32(4221), upgrade.Ports[0].Port.IntVal)
+	assert.Equal(t, []string{"tenant-a", "tenant-b"}, upgrade.From[0].NamespaceSelector.MatchExpressions[0].Values, "by default the watched namespaces")
+	assert.Equal(t, int32(8080), metrics.Ports[0].Port.IntVal)
+	assert.Equal(t, map[string]string{"kubernetes.io/metadata.name": "monitoring"}, metrics.From[0].NamespaceSelector.MatchLabels)
+	require.Len(t, objs["PodMonitor"], 1)
+
+	objs = renderObjects(t, `networkPolicy:
+  enabled: true
+  upgrade:
+    namespaceSelector: {matchLabels: {aistor.min.io/tenant: "true"}}
+  metrics:
+    namespaceSelector: {matchLabels: {team: observability}}
+    podSelector: {matchLabels: {app.kubernetes.io/name: prometheus}}
+`)
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(objs["NetworkPolicy"][0], &np))
+	assert.Equal(t, map[string]string{"aistor.min.io/tenant": "true"}, np.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels)
+	assert.Equal(t, map[string]string{"app.kubernetes.io/name": "prometheus"}, np.Spec.Ingress[1].From[0].PodSelector.MatchLabels,
+		"namespace and pod selector in one peer: both must match")
+
+	_, err := helmChart(t, "serviceMonitor:\n  enabled: true\npodMonitor:\n  enabled: true\n", "template")
+	require.Error(t, err, "both would scrape every pod twice")
+	assert.Contains(t, err.Error(), "podMonitor")
+}
