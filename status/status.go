@@ -9,7 +9,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,15 +61,15 @@ func (w *Writer) set(ctx context.Context, u *unstructured.Unstructured, want met
 		have.ObservedGeneration == want.ObservedGeneration && sameBinary {
 		return false, nil
 	}
-	if found && have.Status == want.Status {
-		want.LastTransitionTime = have.LastTransitionTime
-	} else {
-		now := clock.PassiveClock(clock.RealClock{})
-		if w.Clock != nil {
-			now = w.Clock
-		}
-		want.LastTransitionTime = metav1.NewTime(now.Now())
+	now := clock.PassiveClock(clock.RealClock{})
+	if w.Clock != nil {
+		now = w.Clock
 	}
+	var prev *metav1.Condition
+	if found {
+		prev = &have
+	}
+	want = Next(prev, want, now.Now())
 	st := &v1.ObjectStoreStatus{Conditions: []metav1.Condition{want}}
 	if withBinary {
 		st.Binary = binary
@@ -108,6 +110,21 @@ func ApplyAt(ctx context.Context, client dynamic.Interface, manager string, u *u
 		return fmt.Errorf("apply status of ObjectStore %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	return nil
+}
+
+// Next is want as it is written over have (nil: none yet): the
+// transition time kept while the status stays and now when it changes,
+// as meta.SetStatusCondition keeps it, and the message bounded. Every
+// controller's condition goes through it.
+func Next(have *metav1.Condition, want metav1.Condition, now time.Time) metav1.Condition {
+	want.Message = BoundMessage(want.Message)
+	want.LastTransitionTime = metav1.NewTime(now)
+	var list []metav1.Condition
+	if have != nil {
+		list = append(list, *have)
+	}
+	meta.SetStatusCondition(&list, want)
+	return list[0]
 }
 
 // MaxMessage is the CRD's bound on a condition's message.

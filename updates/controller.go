@@ -239,7 +239,7 @@ func (c *Controller) Run(ctx context.Context) error {
 					have := statusOf(mustStore(u))
 					want := have
 					want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionUnknown,
-						Reason: controller.ReasonInternalError, Message: message})
+						Reason: controller.ReasonInternalError, Message: message}, c.cfg.Clock.Now())
 					_ = c.status.write(ctx, u, &have, want)
 				}
 			}
@@ -455,7 +455,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 	have := statusOf(store)
 	want := have
 	want.release, want.update = oldest(o.nodes), a.update
-	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: a.status, Reason: a.reason, Message: msg})
+	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: a.status, Reason: a.reason, Message: msg}, o.now)
 	if err := c.status.writeAt(ctx, u, &have, want, u.GetResourceVersion()); err != nil {
 		c.calls.release(store.Namespace)
 		if apierrors.IsConflict(err) {
@@ -559,7 +559,7 @@ func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, st
 		want.release = release
 	}
 	want.update = update
-	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: msg})
+	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: msg}, c.cfg.Clock.Now())
 	before := have.cond
 	if err := c.status.write(ctx, u, &have, want); err != nil {
 		return err

@@ -2,6 +2,7 @@ package updates
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,15 +40,11 @@ func statusOf(store *v1.ObjectStore) status {
 
 func (s *status) condition() *metav1.Condition { return s.cond }
 
-// setCondition sets the condition, keeping the transition time while its
-// status stays.
-func (s *status) setCondition(c metav1.Condition) {
-	if s.cond != nil && s.cond.Status == c.Status {
-		c.LastTransitionTime = s.cond.LastTransitionTime
-	}
-	// MinIO's own words go into the message: bounded here, before any
-	// comparison with what the ObjectStore carries.
-	c.Message = objstatus.BoundMessage(c.Message)
+// setCondition sets the condition as of now (status.Next): MinIO's own
+// words in the message are bounded here, before any comparison with what
+// the ObjectStore carries.
+func (s *status) setCondition(c metav1.Condition, now time.Time) {
+	c = objstatus.Next(s.cond, c, now)
 	s.cond = &c
 }
 

@@ -185,10 +185,11 @@ func TestRollingAStoreWithoutStatefulSetsOrMinIOContainerFails(t *testing.T) {
 func TestConditionKeepsItsTransitionTimeWhileItsStatusStays(t *testing.T) {
 	then := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
 	s := status{cond: &metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionFalse, Reason: ReasonUpdatingInPlace, LastTransitionTime: then}}
-	s.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionFalse, Reason: ReasonRollingUpdate})
+	now := time.Now().Truncate(time.Second)
+	s.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionFalse, Reason: ReasonRollingUpdate}, now)
 	assert.Equal(t, then, s.cond.LastTransitionTime)
-	s.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionTrue, Reason: ReasonCurrent})
-	assert.True(t, s.cond.LastTransitionTime.IsZero(), "a new status gets a new time when written")
+	s.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionTrue, Reason: ReasonCurrent}, now)
+	assert.Equal(t, metav1.NewTime(now), s.cond.LastTransitionTime, "a new status is a transition, now")
 
 	a := status{release: "r", update: &v1.UpdateStatus{Release: "x", Calls: 1}}
 	b := status{release: "r", update: &v1.UpdateStatus{Release: "x", Calls: 1}}
@@ -200,7 +201,7 @@ func TestConditionKeepsItsTransitionTimeWhileItsStatusStays(t *testing.T) {
 func TestMinIOsWordsInTheConditionAreBounded(t *testing.T) {
 	var s status
 	s.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionFalse, Reason: ReasonRollingUpdate,
-		Message: "node 10.0.0.7:9000 refused: " + strings.Repeat("x", 100000)})
+		Message: "node 10.0.0.7:9000 refused: " + strings.Repeat("x", 100000)}, time.Now())
 	assert.LessOrEqual(t, len(s.cond.Message), objstatus.MaxMessage, "the CRD would refuse the whole status otherwise")
 }
 
