@@ -113,7 +113,9 @@ func TestBundleHoldsTheServingCAAndPodsMayMountIt(t *testing.T) {
 	require.NoError(t, cs.CertificatesV1beta1().ClusterTrustBundles().Delete(t.Context(), b.Name, metav1.DeleteOptions{}))
 	again := waitBundle(t, ns, testCluster.KubeletServingCA)
 	assert.NotEqual(t, b.UID, again.UID)
-	t.Cleanup(func() { _ = cs.CertificatesV1beta1().ClusterTrustBundles().Delete(t.Context(), b.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.CertificatesV1beta1().ClusterTrustBundles().Delete(t.Context(), b.Name, metav1.DeleteOptions{})
+	})
 
 	// The projected-volume form docs/trust.md gives is admitted, and kept
 	// (a disabled ClusterTrustBundleProjection gate would drop it).
