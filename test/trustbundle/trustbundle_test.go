@@ -1,6 +1,7 @@
 package trustbundle
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -114,7 +115,7 @@ func TestBundleHoldsTheServingCAAndPodsMayMountIt(t *testing.T) {
 	again := waitBundle(t, ns, testCluster.KubeletServingCA)
 	assert.NotEqual(t, b.UID, again.UID)
 	t.Cleanup(func() {
-		_ = cs.CertificatesV1beta1().ClusterTrustBundles().Delete(t.Context(), b.Name, metav1.DeleteOptions{})
+		_ = cs.CertificatesV1beta1().ClusterTrustBundles().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
 	})
 
 	// The projected-volume form docs/trust.md gives is admitted, and kept
@@ -173,7 +174,7 @@ func TestBundleFollowsARotatedCA(t *testing.T) {
 		"OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME=custom-tls"})
 	b := waitBundle(t, ns, first.PEM)
 	t.Cleanup(func() {
-		_ = adminClient(t).CertificatesV1beta1().ClusterTrustBundles().Delete(t.Context(), b.Name, metav1.DeleteOptions{})
+		_ = adminClient(t).CertificatesV1beta1().ClusterTrustBundles().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
 	})
 
 	second := testutil.NewCA(t, "second CA")
