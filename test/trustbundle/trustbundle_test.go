@@ -178,8 +178,10 @@ func TestBundleFollowsARotatedCA(t *testing.T) {
 	})
 
 	second := testutil.NewCA(t, "second CA")
+	start := time.Now()
 	customSecret(t, ns, second)
 	rotated := waitBundle(t, ns, second.PEM)
+	t.Logf("the bundle held the new CA %s after the Secret changed", time.Since(start).Round(time.Millisecond))
 	assert.Equal(t, b.UID, rotated.UID, "the bundle is updated in place")
 	assert.NotContains(t, rotated.Spec.TrustBundle, strings.TrimSpace(string(first.PEM)))
 	for _, f := range rotated.ManagedFields {
