@@ -53,11 +53,6 @@ const (
 	FieldManager = "object-store-operator-trustbundle"
 )
 
-// Versions are the API versions tried, preferred first: v1 (GA in
-// Kubernetes 1.37), then v1beta1 (1.33 to 1.36, behind the gate). The
-// object is the same in both; v1alpha1 (1.27 to 1.32) is not used.
-var Versions = []string{"v1", "v1beta1"}
-
 // Name is the bundle of the install in namespace: a bundle with a signer
 // name must be named after it (its "/" as ":"), then a suffix.
 func Name(namespace string) string {
@@ -230,7 +225,10 @@ func (p *Publisher) discover(ctx context.Context) (schema.GroupVersionResource, 
 }
 
 func (p *Publisher) lookup() (schema.GroupVersionResource, bool, error) {
-	for _, v := range Versions {
+	// Preferred first: v1 (GA in Kubernetes 1.37), then v1beta1 (1.33 to
+	// 1.36, behind the gate). The object is the same in both; v1alpha1
+	// (1.27 to 1.32) is not used.
+	for _, v := range []string{"v1", "v1beta1"} {
 		list, err := p.cfg.Kube.Discovery().ServerResourcesForGroupVersion(Group + "/" + v)
 		if apierrors.IsNotFound(err) {
 			continue
