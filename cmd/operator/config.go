@@ -93,6 +93,8 @@ type config struct {
 	updateCallsNS    int
 	maxDownloads     int
 	maxConns         int
+	trustBundle      bool
+	trustBundleOwner string
 	// watchNamespaces are the namespaces whose ObjectStores this install
 	// reconciles, sorted; empty means every namespace.
 	watchNamespaces []string
@@ -160,6 +162,8 @@ func (c *config) settings() []setting {
 		{"binsource-workers", "OPERATOR_BINSOURCE_WORKERS", "4", "ObjectStores whose image the binary source resolves at once (pulls run beside them, see OPERATOR_PULL_CONCURRENCY)", atLeast(&c.binaryWorkers, 1)},
 		{"update-workers", "OPERATOR_UPDATE_WORKERS", "4", "ObjectStores the in-place updater looks at at once (update calls run beside them)", atLeast(&c.updateWorkers, 1)},
 		{"update-calls-per-namespace", "OPERATOR_UPDATE_CALLS_PER_NAMESPACE", "1", "in-place update calls one namespace's ObjectStores may have running at once", atLeast(&c.updateCallsNS, 1)},
+		{"cluster-trust-bundle", "OPERATOR_CLUSTER_TRUST_BUNDLE", "on", "on: where the API serves ClusterTrustBundles, publish the CA pods must trust as aistor.min.io:object-store-operator:<namespace>; off: never", onOff(&c.trustBundle)},
+		{"cluster-trust-bundle-owner", "OPERATOR_CLUSTER_TRUST_BUNDLE_OWNER", "", "ClusterRole that owns the ClusterTrustBundle, so the garbage collector removes it with that role (the chart sets its own); empty: no owner, remove it by hand", text(&c.trustBundleOwner)},
 		{"allowed-update-endpoints", "OPERATOR_ALLOWED_UPDATE_ENDPOINTS", "", "comma-separated CIDRs and host globs (10.0.0.0/8,*.minio.example.com) the operator may reach a tenant's admin API at, beyond the Services of the ObjectStore's own namespace; addresses only by CIDR, and loopback, link-local and metadata addresses only when a CIDR names them", func(v string) (err error) {
 			c.allowedEndpoints, err = updates.ParseEndpointPolicy(v)
 			return err

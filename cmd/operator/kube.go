@@ -39,6 +39,7 @@ import (
 	"github.com/object-store-operator/operator/mountsecret"
 	objstatus "github.com/object-store-operator/operator/status"
 	"github.com/object-store-operator/operator/trust"
+	"github.com/object-store-operator/operator/trustbundle"
 	"github.com/object-store-operator/operator/updates"
 )
 
@@ -107,6 +108,8 @@ type leaderWork struct {
 	binaries *binsource.Controller
 	mount    *mountsecret.Controller
 	updates  *updates.Controller
+	// bundle is nil when there is no CA to publish or publishing is off.
+	bundle *trustbundle.Publisher
 }
 
 // startKubernetesParts starts on every replica the trust pool and the
@@ -197,6 +200,17 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 	var operatorCA mountsecret.CABundleSource
 	if cert != nil {
 		operatorCA = cert
+		if cfg.trustBundle {
+			// cert signals one reader; both consumers get their own view.
+			views := fanOutChanges(ctx, cert, 2)
+			operatorCA = views[0]
+			if w.bundle, err = trustbundle.New(trustbundle.Config{
+				Kube: k.client, Dynamic: k.dynamic, Namespace: cfg.namespace, Owner: cfg.trustBundleOwner,
+				Source: views[1], Changed: views[1].Changed(), Resync: cfg.resync, Log: log, Registerer: reg,
+			}); err != nil {
+				return err
+			}
+		}
 	}
 	// One reader of Secrets' data for every controller: each version is
 	// fetched once, whoever asks.
@@ -278,6 +292,9 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 			g.Go(func() error { return w.issuer.Run(ctx) })
 		}
 		g.Go(func() error { return w.updates.Run(ctx) })
+		if w.bundle != nil {
+			g.Go(func() error { return w.bundle.Run(ctx) })
+		}
 		var leading atomic.Bool
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "objectstore_operator_leader",
@@ -322,6 +339,9 @@ func (w *leaderWork) term(ctx context.Context) error {
 	g.Go(func() error { return w.mount.Lead(ctx) })
 	g.Go(func() error { return w.binaries.Lead(ctx) })
 	g.Go(func() error { return w.updates.Lead(ctx) })
+	if w.bundle != nil {
+		g.Go(func() error { return w.bundle.Lead(ctx) })
+	}
 	return g.Wait()
 }
 
@@ -336,4 +356,38 @@ func clusterCA(c *rest.Config) []byte {
 		}
 	}
 	return nil
+}
+
+// caView is the serving certificate with a change signal of its own.
+type caView struct {
+	*autocert.Current
+	changed chan struct{}
+}
+
+// Changed is signalled (buffered, never blocking) after each swap.
+func (v caView) Changed() <-chan struct{} { return v.changed }
+
+// fanOutChanges gives n consumers of cert's CA bundle each a view with
+// its own change signal: cert.Changed() has room for one reader only.
+func fanOutChanges(ctx context.Context, cert *autocert.Current, n int) []caView {
+	views := make([]caView, n)
+	for i := range views {
+		views[i] = caView{Current: cert, changed: make(chan struct{}, 1)}
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-cert.Changed():
+				for _, v := range views {
+					select {
+					case v.changed <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	return views
 }

@@ -49,6 +49,13 @@ var rbacUses = map[string]rbacUse{
 	"coordination.k8s.io/leases delete":                              {"internal/claim/claim.go", "leases.Delete(ctx, LeaseName", "a lapsed claim, or one whose namespaces changed, is made again"},
 	"aistor.min.io/namespaceclaims claim":                            {"internal/claim/claim.go", "ResourceAttributes: &authorizationv1.ResourceAttributes{Group: Group, Resource: Resource, Verb: Verb}", "the grant other installs check before a claim counts (nothing serves it)"},
 	"authorization.k8s.io/subjectaccessreviews create":               {"internal/claim/claim.go", "SubjectAccessReviews().Create(", "ask whether another claim's ServiceAccount holds the claim grant cluster-wide"},
+	// The ClusterTrustBundle (docs/trust.md)
+	"certificates.k8s.io/clustertrustbundles create": {"trustbundle/publisher.go", ".Apply(ctx, p.name", "server-side apply creates the bundle when it is missing"},
+	"certificates.k8s.io/clustertrustbundles patch":  {"trustbundle/publisher.go", ".Apply(ctx, p.name", "server-side apply of the bundle"},
+	"certificates.k8s.io/clustertrustbundles list":   {"trustbundle/publisher.go", "NewFilteredDynamicInformer(", "the informer on the one bundle lists it by name"},
+	"certificates.k8s.io/clustertrustbundles watch":  {"trustbundle/publisher.go", "NewFilteredDynamicInformer(", "the informer on the one bundle watches it by name"},
+	"certificates.k8s.io/signers attest":             {"trustbundle/publisher.go", `"signerName": SignerName`, "a bundle with a signer name needs attest on it (ClusterTrustBundleAttest)"},
+	"rbac.authorization.k8s.io/clusterroles get":     {"trustbundle/publisher.go", "ClusterRoles().Get(", "the owner's uid for the bundle's owner reference"},
 	// ObjectStores
 	"aistor.min.io/objectstores list":              {"cmd/operator/kube.go", "ForResource(apiv1.Resource)", "the ObjectStore informer lists"},
 	"aistor.min.io/objectstores watch":             {"cmd/operator/kube.go", "ForResource(apiv1.Resource)", "the ObjectStore informer watches"},

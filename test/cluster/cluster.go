@@ -44,6 +44,12 @@ type Options struct {
 	// CRDs are files or directories of CustomResourceDefinitions to
 	// install before kube-controller-manager starts.
 	CRDs []string
+	// ClusterTrustBundles serves certificates.k8s.io/v1beta1
+	// ClusterTrustBundles and admits the clusterTrustBundle projected
+	// volume: the ClusterTrustBundle and ClusterTrustBundleProjection
+	// feature gates and the runtime config Kubernetes 1.33 to 1.36 need
+	// (both are off by default there).
+	ClusterTrustBundles bool
 }
 
 // Cluster is a running control plane.
@@ -74,6 +80,9 @@ type Cluster struct {
 	processes []*process
 	log       io.Writer
 	stopPods  context.CancelFunc
+	// extraArgs are appended to a component's arguments, by name (what
+	// Options turn on).
+	extraArgs map[string][]string
 }
 
 // AuditedNamespace is the namespace whose ServiceAccounts' requests go to
@@ -106,7 +115,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}
 
-	c := &Cluster{log: opts.Log, Dir: opts.Dir}
+	c := &Cluster{log: opts.Log, Dir: opts.Dir, extraArgs: map[string][]string{}}
+	if opts.ClusterTrustBundles {
+		c.extraArgs["kube-apiserver"] = []string{
+			"--feature-gates=ClusterTrustBundle=true,ClusterTrustBundleProjection=true",
+			"--runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true",
+		}
+	}
 	if c.log == nil {
 		c.log = io.Discard
 	}
@@ -330,6 +345,7 @@ func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, namespace, name 
 }
 
 func (c *Cluster) run(name, binary string, args ...string) error {
+	args = append(args, c.extraArgs[name]...)
 	p, err := startProcess(name, binary, filepath.Join(c.Dir, name+".log"), args)
 	if err != nil {
 		return err
