@@ -121,7 +121,18 @@ type Fetcher struct {
 
 	pulls *prometheus.CounterVec
 	bytes prometheus.Counter
+	// took is how long pulls ran, by outcome: fetched, cached or failed
+	// (the failure's reason is on pulls; by reason, a histogram would
+	// multiply its buckets by every reason).
+	took *prometheus.HistogramVec
 }
+
+// Outcomes of a pull, as the duration histogram's label.
+const (
+	pullFetched = "fetched"
+	pullCached  = "cached"
+	pullFailed  = "failed"
+)
 
 // Result says what Ensure made available.
 type Result struct {
@@ -174,6 +185,18 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 			Name: "objectstore_operator_pull_bytes_total",
 			Help: "Bytes read from registries (compressed layer bytes) and mirrors.",
 		}),
+		took: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "objectstore_operator_pull_duration_seconds",
+			Help: "How long release resolutions ran, from their slot to their end (waiting for a slot is not counted), by outcome (fetched, cached, failed).",
+			// From a cached answer (milliseconds) to a large image over a
+			// slow link (the default pull deadline is 10 minutes).
+			Buckets: []float64{0.05, 0.25, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+		}, []string{"outcome"}),
+	}
+	// Every outcome is a series from the start: an alert or dashboard
+	// reading a rate sees 0, not nothing, before the first pull.
+	for _, o := range []string{pullFetched, pullCached, pullFailed} {
+		f.took.WithLabelValues(o)
 	}
 	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objectstore_operator_pulls_running",
@@ -183,8 +206,12 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		Name: "objectstore_operator_pulls_queued",
 		Help: "Pulls waiting for a slot (their namespace's or registry's share is taken, or every slot is).",
 	}, func() float64 { _, q := f.queue.stats(); return float64(q) })
+	maxBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "objectstore_operator_store_max_bytes",
+		Help: "Most distinct binary bytes the store may hold; a pull past it is StoreFull.",
+	}, func() float64 { return float64(cfg.StoreMaxBytes) })
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{f.pulls, f.bytes, running, queued} {
+		for _, c := range []prometheus.Collector{f.pulls, f.bytes, f.took, running, queued, maxBytes} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register binsource metrics: %w", err)
 			}
@@ -258,18 +285,20 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 			ctx = withPullTarget(withRegistryHost(ctx, canonical), target)
 		}
 		ctx = withNamespace(ctx, ns)
+		start := time.Now()
 		res, pulled, err := f.ensure(ctx, image, kc)
 		if err != nil && ctx.Err() == context.DeadlineExceeded {
 			err = &pullError{reason: errTimeout, public: fmt.Sprintf("pull of %s did not finish within %s: %s", image, f.cfg.PullTimeout, err), cause: err}
 		}
-		outcome := "cached"
+		outcome, took := pullCached, pullCached
 		switch {
 		case err != nil:
-			outcome = reasonOf(err)
+			outcome, took = reasonOf(err), pullFailed
 		case pulled:
-			outcome = "fetched"
+			outcome, took = pullFetched, pullFetched
 		}
 		f.pulls.WithLabelValues(outcome).Inc()
+		f.took.WithLabelValues(took).Observe(time.Since(start).Seconds())
 		return res, err
 	}
 	return f.queue.submit(ctx, ns, ns+"\x00"+image+"\x00"+kc.id, resolve, run, done)
