@@ -52,6 +52,34 @@ func (c *Checks) Ready() error {
 	return errors.Join(errs...)
 }
 
+// Collector exports objectstore_operator_ready{check} 1 or 0 for every
+// check, run when scraped: Prometheus scrapes a replica whether it is
+// ready or not, so an alert sees one that runs but is out of its
+// Service, and which check holds it back.
+func (c *Checks) Collector() prometheus.Collector {
+	return readyCollector{checks: c, desc: prometheus.NewDesc("objectstore_operator_ready",
+		"1 while the replica's readiness check passes, else 0 (/readyz fails while any is 0).", []string{"check"}, nil)}
+}
+
+type readyCollector struct {
+	checks *Checks
+	desc   *prometheus.Desc
+}
+
+func (r readyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc }
+
+func (r readyCollector) Collect(ch chan<- prometheus.Metric) {
+	r.checks.mu.RLock()
+	defer r.checks.mu.RUnlock()
+	for name, check := range r.checks.checks {
+		v := 0.0
+		if check() == nil {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.GaugeValue, v, name)
+	}
+}
+
 // Handler serves /healthz (the process is up), /readyz (every check
 // passes; the body says which do not) and /metrics.
 func Handler(checks *Checks, gatherer prometheus.Gatherer) http.Handler {

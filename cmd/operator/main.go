@@ -65,6 +65,7 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	// Before any queue exists: client-go reads the provider when a queue is made.
 	workqueue.SetProvider(controller.NewWorkqueueMetrics(reg))
 	checks := &health.Checks{}
+	reg.MustRegister(checks.Collector())
 
 	kube, err := newKube(cfg)
 	if err != nil {
@@ -117,6 +118,10 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		accessOut.Flush()
 	}()
 	accessLog := zerolog.New(accessOut).Level(cfg.logLevel).With().Timestamp().Logger()
+	if !cfg.accessLog {
+		// A disabled logger: the server skips building the line at all.
+		accessLog = zerolog.Nop()
+	}
 	srv := upgradeserver.New(upgradeserver.Config{
 		Address:        cfg.upgradeAddress,
 		Certificates:   source,
