@@ -125,6 +125,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.writes, m.rebuild)
 	}
+	// Every kind is a series from the start, so a dashboard's rate of
+	// restarts (statefulset_patch) reads 0 before the first one.
+	for _, kind := range []string{"secret_create", "secret_update", "statefulset_patch", "status_update"} {
+		m.writes.WithLabelValues(kind)
+	}
 	return m
 }
 
