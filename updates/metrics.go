@@ -35,6 +35,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	for _, o := range []string{outcomeInPlace, outcomeRolling, outcomeFailed} {
 		m.updates.WithLabelValues(o)
+		m.duration.WithLabelValues(o) // a dashboard's quantile reads the buckets from the start
 	}
 	return m
 }
