@@ -77,13 +77,16 @@ func TestShutdownGraceZeroClosesDownloadsAtOnce(t *testing.T) {
 const monitoringNS = "osop-monitoring"
 
 // pendingMetrics are metrics the chart's alerts or dashboard read that
-// other parts of the operator are yet to export: exempt from the existence
-// check until they are merged (then drop them from here).
+// are exempt from the existence check, with why.
 var pendingMetrics = map[string]string{
-	// upgradeserver's request-duration histogram.
-	"objectstore_operator_upgrade_request_duration_seconds_bucket": "upgradeserver",
-	// The fleet failure budget's halt gauge (updates).
-	"objectstore_operator_updates_halted": "updates",
+	// Pending: upgradeserver's request-duration histogram, added on
+	// another branch; drop this entry once it is merged.
+	"objectstore_operator_upgrade_request_duration_seconds_bucket": "upgradeserver (pending merge)",
+	// Pending: the fleet failure budget's halt gauge (updates), added on
+	// another branch. Once merged it still has a series only for a
+	// release in the halt record, so it stays exempt (its own tests
+	// cover it).
+	"objectstore_operator_updates_halted": "updates (pending merge; a series only once a release has failures)",
 }
 
 // renderMonitoring renders the chart with the PrometheusRule, the
