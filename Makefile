@@ -15,7 +15,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -o bin/operator ./cmd/operator
 
-## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, helm, the MinIO releases of hack/minio/releases and mc into bin/ (no-op when current)
+## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, helm, the MinIO releases of hack/minio/releases and mc into bin/, and promtool (Debian package prometheus) when missing (no-op when current)
 tools:
 	@hack/build-tools.sh
 
