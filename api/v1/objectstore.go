@@ -83,7 +83,9 @@ type ObjectStore struct {
 	Status            ObjectStoreStatus `json:"status,omitempty"`
 }
 
-// ObjectStoreSpec is the part of the spec this operator acts on.
+// ObjectStoreSpec is the part of the spec this operator acts on. The CRD
+// validates each of these fields (its description names them); other spec
+// fields are kept as written and ignored here.
 type ObjectStoreSpec struct {
 	// Image is the MinIO image the pods run; its binary is served to them.
 	Image string `json:"image,omitempty"`
