@@ -186,7 +186,8 @@ func TestMonitoringRulesAndDashboardReadWhatTheOperatorServes(t *testing.T) {
 	// Admitted as a cluster with the Prometheus Operator would.
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
-	kubectl(t, "apply", "--server-side", "-f", filepath.Join(root, "test", "e2e", "testdata", "prometheusrule-crd.yaml"))
+	// Client-side, as the chart tests apply theirs: either may come first.
+	kubectl(t, "apply", "-f", filepath.Join(root, "test", "e2e", "testdata", "prometheusrule-crd.yaml"))
 	kubectl(t, "wait", "--for=condition=Established", "crd/prometheusrules.monitoring.coreos.com", "--timeout=30s")
 	if _, err := adminClient(t).CoreV1().Namespaces().Get(t.Context(), monitoringNS, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		_, err = adminClient(t).CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: monitoringNS}}, metav1.CreateOptions{})
