@@ -206,12 +206,17 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		Name: "objectstore_operator_pulls_queued",
 		Help: "Pulls waiting for a slot (their namespace's or registry's share is taken, or every slot is).",
 	}, func() float64 { _, q := f.queue.stats(); return float64(q) })
-	maxBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "objectstore_operator_store_max_bytes",
-		Help: "Most distinct binary bytes the store may hold; a pull past it is StoreFull.",
-	}, func() float64 { return float64(cfg.StoreMaxBytes) })
+	collectors := []prometheus.Collector{f.pulls, f.bytes, f.took, running, queued}
+	if cfg.StoreMaxBytes > 0 {
+		// Only a bound is exported: a store without one has no series,
+		// so a size/limit ratio has nothing to divide by zero.
+		collectors = append(collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "objectstore_operator_store_max_bytes",
+			Help: "Most distinct binary bytes the store may hold; a pull past it is StoreFull.",
+		}, func() float64 { return float64(cfg.StoreMaxBytes) }))
+	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{f.pulls, f.bytes, f.took, running, queued, maxBytes} {
+		for _, c := range collectors {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register binsource metrics: %w", err)
 			}

@@ -36,6 +36,10 @@ objectstore_operator_store_max_bytes 3.221225472e+09
 	require.Error(t, err)
 	assert.Contains(t, gathered(t, reg), `objectstore_operator_pull_duration_seconds_count{outcome="failed"} 1`)
 	assert.NotContains(t, gathered(t, reg), "Not An Image")
+
+	unbounded := prometheus.NewRegistry()
+	testFetcher(t, binstore.Options{}, FetcherConfig{Registerer: unbounded})
+	assert.NotContains(t, gathered(t, unbounded), "objectstore_operator_store_max_bytes", "no bound, no series")
 }
 
 // gathered is reg's exposition, as /metrics serves it.
