@@ -18,6 +18,7 @@ build:
 ## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, helm, the MinIO releases of hack/minio/releases and mc into bin/, and promtool (Debian package prometheus) when missing (no-op when current)
 tools:
 	@hack/build-tools.sh
+	@hack/promtool.sh
 
 ## test: go vet, unit tests and end-to-end tests against the local control plane
 # The end-to-end packages always run (-count=1): they read the chart, the

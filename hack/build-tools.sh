@@ -2,8 +2,8 @@
 # Builds the pinned control plane (etcd, kube-apiserver,
 # kube-controller-manager), kubectl and helm from hack/tools/go.mod, and the
 # stamped releases of MinIO (hack/minio/releases) and mc from
-# hack/minio/go.mod, into bin/, and installs promtool from Debian when it
-# is missing. Each part does nothing when it is already there.
+# hack/minio/go.mod, into bin/. Each part does
+# nothing when bin/ was already built from the same pin.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -45,19 +45,6 @@ build_minio() {
 	echo "MinIO built in $(( $(date +%s) - start ))s"
 }
 build_minio
-
-# promtool checks and unit-tests the chart's PrometheusRule (test/e2e). It
-# is Debian's prometheus package (the server is installed too, never
-# started by the tests); the test fails without it.
-if ! command -v promtool >/dev/null 2>&1; then
-	if ! command -v apt-get >/dev/null 2>&1; then
-		echo "promtool is missing and apt-get is not available: install Prometheus' promtool (it must be on PATH)" >&2
-		exit 1
-	fi
-	echo "installing promtool (Debian package prometheus)"
-	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus
-fi
 
 pin="$(cat "${tools}/go.mod" "${tools}/go.sum" "${tools}/etcd/main.go" "$0" | sha256sum | cut -d' ' -f1)"
 if [[ -f "${stamp}" && "$(cat "${stamp}")" == "${pin}" ]]; then
