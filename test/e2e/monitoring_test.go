@@ -117,8 +117,15 @@ func renderMonitoring(t *testing.T) (rule *unstructured.Unstructured, dashboard 
 			assert.Equal(t, true, endpoints[0].(map[string]any)["honorLabels"], "per-ObjectStore series keep the tenant's namespace")
 		}
 	}
+	pods := helm(t, "template", "osop", chartDir(t), "-n", monitoringNS, "--set", "podMonitor.enabled=true")
+	assert.Contains(t, pods, "kind: PodMonitor")
+	assert.Contains(t, pods, "honorLabels: true", "the PodMonitor too keeps the tenant's namespace")
 	require.NotNil(t, rule, "prometheusRule.enabled renders a PrometheusRule")
 	require.NotNil(t, dashboard, "dashboard.enabled renders the dashboard ConfigMap")
+	// The schema types the monitoring values too.
+	out, err := runHelm(t, "template", "osop", chartDir(t), "--set", "prometheusRule.enabled=true", "--set-string", "prometheusRule.binaryUnavailableFor=soon")
+	require.Error(t, err, "a duration that Prometheus would refuse is refused at render")
+	assert.Contains(t, out, "/prometheusRule/binaryUnavailableFor")
 	def := helm(t, "template", "osop", chartDir(t), "-n", monitoringNS)
 	assert.NotContains(t, def, "kind: PrometheusRule", "opt-in")
 	assert.NotContains(t, def, "grafana_dashboard", "opt-in")
@@ -186,9 +193,7 @@ func TestMonitoringRulesAndDashboardReadWhatTheOperatorServes(t *testing.T) {
 	// Admitted as a cluster with the Prometheus Operator would.
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
-	// Client-side, as the chart tests apply theirs: either may come first.
-	kubectl(t, "apply", "-f", filepath.Join(root, "test", "e2e", "testdata", "prometheusrule-crd.yaml"))
-	kubectl(t, "wait", "--for=condition=Established", "crd/prometheusrules.monitoring.coreos.com", "--timeout=30s")
+	ensureMonitoringCRDs(t)
 	if _, err := adminClient(t).CoreV1().Namespaces().Get(t.Context(), monitoringNS, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		_, err = adminClient(t).CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: monitoringNS}}, metav1.CreateOptions{})
 		require.NoError(t, err)
