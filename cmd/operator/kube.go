@@ -319,7 +319,7 @@ func (w *leaderWork) term(ctx context.Context) error {
 	if w.issuer != nil {
 		g.Go(func() error { return w.issuer.Lead(ctx) })
 	}
-	g.Go(func() error { return w.mount.Lead(ctx) })
+	g.Go(func() error { w.mount.Lead(ctx); return nil })
 	g.Go(func() error { w.binaries.Lead(ctx); return nil })
 	g.Go(func() error { return w.updates.Lead(ctx) })
 	return g.Wait()
