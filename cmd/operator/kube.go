@@ -321,7 +321,7 @@ func (w *leaderWork) term(ctx context.Context) error {
 	}
 	g.Go(func() error { w.mount.Lead(ctx); return nil })
 	g.Go(func() error { w.binaries.Lead(ctx); return nil })
-	g.Go(func() error { return w.updates.Lead(ctx) })
+	g.Go(func() error { w.updates.Lead(ctx); return nil })
 	return g.Wait()
 }
 
