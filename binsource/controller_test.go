@@ -109,7 +109,7 @@ func condition(t *testing.T, f *controllerFixture) metav1.Condition {
 func TestSyncWithAMissingPullSecretReportsItAndPullsNothing(t *testing.T) {
 	f := newControllerFixture(t, objectStoreWithImage("registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", "regcred"))
 	f.lead(t)
-	err := f.c.loop.SyncKey(context.Background(), "t/s")
+	err := f.c.sync(context.Background(), "t/s")
 	require.Error(t, err, "retried with backoff: the Secret may be created any time")
 	assert.Equal(t, []string{"get secrets", "patch objectstores/status"}, f.actions())
 	c := condition(t, f)
@@ -126,7 +126,7 @@ func TestSyncWithAPullSecretOfTheWrongTypeSaysSo(t *testing.T) {
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
 	f := newControllerFixture(t, objectStoreWithImage("registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", "regcred"), wrong)
 	f.lead(t)
-	require.Error(t, f.c.loop.SyncKey(context.Background(), "t/s"))
+	require.Error(t, f.c.sync(context.Background(), "t/s"))
 	c := condition(t, f)
 	assert.Equal(t, "PullSecretUnusable", c.Reason)
 	assert.Contains(t, c.Message, "pull Secret t/regcred is neither of type kubernetes.io/dockerconfigjson")
@@ -134,7 +134,7 @@ func TestSyncWithAPullSecretOfTheWrongTypeSaysSo(t *testing.T) {
 
 func TestSyncWhileFollowingResolvesButWritesNothing(t *testing.T) {
 	f := newControllerFixture(t, objectStoreWithImage("registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", "regcred"))
-	require.Error(t, f.c.loop.SyncKey(context.Background(), "t/s"))
+	require.Error(t, f.c.sync(context.Background(), "t/s"))
 	assert.Equal(t, []string{"get secrets"}, f.actions(), "every replica resolves; only the leader writes the condition")
 	_, ok := f.c.Resolution("t/s", "registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z")
 	assert.True(t, ok, "what it found is kept for when it leads")
@@ -143,7 +143,7 @@ func TestSyncWhileFollowingResolvesButWritesNothing(t *testing.T) {
 func TestSyncOfAnObjectStoreWithoutImageDoesNothing(t *testing.T) {
 	f := newControllerFixture(t, objectStoreWithImage(""))
 	f.lead(t)
-	require.NoError(t, f.c.loop.SyncKey(context.Background(), "t/s"))
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
 	assert.Empty(t, f.actions())
 }
 
@@ -181,7 +181,7 @@ func TestReadyWaitsOnlyForReleasesTheLeaderServes(t *testing.T) {
 
 	// Its own attempt ends with a reason (here: no pull Secret): it has
 	// given up on that release with a reported reason, and is ready.
-	require.Error(t, f.c.loop.SyncKey(context.Background(), "t/served"))
+	require.Error(t, f.c.sync(context.Background(), "t/served"))
 	assert.NoError(t, f.c.Ready())
 }
 
@@ -212,16 +212,16 @@ func TestSyncsDoNotWaitForARegistryThatNeverAnswers(t *testing.T) {
 	f := newControllerFixture(t, objectStoreWithImage(image))
 	f.lead(t)
 	start := time.Now()
-	require.NoError(t, f.c.loop.SyncKey(t.Context(), "t/s"))
+	require.NoError(t, f.c.sync(t.Context(), "t/s"))
 	assert.Less(t, time.Since(start), 500*time.Millisecond, "the sync returned without waiting for the registry")
 	assert.True(t, f.c.pulling("t/s"))
 	assert.Empty(t, f.actions(), "nothing to report yet")
-	require.NoError(t, f.c.loop.SyncKey(t.Context(), "t/s"), "a second sync finds the pull in flight")
+	require.NoError(t, f.c.sync(t.Context(), "t/s"), "a second sync finds the pull in flight")
 
 	key, _ := f.c.queue.Get() // queued again when the pull ended (its 1 s deadline)
 	assert.Equal(t, "t/s", key)
 	f.c.queue.Done(key)
-	require.Error(t, f.c.loop.SyncKey(t.Context(), "t/s"))
+	require.Error(t, f.c.sync(t.Context(), "t/s"))
 	assert.Equal(t, "PullTimeout", condition(t, f).Reason)
 	assert.False(t, f.c.pulling("t/s"), "the result was taken")
 }

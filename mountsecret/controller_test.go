@@ -154,7 +154,7 @@ func TestSyncCreatesTheSecretRollsThePodsAndSaysSo(t *testing.T) {
 	f := newFixture(t, objectStore("s-tls"), []*corev1.Secret{tls}, []*appsv1.StatefulSet{tenantStatefulSet()})
 	f.lead()
 
-	require.NoError(t, f.c.loop.SyncKey(context.Background(), "t/s"))
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
 	assert.Equal(t, []string{
 		"get secrets",               // the referenced Secret's data, once
 		"create secrets",            // s-generated
@@ -169,20 +169,20 @@ func TestSyncCreatesTheSecretRollsThePodsAndSaysSo(t *testing.T) {
 
 	// Level-based: the same world again (a resync, a restart) is no news.
 	f.catchUp()
-	require.NoError(t, f.c.loop.SyncKey(context.Background(), "t/s"))
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
 	assert.Empty(t, f.actions(), "nothing changed: no read, no write")
 }
 
 func TestSyncWhileFollowingDoesNothing(t *testing.T) {
 	f := newFixture(t, objectStore("s-tls"), nil, nil)
-	require.NoError(t, f.c.loop.SyncKey(context.Background(), "t/s"))
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
 	assert.Empty(t, f.actions(), "only the leader reads and writes")
 }
 
 func TestSyncOfAMissingSecretWritesOnlyTheCondition(t *testing.T) {
 	f := newFixture(t, objectStore("absent"), nil, []*appsv1.StatefulSet{tenantStatefulSet()})
 	f.lead()
-	require.NoError(t, f.c.loop.SyncKey(context.Background(), "t/s"), "nothing to retry: the Secret's creation syncs again")
+	require.NoError(t, f.c.sync(context.Background(), "t/s"), "nothing to retry: the Secret's creation syncs again")
 	assert.Equal(t, []string{"patch objectstores/status"}, f.actions(),
 		"no GET for a Secret the informer does not know, no generated Secret, no roll")
 	u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
