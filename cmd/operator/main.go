@@ -96,17 +96,14 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		return err
 	}
 	if kube != nil {
-		if err := startKubernetesParts(ctx, g, cfg, kube, cert, store, log, reg, certMetrics, checks); err != nil {
+		if err := startKubernetesParts(ctx, g, parts{cfg: cfg, k: kube, cert: cert, store: store, log: log, reg: reg,
+			certMetrics: certMetrics, checks: checks}); err != nil {
 			return err
 		}
 	} else {
 		log.Info().Msg("no Kubernetes configuration (KUBECONFIG or in-cluster): trust pool and mount-secret controller not started")
 	}
 
-	var source upgradeserver.CertificateSource
-	if cert != nil {
-		source = cert
-	}
 	// Access lines are batched (one write per 100 ms, not per request) and
 	// flushed once everything, graceful shutdown included, has ended.
 	accessOut := logging.NewBufferedWriter(os.Stderr, 100*time.Millisecond)
@@ -119,7 +116,7 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	accessLog := zerolog.New(accessOut).Level(cfg.logLevel).With().Timestamp().Logger()
 	srv := upgradeserver.New(upgradeserver.Config{
 		Address:        cfg.upgradeAddress,
-		Certificates:   source,
+		Certificates:   certificateAs[upgradeserver.CertificateSource](cert),
 		Store:          store,
 		Metrics:        upgradeserver.NewMetrics(reg),
 		Log:            log,
