@@ -124,6 +124,8 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		ShutdownGrace:  cfg.shutdownGrace,
 		MaxDownloads:   cfg.maxDownloads,
 		MaxConnections: cfg.maxConns,
+		StallTimeout:   downloadStallTimeout,
+		WriteTimeout:   responseWriteTimeout,
 	})
 	g.Go(func() error { return store.Run(ctx) })
 	g.Go(func() error { return srv.Run(ctx) })
@@ -132,6 +134,14 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	})
 	return g.Wait()
 }
+
+// The upgrade server's bounds on a client that stops reading: a download
+// that made no progress for downloadStallTimeout, any other response not
+// written within responseWriteTimeout, is dropped.
+const (
+	downloadStallTimeout = 60 * time.Second
+	responseWriteTimeout = 30 * time.Second
+)
 
 // certificateSource wires the serving certificate for the configured mode
 // and starts what keeps it current. A nil Current means plain HTTP.
