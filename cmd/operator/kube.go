@@ -214,9 +214,13 @@ func (p parts) fetcher(pool *trust.Pool) (*binsource.Fetcher, error) {
 		MaxPullBytes: cfg.pullMaxBytes, PullTimeout: cfg.pullTimeout, InsecureRegistries: cfg.insecureRegs,
 		MirrorURL: cfg.mirrorURL, Concurrency: cfg.pullConcurrency, PerNamespace: cfg.pullPerNS,
 		StoreMaxBytes: cfg.storeMaxBytes, NamespaceMaxBytes: cfg.storeNSMaxBytes,
-		Resolver: net.DefaultResolver, Registerer: p.reg, Log: p.log,
+		Resolver: net.DefaultResolver, ResolveTimeout: registryResolveTimeout, Registerer: p.reg, Log: p.log,
 	})
 }
+
+// registryResolveTimeout bounds looking up a registry's addresses (which
+// pull slots it counts against); past it the name counts as itself.
+const registryResolveTimeout = 2 * time.Second
 
 // informerSet is one informer of each kind for the life of the process,
 // over the watched namespaces (every namespace when none is set). What
