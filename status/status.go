@@ -111,7 +111,9 @@ func ApplyAt(ctx context.Context, client dynamic.Interface, manager string, u *u
 	return nil
 }
 
-// MaxMessage is the CRD's bound on a condition's message.
+// MaxMessage is the CRD's bound on a condition's message
+// (status.conditions[].message maxLength, the one place it is declared:
+// TestMaxMessageIsTheCRDs holds this to it).
 const MaxMessage = 32768
 
 // BoundMessage cuts a message to what the CRD admits, on a character
