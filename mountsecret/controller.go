@@ -169,7 +169,10 @@ func New(cfg Config) (*Controller, error) {
 	var err error
 	c.loop, err = controller.NewLoop(controller.Options{
 		Name: "mountsecret", ObjectStores: cfg.ObjectStores, Workers: cfg.Workers,
-		Synced: []cache.InformerSynced{cfg.Secrets.HasSynced, cfg.StatefulSets.Informer().HasSynced},
+		// client-go's: per key from 5 ms doubling to 1000 s, 10 per second
+		// overall.
+		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
+		Synced:      []cache.InformerSynced{cfg.Secrets.HasSynced, cfg.StatefulSets.Informer().HasSynced},
 		// Every update, status writes included: a CertificatesReady
 		// edited or dropped by another writer is put back (a sync writes
 		// only a difference).

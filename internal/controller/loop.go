@@ -62,9 +62,8 @@ type Options struct {
 	Synced []cache.InformerSynced
 	// Workers is how many keys are reconciled at once (0 counts as 1).
 	Workers int
-	// RateLimiter spaces out the retries of a failing key; nil: client-go's
-	// controller default (per item from 5 ms doubling to 1000 s, overall
-	// 10 per second).
+	// RateLimiter spaces out the retries of a failing key (required: how
+	// fast to retry is each controller's choice).
 	RateLimiter workqueue.TypedRateLimiter[string]
 	// Changed tells whether an update event of an ObjectStore queues it;
 	// nil: SpecChangedOrResync (status writes, ours included, do not).
@@ -120,12 +119,8 @@ type Loop struct {
 // referenced Secret changed, a StatefulSet changed) that queue keys with
 // Enqueue, EnqueueReferrers over Queue, or Queue().Add.
 func NewLoop(opts Options, r Reconciler) (*Loop, error) {
-	if opts.ObjectStores == nil || r == nil {
-		return nil, fmt.Errorf("%s: a Loop needs an ObjectStore informer and a Reconciler", opts.Name)
-	}
-	limiter := opts.RateLimiter
-	if limiter == nil {
-		limiter = workqueue.DefaultTypedControllerRateLimiter[string]()
+	if opts.ObjectStores == nil || opts.RateLimiter == nil || r == nil {
+		return nil, fmt.Errorf("%s: a Loop needs an ObjectStore informer, a rate limiter and a Reconciler", opts.Name)
 	}
 	changed := opts.Changed
 	if changed == nil {
@@ -137,7 +132,7 @@ func NewLoop(opts Options, r Reconciler) (*Loop, error) {
 		log:    opts.Log.With().Str("component", opts.Name).Logger(),
 		stores: opts.ObjectStores.GetIndexer(),
 		synced: append([]cache.InformerSynced{opts.ObjectStores.HasSynced}, opts.Synced...),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.Name}),
 	}
 	l.onError = HandlePanics(PanicCounter(opts.Registerer, opts.Name), l.log, l.reportPanic, opts.OnError)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	optestutil "github.com/object-store-operator/operator/internal/testutil"
@@ -82,6 +83,7 @@ func newLoop(t *testing.T, opts Options, r Reconciler, stores ...*unstructured.U
 	t.Helper()
 	opts.ObjectStores = optestutil.SyncedInformer()
 	opts.Log = zerolog.Nop()
+	opts.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[string]()
 	if opts.Name == "" {
 		opts.Name = "test"
 	}
@@ -210,10 +212,14 @@ func TestAPanickingReconcileIsReportedOnItsObjectWhileLeadingAndTheOthersCarryOn
 	assert.Positive(t, l.Queue().NumRequeues("a/hostile"), "retried with backoff")
 }
 
-func TestANewLoopNeedsItsInformerAndReconciler(t *testing.T) {
-	_, err := NewLoop(Options{Name: "x"}, &recorder{})
+func TestANewLoopNeedsItsInformerRateLimiterAndReconciler(t *testing.T) {
+	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	limiter := workqueue.DefaultTypedControllerRateLimiter[string]()
+	_, err := NewLoop(Options{Name: "x", RateLimiter: limiter}, &recorder{})
+	assert.Error(t, err)
+	_, err = NewLoop(Options{Name: "x", ObjectStores: informer}, &recorder{})
 	assert.Error(t, err)
 	var nilReconciler Reconciler
-	_, err = NewLoop(Options{Name: "x", ObjectStores: cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})}, nilReconciler)
+	_, err = NewLoop(Options{Name: "x", ObjectStores: informer, RateLimiter: limiter}, nilReconciler)
 	assert.Error(t, err)
 }
