@@ -158,12 +158,11 @@ func (i *Issuer) Run(ctx context.Context) error {
 // Lead issues and renews until ctx (the leadership term) ends. It first
 // deletes the CSRs an earlier term or process of this installation left
 // behind (killed mid-attempt): none of them will be used.
-func (i *Issuer) Lead(ctx context.Context) error {
+func (i *Issuer) Lead(ctx context.Context) {
 	i.term.Lead(ctx, func() {
 		i.deleteLeftoverCSRs(ctx)
 		i.queue.Add(i.cfg.SecretName)
 	})
-	return nil
 }
 
 // sync makes sure the Secret holds a valid certificate of ours that is not

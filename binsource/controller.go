@@ -85,16 +85,15 @@ type ControllerConfig struct {
 }
 
 // Controller makes every ObjectStore's release available in this
-// process's store. Every replica runs one, so every replica serves the
-// same verified set; only the leader (see Lead) writes conditions and
-// Events.
+// process's store. Its Loop reconciles on every replica, the leader's or
+// not, so every replica serves the same verified set; only the leader
+// (see Lead) writes conditions and Events.
 type Controller struct {
 	cfg    ControllerConfig
 	log    zerolog.Logger
+	loop   *controller.Loop
 	stores cache.Indexer
-	synced cache.InformerSynced
 	queue  workqueue.TypedRateLimitingInterface[string]
-	term   controller.Term
 	status *status.Writer
 
 	mu       sync.Mutex
@@ -146,47 +145,43 @@ type outcome struct {
 
 // NewController wires event handlers; call Run to work.
 func NewController(cfg ControllerConfig) (*Controller, error) {
-	if cfg.Workers <= 0 {
-		cfg.Workers = 4
-	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
 	c := &Controller{
 		cfg:          cfg,
 		log:          cfg.Log.With().Str("component", "binsource").Logger(),
-		stores:       cfg.ObjectStores.GetIndexer(),
-		synced:       cfg.ObjectStores.HasSynced,
 		outcomes:     map[string]outcome{},
 		pulls:        map[string]*awaited{},
 		unreferenced: map[string]time.Time{},
 		status:       &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons},
 	}
-	if ps := cfg.PlatformsSynced; ps != nil {
-		c.synced = func() bool { return cfg.ObjectStores.HasSynced() && ps() }
+	var synced []cache.InformerSynced
+	if cfg.PlatformsSynced != nil {
+		synced = append(synced, cfg.PlatformsSynced)
 	}
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+	var err error
+	// Status writes do not change what to fetch: the Loop's default
+	// filter (spec changes and resyncs) is this controller's.
+	c.loop, err = controller.NewLoop(controller.Options{
+		Name: "binsource", ObjectStores: cfg.ObjectStores, Synced: synced, Workers: cfg.Workers,
 		// Registries come and go outside the cluster: retry from 5 s,
 		// doubling to 5 min. A sync that submits a pull and returns keeps
 		// its key's backoff: the failure it may end in is the next step.
-		keepWhilePulling{workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute), c.pulling},
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "binsource"})
-	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueue,
-		UpdateFunc: func(old, obj any) {
-			// Status writes do not change what to fetch.
-			if controller.SpecChangedOrResync(old, obj) {
-				c.enqueue(obj)
-			}
-		},
-		DeleteFunc: c.enqueue,
-	}); err != nil {
-		return nil, fmt.Errorf("binsource ObjectStore handler: %w", err)
+		RateLimiter: keepWhilePulling{workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute), c.pulling},
+		// Every replica fills its own store; only the leader reports.
+		WhileFollowing: true,
+		// Failures are reported on the ObjectStore by Reconcile itself; a
+		// panic here.
+		ReportPanic: controller.InternalErrorCondition(c.status, v1.ConditionBinaryAvailable),
+		Registerer:  cfg.Registerer, Log: cfg.Log,
+	}, c)
+	if err != nil {
+		return nil, err
 	}
+	c.stores, c.queue = c.loop.Stores(), c.loop.Queue()
 	return c, nil
 }
-
-func (c *Controller) enqueue(obj any) { controller.EnqueueObject(c.queue, obj) }
 
 // PlacementChanged queues the ObjectStore key: the platforms its pods run
 // on may have changed (a pod bound, a Node relabelled), and with them the
@@ -196,35 +191,15 @@ func (c *Controller) PlacementChanged(key string) { c.queue.Add(key) }
 
 // Run works until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-		return errors.New("binsource: informers did not sync")
-	}
 	c.cfg.Fetcher.cfg.Store.RemoveStaleTemporaries()
-	// Failures are reported on the ObjectStore by sync itself; a panic
-	// here.
-	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, controller.HandlePanics(
-		controller.PanicCounter(c.cfg.Registerer, "binsource"), c.log,
-		controller.ReportInternalError(&c.term, c.stores, c.status, v1.ConditionBinaryAvailable), nil))
-	return nil
+	return c.loop.Run(ctx)
 }
 
 // Lead makes this controller write conditions and Events until ctx ends
-// (the leadership term). It first reports what was found while following,
-// so a new leader needs no second pull to bring the status up to date.
-func (c *Controller) Lead(ctx context.Context) error {
-	c.term.Lead(ctx, func() {
-		c.mu.Lock()
-		keys := make([]string, 0, len(c.outcomes))
-		for k := range c.outcomes {
-			keys = append(keys, k)
-		}
-		c.mu.Unlock()
-		for _, key := range keys {
-			c.queue.Add(key)
-		}
-	})
-	return nil
-}
+// (the leadership term). Every key is looked at again: what was found
+// while following is reported from the outcome kept, so a new leader
+// needs no second pull to bring the status up to date.
+func (c *Controller) Lead(ctx context.Context) { c.loop.Lead(ctx) }
 
 // Ready reports whether this replica's store is complete: it serves every
 // release the leader reported available for an ObjectStore's current spec,
@@ -236,7 +211,7 @@ func (c *Controller) Lead(ctx context.Context) error {
 // holding it would let one tenant's image take the upgrade port away from
 // every tenant until the pull deadline.
 func (c *Controller) Ready() error {
-	if !c.synced() {
+	if !c.loop.HasSynced() {
 		return errors.New("ObjectStores not listed yet")
 	}
 	c.mu.Lock()
@@ -267,29 +242,38 @@ func leaderServes(u *unstructured.Unstructured) bool {
 	return ok && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == u.GetGeneration()
 }
 
-// sync makes the ObjectStore's release available and reports it in the
-// BinaryAvailable condition. Failures are retried with backoff: a
-// registry, a pull Secret or a CA Secret may be fixed at any time.
-func (c *Controller) sync(ctx context.Context, key string) error {
-	obj, exists, err := c.stores.GetByKey(key)
-	if err != nil {
-		return fmt.Errorf("get ObjectStore %s: %w", key, err)
+// Forget drops what was kept for a deleted ObjectStore, and the binaries
+// only it wanted.
+func (c *Controller) Forget(key string) {
+	if c.forget(key) {
+		c.housekeep()
 	}
-	if !exists {
-		if c.forget(key) {
-			c.housekeep()
-		}
+}
+
+// Invalid reports an ObjectStore whose object does not convert.
+func (c *Controller) Invalid(ctx context.Context, u *unstructured.Unstructured, err error) error {
+	image := imageOf(u)
+	if image == "" {
+		c.forget(u.GetNamespace() + "/" + u.GetName())
 		return nil
 	}
-	u := obj.(*unstructured.Unstructured)
-	image := imageOf(u)
+	return c.fail(ctx, u, image, err)
+}
+
+// Reconcile makes the ObjectStore's release available and reports it in
+// the BinaryAvailable condition. Failures are retried with backoff: a
+// registry, a pull Secret or a CA Secret may be fixed at any time. It runs
+// on every replica, with the Loop's context: a pull outlives a term.
+func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) (controller.Result, error) {
+	return controller.Result{}, c.reconcile(ctx, store, u)
+}
+
+func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) error {
+	key := store.Namespace + "/" + store.Name
+	image := store.Spec.Image
 	if image == "" {
 		c.forget(key)
 		return nil
-	}
-	store, err := v1.FromUnstructured(u)
-	if err != nil {
-		return c.fail(ctx, u, image, err)
 	}
 	var secrets []*corev1.Secret
 	for _, ref := range store.Spec.ImagePullSecrets {
@@ -564,7 +548,7 @@ func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, ima
 
 // report writes the recorded condition while this replica leads.
 func (c *Controller) report(u *unstructured.Unstructured) error {
-	ctx := c.term.Context()
+	ctx := c.loop.Term().Context()
 	if ctx == nil {
 		return nil
 	}

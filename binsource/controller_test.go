@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
@@ -46,7 +45,7 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 	f.dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, store)
 	f.dynamic.PrependReactor("patch", "objectstores", testutil.ApplyStatusConditions(f.dynamic, v1.Resource))
-	stores := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	stores := testutil.SyncedInformer()
 	f.c, err = NewController(ControllerConfig{
 		Kube: f.kube, Dynamic: f.dynamic, ObjectStores: stores, Fetcher: fetcher, Recorder: record.NewFakeRecorder(10),
 		Reasons: reasontest.Spelled(t, Reasons()), Log: zerolog.Nop(),
@@ -59,8 +58,16 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 func (f *controllerFixture) lead(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go func() { _ = f.c.Lead(ctx) }()
-	require.Eventually(t, func() bool { return f.c.term.Context() != nil }, time.Second, time.Millisecond)
+	go f.c.Lead(ctx)
+	// The term queues every key; these tests sync by hand, so the queue
+	// is emptied for what the syncs queue.
+	require.Eventually(t, func() bool {
+		return f.c.loop.Term().Context() != nil && f.c.queue.Len() == len(f.c.stores.ListKeys())
+	}, time.Second, time.Millisecond)
+	for f.c.queue.Len() > 0 {
+		key, _ := f.c.queue.Get()
+		f.c.queue.Done(key)
+	}
 }
 
 func (f *controllerFixture) actions() []string {
@@ -167,7 +174,6 @@ func TestReadyWaitsOnlyForReleasesTheLeaderServes(t *testing.T) {
 	} {
 		require.NoError(t, f.c.stores.Add(u))
 	}
-	f.c.synced = func() bool { return true }
 
 	err := f.c.Ready()
 	require.Error(t, err, "this replica lacks a release the leader serves")

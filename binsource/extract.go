@@ -11,6 +11,7 @@ import (
 	"errors"
 	"hash"
 	"io"
+	"math"
 	"path"
 	"strconv"
 	"strings"
@@ -40,7 +41,11 @@ func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel
 	if err != nil {
 		return nil, false, classify("list layers", err)
 	}
-	budget := &pullBudget{compressed: f.cfg.MaxPullBytes, uncompressed: f.cfg.MaxPullBytes}
+	limit := f.cfg.MaxPullBytes
+	if limit <= 0 {
+		limit = math.MaxInt64 // no bound
+	}
+	budget := &pullBudget{compressed: limit, uncompressed: limit}
 	for i := len(layers) - 1; i >= 0; i-- {
 		found, err := f.readLayer(layers[i], p, rel, budget)
 		if err != nil {

@@ -66,10 +66,11 @@ type FetcherConfig struct {
 	// MaxSize bounds one binary, protecting the disk.
 	MaxSize int64
 	// MaxPullBytes bounds what one pull reads from a registry, compressed
-	// and uncompressed alike (gzip bombs, endless layers). Default 4 GiB.
+	// and uncompressed alike (gzip bombs, endless layers); 0 bounds
+	// nothing.
 	MaxPullBytes int64
-	// PullTimeout ends a pull (registry or mirror) that takes longer.
-	// Default 10 minutes.
+	// PullTimeout ends a pull (registry or mirror) that takes longer; 0:
+	// no deadline.
 	PullTimeout time.Duration
 	// InsecureRegistries are registry hosts (host[:port]) reached over
 	// plain HTTP; every other registry is reached over HTTPS only.
@@ -82,14 +83,14 @@ type FetcherConfig struct {
 	MirrorURL string
 	// Concurrency is how many pulls run at once; one registry server gets
 	// at most half of them, so a registry that hangs cannot hold them all.
-	// Default 2.
+	// 0 counts as 1, the least that lets a pull run.
 	Concurrency int
 	// PerNamespace is how many pulls one namespace runs at once; free
-	// slots go to the namespaces in turn. Default 1.
+	// slots go to the namespaces in turn. 0 counts as 1.
 	PerNamespace int
 	// Resolver finds the addresses behind a registry's name, so two names
-	// of one server share its slots; ResolveTimeout bounds one lookup
-	// (default 2s), after which the name counts as itself. Nil: every
+	// of one server share its slots; ResolveTimeout bounds one lookup (0:
+	// no bound), after which the name counts as itself. Nil: every
 	// name counts as itself.
 	Resolver       Resolver
 	ResolveTimeout time.Duration
@@ -151,21 +152,6 @@ type Result struct {
 
 // NewFetcher returns a Fetcher.
 func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 2
-	}
-	if cfg.PerNamespace <= 0 {
-		cfg.PerNamespace = 1
-	}
-	if cfg.ResolveTimeout <= 0 {
-		cfg.ResolveTimeout = 2 * time.Second
-	}
-	if cfg.MaxPullBytes <= 0 {
-		cfg.MaxPullBytes = 4 << 30
-	}
-	if cfg.PullTimeout <= 0 {
-		cfg.PullTimeout = 10 * time.Minute
-	}
 	if cfg.Transport == nil {
 		cfg.Transport = http.DefaultTransport
 	}
@@ -284,7 +270,7 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		return []string{target.addr}
 	}
 	run := func(ctx context.Context) (*Result, error) {
-		ctx, cancel := context.WithTimeout(ctx, f.cfg.PullTimeout)
+		ctx, cancel := withBound(ctx, f.cfg.PullTimeout)
 		defer cancel()
 		if canonical != "" {
 			ctx = withPullTarget(withRegistryHost(ctx, canonical), target)

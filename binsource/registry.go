@@ -57,7 +57,7 @@ func registryKey(ctx context.Context, r Resolver, timeout time.Duration, canonic
 	if err != nil || net.ParseIP(name) != nil || r == nil {
 		return canonical
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := withBound(ctx, timeout)
 	defer cancel()
 	addrs, err := r.LookupHost(ctx, name)
 	if err != nil {
@@ -230,4 +230,12 @@ func originalRequest(req *http.Request) *http.Request {
 		req = req.Response.Request
 	}
 	return req
+}
+
+// withBound is ctx with a deadline d from now; d <= 0 is no bound.
+func withBound(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
 }

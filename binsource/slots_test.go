@@ -282,7 +282,7 @@ func TestAPullCountsOnlyAgainstTheAddressItDials(t *testing.T) {
 			transport := insecure.Clone()
 			transport.DialContext = RegistryDialer(&net.Dialer{})
 			f := testFetcher(t, binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}}, FetcherConfig{
-				Transport: transport, Platforms: []Platform{{"linux", "amd64"}}, PullTimeout: time.Minute,
+				Transport: transport, Platforms: []Platform{{"linux", "amd64"}}, PullTimeout: time.Minute, Concurrency: 2,
 				Resolver: fakeResolver{"evil.example": {tt.hanging, tt.shared}, "shared.mirror": {tt.shared}},
 			})
 			anonymous := &keychain{Keychain: authn.NewMultiKeychain()}

@@ -137,11 +137,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 type Controller struct {
 	cfg     Config
 	log     zerolog.Logger
-	term    controller.Term
+	loop    *controller.Loop
 	secrets *secretcache.Reader
 	sets    appslisters.StatefulSetLister
 	stores  cache.Indexer
-	synced  []cache.InformerSynced
 	queue   workqueue.TypedRateLimitingInterface[string]
 	writes  *prometheus.CounterVec
 	rebuild prometheus.Counter
@@ -163,9 +162,6 @@ const FieldManager = "object-store-operator-mountsecret"
 
 // New wires the controller's event handlers; call Run to work.
 func New(cfg Config) (*Controller, error) {
-	if cfg.Workers <= 0 {
-		cfg.Workers = 8
-	}
 	if cfg.Reader == nil {
 		cfg.Reader = NewSecretReader(cfg.Secrets.GetIndexer(), cfg.Kube)
 	}
@@ -173,14 +169,11 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{
-		cfg:     cfg,
-		log:     cfg.Log.With().Str("component", "mountsecret").Logger(),
-		secrets: cfg.Reader,
-		sets:    cfg.StatefulSets.Lister(),
-		stores:  cfg.ObjectStores.GetIndexer(),
-		synced:  []cache.InformerSynced{cfg.Secrets.HasSynced, cfg.StatefulSets.Informer().HasSynced, cfg.ObjectStores.HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "mountsecret"}),
+		cfg:      cfg,
+		log:      cfg.Log.With().Str("component", "mountsecret").Logger(),
+		secrets:  cfg.Reader,
+		sets:     cfg.StatefulSets.Lister(),
+		stores:   cfg.ObjectStores.GetIndexer(),
 		writes:   cfg.Metrics.writes,
 		rebuild:  cfg.Metrics.rebuild,
 		caLoaded: make(chan struct{}),
@@ -189,30 +182,52 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	c.restarts = newRestarts(cfg.MaxConcurrentRestarts, cfg.RestartTimeout, cfg.Clock, c.queue.Add)
 	if cfg.OperatorCA == nil {
 		close(c.caLoaded)
 	}
 	if err := cfg.ObjectStores.AddIndexers(cache.Indexers{secretRefIndex: v1.SecretIndex((*v1.ObjectStore).ReferencedSecrets)}); err != nil {
 		return nil, fmt.Errorf("index ObjectStores by Secret: %w", err)
 	}
+	var err error
+	c.loop, err = controller.NewLoop(controller.Options{
+		Name: "mountsecret", ObjectStores: cfg.ObjectStores, Workers: cfg.Workers,
+		// client-go's: per key from 5 ms doubling to 1000 s, 10 per second
+		// overall.
+		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
+		Synced:      []cache.InformerSynced{cfg.Secrets.HasSynced, cfg.StatefulSets.Informer().HasSynced},
+		// Every update, status writes included: a CertificatesReady
+		// edited or dropped by another writer is put back (a sync writes
+		// only a difference).
+		Changed:    func(_, _ *unstructured.Unstructured) bool { return true },
+		BeforeTerm: c.waitForCA,
+		OnTerm: func() {
+			c.adoptRestarts()
+			c.log.Info().Int("objectStores", len(c.stores.ListKeys())).Msg("mount-secret controller started")
+		},
+		ReportPanic: controller.InternalErrorCondition(c.status, v1.ConditionCertificatesReady),
+		OnError: func(key string, err error) {
+			c.log.Warn().Str("objectstore", key).Err(err).Msg("sync failed; retrying with backoff")
+		},
+		Registerer: cfg.Registerer, Log: cfg.Log,
+	}, c)
+	if err != nil {
+		return nil, err
+	}
+	c.queue = c.loop.Queue()
+	c.restarts = newRestarts(cfg.MaxConcurrentRestarts, cfg.RestartTimeout, cfg.Clock, c.queue.Add)
 	handlers := []struct {
 		informer cache.SharedInformer
 		h        cache.ResourceEventHandler
 	}{
+		// The Loop queues the ObjectStore itself.
 		{cfg.ObjectStores, cache.ResourceEventHandlerFuncs{
-			AddFunc: c.enqueueStore,
 			UpdateFunc: func(old, obj any) {
 				// References are in the spec: status writes change none.
 				if controller.SpecChangedOrResync(old, obj) {
 					c.forgetUnreferenced(old)
 				}
-				c.enqueueStore(obj)
 			},
-			DeleteFunc: func(obj any) {
-				c.forgetUnreferenced(obj)
-				c.enqueueStore(obj)
-			},
+			DeleteFunc: c.forgetUnreferenced,
 		}},
 		{cfg.Secrets, cache.ResourceEventHandlerFuncs{
 			AddFunc: c.secretChanged,
@@ -241,8 +256,6 @@ func New(cfg Config) (*Controller, error) {
 	}
 	return c, nil
 }
-
-func (c *Controller) enqueueStore(obj any) { controller.EnqueueObject(c.queue, obj) }
 
 func resourceVersion(obj any) string {
 	if m, err := meta.Accessor(obj); err == nil {
@@ -304,9 +317,6 @@ func objectStoreOf(s *appsv1.StatefulSet) string {
 // Run works until ctx ends; syncs act only while leading (Lead). Changes
 // of the operator CA re-sync every store.
 func (c *Controller) Run(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return errors.New("mount secret: informers did not sync")
-	}
 	if ca := c.cfg.OperatorCA; ca != nil {
 		// The one reader of ca.Changed().
 		go func() {
@@ -319,44 +329,34 @@ func (c *Controller) Run(ctx context.Context) error {
 				case <-ctx.Done():
 					return
 				case <-ca.Changed():
-					c.enqueueAll()
+					c.loop.EnqueueAll()
 				}
 			}
 		}()
 	}
-	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, controller.HandlePanics(
-		controller.PanicCounter(c.cfg.Registerer, "mountsecret"), c.log,
-		controller.ReportInternalError(&c.term, c.stores, c.status, v1.ConditionCertificatesReady),
-		func(key string, err error) {
-			c.log.Warn().Str("objectstore", key).Err(err).Msg("sync failed; retrying with backoff")
-		}))
-	return nil
+	return c.loop.Run(ctx)
 }
 
-// Lead makes the controller act until ctx (the leadership term) ends. It
-// waits for the serving certificate first: a rebuild before it is loaded
-// would drop CAs.operator.crt from every generated Secret and roll every
-// tenant, twice (autocert's cold start, a custom Secret briefly missing).
-func (c *Controller) Lead(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return nil
-	}
+// Lead makes the controller act until ctx (the leadership term) ends.
+func (c *Controller) Lead(ctx context.Context) { c.loop.Lead(ctx) }
+
+// waitForCA holds a term until the serving certificate is loaded: a
+// rebuild before it would drop CAs.operator.crt from every generated
+// Secret and roll every tenant, twice (autocert's cold start, a custom
+// Secret briefly missing). It returns false when ctx ended first.
+func (c *Controller) waitForCA(ctx context.Context) bool {
 	select {
 	case <-c.caLoaded:
+		return true
 	default:
-		c.log.Info().Msg("waiting for the serving certificate before the first rebuild: its CA goes into every generated Secret")
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-c.caLoaded:
-		}
 	}
-	c.term.Lead(ctx, func() {
-		c.adoptRestarts()
-		c.log.Info().Int("objectStores", len(c.stores.ListKeys())).Msg("mount-secret controller started")
-		c.enqueueAll()
-	})
-	return nil
+	c.log.Info().Msg("waiting for the serving certificate before the first rebuild: its CA goes into every generated Secret")
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.caLoaded:
+		return true
+	}
 }
 
 // adoptRestarts counts, at the start of a term, the tenants a previous
@@ -377,35 +377,26 @@ func (c *Controller) adoptRestarts() {
 	}
 }
 
-func (c *Controller) enqueueAll() {
-	for _, key := range c.stores.ListKeys() {
-		c.queue.Add(key)
-	}
+// Forget frees the restart slot of a deleted ObjectStore.
+func (c *Controller) Forget(key string) { c.restarts.end(key) }
+
+// Invalid reports an ObjectStore whose object does not convert.
+func (c *Controller) Invalid(ctx context.Context, u *unstructured.Unstructured, err error) error {
+	return c.setCondition(ctx, u, metav1.ConditionFalse, ReasonInvalidSpec, err.Error())
 }
 
-// sync brings the generated Secret, the StatefulSets' restart annotation
-// and the CertificatesReady condition of one ObjectStore in line with the
-// referenced Secrets. A Secret the user must fix is reported (condition,
-// Event, log) and not retried: fixing it raises the event that syncs again.
-func (c *Controller) sync(_ context.Context, key string) error {
-	ctx := c.term.Context()
-	if ctx == nil {
-		return nil // following: the next leader queues every key
-	}
-	obj, exists, err := c.stores.GetByKey(key)
-	if err != nil {
-		return fmt.Errorf("get ObjectStore %s: %w", key, err)
-	}
-	if !exists {
-		// The garbage collector removes the generated Secret with its owner.
-		c.restarts.end(key)
-		return nil
-	}
-	u := obj.(*unstructured.Unstructured)
-	store, err := v1.FromUnstructured(u)
-	if err != nil {
-		return c.setCondition(ctx, u, metav1.ConditionFalse, ReasonInvalidSpec, err.Error())
-	}
+// Reconcile brings the generated Secret, the StatefulSets' restart
+// annotation and the CertificatesReady condition of one ObjectStore in
+// line with the referenced Secrets. A Secret the user must fix is reported
+// (condition, Event, log) and not retried: fixing it raises the event that
+// syncs again. A deleted ObjectStore needs nothing: the garbage collector
+// removes the generated Secret with its owner.
+func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) (controller.Result, error) {
+	return controller.Result{}, c.reconcile(ctx, store, u)
+}
+
+func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) error {
+	key := store.Namespace + "/" + store.Name
 	var operatorCA []byte
 	if c.cfg.OperatorCA != nil {
 		operatorCA = c.cfg.OperatorCA.CABundle()

@@ -117,8 +117,8 @@ func newFixtureWith(t *testing.T, configure func(*Config), store *unstructured.U
 func (f *fixture) lead() {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.t.Cleanup(cancel)
-	go f.c.term.Lead(ctx, nil)
-	require.Eventually(f.t, func() bool { return f.c.term.Context() != nil }, time.Second, time.Millisecond)
+	go f.c.loop.Term().Lead(ctx, nil)
+	require.Eventually(f.t, func() bool { return f.c.loop.Term().Context() != nil }, time.Second, time.Millisecond)
 }
 
 // actions lists the API calls made since the last call, as "verb resource".

@@ -127,7 +127,9 @@ func Next(have *metav1.Condition, want metav1.Condition, now time.Time) metav1.C
 	return list[0]
 }
 
-// MaxMessage is the CRD's bound on a condition's message.
+// MaxMessage is the CRD's bound on a condition's message
+// (status.conditions[].message maxLength, the one place it is declared:
+// TestMaxMessageIsTheCRDs holds this to it).
 const MaxMessage = 32768
 
 // BoundMessage cuts a message to what the CRD admits, on a character

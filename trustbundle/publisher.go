@@ -182,17 +182,16 @@ func (p *Publisher) Run(ctx context.Context) error {
 }
 
 // Lead makes the publisher act until ctx (the leadership term) ends.
-func (p *Publisher) Lead(ctx context.Context) error {
+func (p *Publisher) Lead(ctx context.Context) {
 	select {
 	case <-ctx.Done():
-		return nil
+		return
 	case <-p.decided:
 	}
 	if p.informer == nil || !cache.WaitForCacheSync(ctx.Done(), p.informer.HasSynced) {
-		return nil
+		return
 	}
 	p.term.Lead(ctx, func() { p.queue.Add(p.name) })
-	return nil
 }
 
 // discover finds the version that serves ClusterTrustBundles. An

@@ -141,7 +141,7 @@ func newFixture(t *testing.T, served []*metav1.APIResourceList, owner string, ro
 		defer close(f.stopped)
 		var wg sync.WaitGroup
 		wg.Go(func() { _ = f.p.Run(ctx) })
-		wg.Go(func() { _ = f.p.Lead(ctx) })
+		wg.Go(func() { f.p.Lead(ctx) })
 		wg.Wait()
 	}()
 	t.Cleanup(func() { cancel(); <-f.stopped })

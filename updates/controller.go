@@ -131,23 +131,20 @@ type Config struct {
 }
 
 // Controller keeps every ObjectStore's nodes on the release of its image.
-// It runs on every replica; only the leader (see Lead) calls MinIO and
-// writes.
+// Its Loop runs on every replica; only the leader's (see Lead) reconciles:
+// calls MinIO and writes.
 type Controller struct {
 	cfg     Config
 	log     zerolog.Logger
-	stores  cache.Indexer
-	synced  []cache.InformerSynced
+	loop    *controller.Loop
 	queue   workqueue.TypedRateLimitingInterface[string]
 	metrics *metrics
 	status  *statusWriter
-	term    controller.Term
 	calls   *calls
 	// asking holds each namespace to CallsPerNamespace syncs at once: a
 	// sync asks the tenant's admin API which release its nodes run, and an
 	// endpoint that never answers holds the worker until its deadline.
 	asking *calls
-	panics prometheus.Counter
 	// dial, when set, stands in for dialAdmin in tests.
 	dial func(t *tenant, host string) (adminAPI, func(), error)
 }
@@ -181,43 +178,41 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("updates: update URL %q: %v", cfg.UpdateURL, err)
 	}
 	c := &Controller{
-		cfg:    cfg,
-		log:    cfg.Log.With().Str("component", "updates").Logger(),
-		stores: cfg.ObjectStores.GetIndexer(),
-		synced: []cache.InformerSynced{cfg.ObjectStores.HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "updates"}),
+		cfg:     cfg,
+		log:     cfg.Log.With().Str("component", "updates").Logger(),
 		metrics: newMetrics(cfg.Registerer),
 		status:  &statusWriter{client: cfg.Dynamic, recorder: cfg.Recorder, clock: cfg.Clock, reasons: cfg.Reasons},
-		panics:  controller.PanicCounter(cfg.Registerer, "updates"),
 	}
-	for _, synced := range []cache.InformerSynced{cfg.SetsSynced, cfg.SecretsSynced, cfg.PlatformsSynced} {
-		if synced != nil {
-			c.synced = append(c.synced, synced)
+	var synced []cache.InformerSynced
+	for _, s := range []cache.InformerSynced{cfg.SetsSynced, cfg.SecretsSynced, cfg.PlatformsSynced} {
+		if s != nil {
+			synced = append(synced, s)
 		}
 	}
+	var err error
+	c.loop, err = controller.NewLoop(controller.Options{
+		Name: "updates", ObjectStores: cfg.ObjectStores, Synced: synced, Workers: cfg.Workers,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute),
+		// Spec changes, resyncs and the pause annotation; not status
+		// writes (ours included).
+		Changed: func(old, obj *unstructured.Unstructured) bool {
+			return controller.SpecChangedOrResync(old, obj) ||
+				old.GetAnnotations()[v1.UpdatesPausedAnnotation] != obj.GetAnnotations()[v1.UpdatesPausedAnnotation]
+		},
+		ReportPanic: c.reportPanic,
+		OnError: func(key string, err error) {
+			c.log.Error().Str("objectstore", key).Str("reason", causeOf(err)).Err(err).Msg("update sync failed; retrying")
+		},
+		Registerer: cfg.Registerer, Log: cfg.Log,
+	}, c)
+	if err != nil {
+		return nil, err
+	}
+	c.queue = c.loop.Queue()
 	c.calls = newCalls(cfg.CallsPerNamespace, c.queue.Add)
 	c.asking = newCalls(cfg.CallsPerNamespace, c.queue.Add)
-	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueue,
-		UpdateFunc: func(old, obj any) {
-			// Spec changes, resyncs and the pause annotation; not status
-			// writes (ours included).
-			o, n := old.(*unstructured.Unstructured), obj.(*unstructured.Unstructured)
-			if controller.SpecChangedOrResync(old, obj) ||
-				o.GetAnnotations()[v1.UpdatesPausedAnnotation] != n.GetAnnotations()[v1.UpdatesPausedAnnotation] {
-				c.enqueue(obj)
-			}
-		},
-		DeleteFunc: c.enqueue,
-	}); err != nil {
-		return nil, fmt.Errorf("updates ObjectStore handler: %w", err)
-	}
 	return c, nil
 }
-
-func (c *Controller) enqueue(obj any) { controller.EnqueueObject(c.queue, obj) }
 
 // PlacementChanged queues the ObjectStore key: the platforms its pods run
 // on may have changed.
@@ -228,46 +223,20 @@ func (c *Controller) PlacementChanged(key string) { c.queue.Add(key) }
 func (c *Controller) Resolved(key string) { c.queue.Add(key) }
 
 // Run works until ctx ends.
-func (c *Controller) Run(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return errors.New("updates: informers did not sync")
-	}
-	controller.Run(ctx, c.queue, c.cfg.Workers, c.sync, controller.HandlePanics(c.panics, c.log,
-		func(key, message string) {
-			if ctx := c.term.Context(); ctx != nil {
-				if u, ok := c.cached(key); ok {
-					have := statusOf(mustStore(u))
-					want := have
-					want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionUnknown,
-						Reason: controller.ReasonInternalError, Message: message}, c.cfg.Clock.Now())
-					_ = c.status.write(ctx, u, &have, want)
-				}
-			}
-		},
-		func(key string, err error) {
-			c.log.Error().Str("objectstore", key).Str("reason", causeOf(err)).Err(err).Msg("update sync failed; retrying")
-		}))
-	return nil
-}
+func (c *Controller) Run(ctx context.Context) error { return c.loop.Run(ctx) }
 
 // Lead makes this controller act until ctx (the leadership term) ends.
 // A sync or call in flight when the term ends is cancelled with it.
-func (c *Controller) Lead(ctx context.Context) error {
-	c.term.Lead(ctx, func() {
-		for _, key := range c.stores.ListKeys() {
-			c.queue.Add(key)
-		}
-	})
-	return nil
-}
+func (c *Controller) Lead(ctx context.Context) { c.loop.Lead(ctx) }
 
-func (c *Controller) cached(key string) (*unstructured.Unstructured, bool) {
-	obj, exists, err := c.stores.GetByKey(key)
-	if err != nil || !exists {
-		return nil, false
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	return u, ok
+// reportPanic sets VersionCurrent Unknown, reason InternalError: whether
+// the nodes run the release is not known.
+func (c *Controller) reportPanic(ctx context.Context, u *unstructured.Unstructured, message string) {
+	have := statusOf(mustStore(u))
+	want := have
+	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionUnknown,
+		Reason: controller.ReasonInternalError, Message: message}, c.cfg.Clock.Now())
+	_ = c.status.write(ctx, u, &have, want)
 }
 
 // mustStore converts what the informer holds; an object that does not
@@ -291,24 +260,25 @@ func (c *Controller) params() params {
 	return params{timeout: c.cfg.Timeout, poll: c.cfg.Poll, maxPoll: c.cfg.MaxPoll}
 }
 
-// sync brings the ObjectStore's nodes to the release of its image, in
-// place when it can, through its StatefulSets when it cannot.
-func (c *Controller) sync(_ context.Context, key string) error {
-	ctx := c.term.Context()
-	if ctx == nil {
+// Forget drops a deleted ObjectStore's call slots.
+func (c *Controller) Forget(key string) {
+	ns, _, _ := cache.SplitMetaNamespaceKey(key)
+	c.calls.forget(key, ns)
+	c.asking.forget(key, ns)
+}
+
+// Reconcile brings the ObjectStore's nodes to the release of its image, in
+// place when it can, through its StatefulSets when it cannot. What does
+// not convert is binsource's to report.
+func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) (controller.Result, error) {
+	return controller.Result{}, c.reconcile(ctx, store, u)
+}
+
+func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) error {
+	if store.Spec.Image == "" {
 		return nil
 	}
-	u, ok := c.cached(key)
-	if !ok {
-		ns, _, _ := cache.SplitMetaNamespaceKey(key)
-		c.calls.forget(key, ns)
-		c.asking.forget(key, ns)
-		return nil
-	}
-	store, err := v1.FromUnstructured(u)
-	if err != nil || store.Spec.Image == "" {
-		return nil // binsource reports what does not convert
-	}
+	key := store.Namespace + "/" + store.Name
 	// One namespace's silent endpoints hold at most its share of the
 	// workers; the key is queued again when one of its syncs ends.
 	if !c.asking.reserve(key, store.Namespace) {

@@ -148,7 +148,7 @@ func newFixture(t *testing.T, binaries Binaries, stores ...*unstructured.Unstruc
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, objs...)
 	f.dyn.PrependReactor("patch", "objectstores", testutil.ApplyStatus(f.dyn, v1.Resource, "release", "update"))
-	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	informer := testutil.SyncedInformer()
 	kube := fake.NewClientset(append(sets, setObjs...)...)
 	f.c, err = New(Config{
 		Kube: kube, Dynamic: f.dyn, ObjectStores: informer, Secrets: apiSecrets{kube},
@@ -158,7 +158,6 @@ func newFixture(t *testing.T, binaries Binaries, stores ...*unstructured.Unstruc
 		Recorder: record.NewFakeRecorder(100), Registerer: prometheus.NewRegistry(), Log: zerolog.Nop(),
 	})
 	require.NoError(t, err)
-	f.c.synced = nil
 	f.c.dial = func(t *tenant, host string) (adminAPI, func(), error) {
 		if a, ok := f.admins[t.endpoint.Host]; ok {
 			return a, func() {}, nil
@@ -175,8 +174,8 @@ func newFixture(t *testing.T, binaries Binaries, stores ...*unstructured.Unstruc
 func (f *fixture) lead(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go func() { _ = f.c.Lead(ctx) }()
-	require.Eventually(t, func() bool { return f.c.term.Context() != nil }, time.Second, time.Millisecond)
+	go f.c.Lead(ctx)
+	require.Eventually(t, func() bool { return f.c.loop.Term().Context() != nil }, time.Second, time.Millisecond)
 }
 
 func (f *fixture) admin(ns, name string) *fakeAdmin {

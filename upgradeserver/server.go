@@ -13,6 +13,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -57,18 +58,20 @@ type Config struct {
 	// ShutdownGrace is how long running downloads may continue after
 	// shutdown begins; zero closes them at once.
 	ShutdownGrace time.Duration
+	// The bounds below are the operator's to choose (cmd/operator); zero
+	// is no bound.
+
 	// StallTimeout drops a download that made no progress for this long.
-	// Default 60s.
 	StallTimeout time.Duration
 	// MaxDownloads is how many binary downloads may run at once; more get
-	// 503 with Retry-After. Each holds a 256 KiB copy buffer. Default 64.
+	// 503 with Retry-After. Each holds a 256 KiB copy buffer.
 	MaxDownloads int
 	// MaxConnections is how many connections may be open at once; more are
-	// closed as soon as they are accepted. Default 4096.
+	// closed as soon as they are accepted.
 	MaxConnections int
 	// WriteTimeout bounds writing any response that is not a binary (the
 	// listing, sidecars, errors): a client that does not read is dropped.
-	// Downloads extend it while they progress (StallTimeout). Default 30s.
+	// Downloads extend it while they progress (StallTimeout).
 	WriteTimeout time.Duration
 }
 
@@ -80,18 +83,6 @@ type Server struct {
 
 // New returns a server for cfg.
 func New(cfg Config) *Server {
-	if cfg.StallTimeout <= 0 {
-		cfg.StallTimeout = 60 * time.Second
-	}
-	if cfg.MaxDownloads <= 0 {
-		cfg.MaxDownloads = 64
-	}
-	if cfg.MaxConnections <= 0 {
-		cfg.MaxConnections = 4096
-	}
-	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = 30 * time.Second
-	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
@@ -104,7 +95,7 @@ func New(cfg Config) *Server {
 	return &Server{
 		cfg: cfg,
 		handler: newHandler(&handler{store: cfg.Store, metrics: cfg.Metrics, log: log, access: access, stall: cfg.StallTimeout,
-			downloads: make(chan struct{}, cfg.MaxDownloads)}),
+			downloads: downloadSlots(cfg.MaxDownloads)}),
 	}
 }
 
@@ -143,7 +134,9 @@ func (s *Server) Run(ctx context.Context) error {
 // connections are refused and running downloads get ShutdownGrace to
 // finish before their connections are closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	ln = &limitListener{Listener: ln, max: int64(s.cfg.MaxConnections), rejected: s.cfg.Metrics.rejectedConns.Inc}
+	if s.cfg.MaxConnections > 0 {
+		ln = &limitListener{Listener: ln, max: int64(s.cfg.MaxConnections), rejected: s.cfg.Metrics.rejectedConns.Inc}
+	}
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -197,4 +190,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("upgrade server shutdown: %w", err)
 	}
 	return nil
+}
+
+// downloadSlots holds a token per download in progress, n at most; n <= 0
+// is no bound (a channel of empty tokens takes no memory, whatever its
+// capacity).
+func downloadSlots(n int) chan struct{} {
+	if n <= 0 {
+		n = math.MaxInt
+	}
+	return make(chan struct{}, n)
 }

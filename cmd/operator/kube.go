@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -112,163 +113,252 @@ type leaderWork struct {
 	bundle *trustbundle.Publisher
 }
 
-// startKubernetesParts starts on every replica the trust pool and the
-// binary source (every replica fills its own store), and the leader's
-// work under leader election.
-func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k *kube, cert *autocert.Current,
-	store *binstore.Store, log zerolog.Logger, reg prometheus.Registerer, certMetrics *autocert.Metrics, checks *health.Checks) error {
-	pool, err := trust.New(trust.Config{
-		Namespace: cfg.namespace, Secrets: k.namespace.Core().V1().Secrets(),
-		ClusterCA: clusterCA(k.rest), Log: log, Registerer: reg,
-		// The pool's transport is the registries' (and the mirror's):
-		// http.DefaultTransport's dialer, pinned and guarded per pull.
-		DialContext: binsource.RegistryDialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
-	})
+// parts is what the Kubernetes parts are built from, filled once by run:
+// the configuration (cmd/operator's settings table, the one place a
+// default is declared), the clients, and what they share with the rest of
+// the process.
+type parts struct {
+	cfg         config
+	k           *kube
+	cert        *autocert.Current // nil: plain HTTP
+	store       *binstore.Store
+	log         zerolog.Logger
+	reg         prometheus.Registerer
+	certMetrics *autocert.Metrics
+	checks      *health.Checks
+}
+
+// startKubernetesParts builds the parts that talk to Kubernetes and
+// starts, on every replica, the trust pool and the controllers (every
+// replica fills its own store), and the leader's work under leader
+// election.
+func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) error {
+	pool, err := p.trustPool()
 	if err != nil {
 		return err
 	}
-	urlKey, err := loadURLKey(ctx, k.client, cfg.namespace)
+	urlKey, err := loadURLKey(ctx, p.k.client, p.cfg.namespace)
 	if err != nil {
 		return err
 	}
 	w := &leaderWork{}
-	if cfg.mode() == modeAutocert {
-		if w.issuer, err = newIssuer(ctx, cfg, k, log, certMetrics); err != nil {
+	if p.cfg.mode() == modeAutocert {
+		if w.issuer, err = newIssuer(ctx, p.cfg, p.k, p.log, p.certMetrics); err != nil {
 			return err
 		}
 	}
-	fetcher, err := binsource.NewFetcher(binsource.FetcherConfig{
-		Store: store, Transport: pool.Transport(), Platforms: cfg.platforms, MaxSize: cfg.maxBinarySize,
-		MaxPullBytes: cfg.pullMaxBytes, PullTimeout: cfg.pullTimeout, InsecureRegistries: cfg.insecureRegs,
-		MirrorURL: cfg.mirrorURL, Concurrency: cfg.pullConcurrency, PerNamespace: cfg.pullPerNS,
-		StoreMaxBytes: cfg.storeMaxBytes, NamespaceMaxBytes: cfg.storeNSMaxBytes,
-		Resolver: net.DefaultResolver, Registerer: reg, Log: log,
-	})
+	fetcher, err := p.fetcher(pool)
 	if err != nil {
 		return err
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: k.client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.k.client.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "object-store-operator"})
+	inf, err := p.informers()
+	if err != nil {
+		return err
+	}
+	// Placement and the binary source tell controllers built after them
+	// about a key: the hooks are set below, once everything is built and
+	// before anything runs.
+	var placed, resolved keyHooks
+	where, err := placement.NewSource(inf.sets.Informer(), inf.pods, inf.nodes, placed.notify, p.log)
+	if err != nil {
+		return err
+	}
+	// One reader of Secrets' data for every controller: each version is
+	// fetched once, whoever asks.
+	secretData := mountsecret.NewSecretReader(inf.secrets.GetIndexer(), p.k.client)
+	operatorCA := certificateAs[mountsecret.CABundleSource](p.cert)
+	if p.cert != nil && p.cfg.trustBundle {
+		// The certificate signals one reader; both consumers get their own
+		// view.
+		views := fanOutChanges(ctx, p.cert, 2)
+		operatorCA = views[0]
+		if w.bundle, err = p.trustBundle(views[1]); err != nil {
+			return err
+		}
+	}
+	if w.mount, err = p.mountSecret(inf, secretData, operatorCA, recorder); err != nil {
+		return err
+	}
+	if w.binaries, err = p.binarySource(inf, fetcher, where, urlKey, recorder, resolved.notify); err != nil {
+		return err
+	}
+	if w.updates, err = p.updater(inf, where, secretData, w.binaries, recorder); err != nil {
+		return err
+	}
+	placed.set(w.binaries.PlacementChanged, w.updates.PlacementChanged)
+	// The updater waits for the store.
+	resolved.set(w.updates.Resolved)
+	p.checks.Add("binaries", w.binaries.Ready)
+	p.reg.MustRegister(objstatus.NewConditionCollector(inf.stores.GetIndexer()))
+	return p.start(ctx, g, w, inf, pool, broadcaster)
+}
 
-	// One informer of each for the life of the process, over the watched
-	// namespaces (every namespace when none is set). What they hold is what
-	// the operator's memory grows with (docs/development.md): ObjectStores,
-	// the labelled StatefulSets, and Secrets as metadata only.
+// keyHooks passes an ObjectStore key to hooks set once, after the part
+// that calls notify is built and before it runs: it breaks a build cycle
+// (placement and the controllers read each other) without a closure over
+// a variable assigned later.
+type keyHooks struct{ hooks []func(key string) }
+
+func (h *keyHooks) set(hooks ...func(key string)) { h.hooks = hooks }
+
+func (h *keyHooks) notify(key string) {
+	for _, f := range h.hooks {
+		f(key)
+	}
+}
+
+func (p parts) trustPool() (*trust.Pool, error) {
+	return trust.New(trust.Config{
+		Namespace: p.cfg.namespace, Secrets: p.k.namespace.Core().V1().Secrets(),
+		ClusterCA: clusterCA(p.k.rest), Log: p.log, Registerer: p.reg,
+		// The pool's transport is the registries' (and the mirror's):
+		// http.DefaultTransport's dialer, pinned and guarded per pull.
+		DialContext: binsource.RegistryDialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
+	})
+}
+
+func (p parts) fetcher(pool *trust.Pool) (*binsource.Fetcher, error) {
+	cfg := p.cfg
+	return binsource.NewFetcher(binsource.FetcherConfig{
+		Store: p.store, Transport: pool.Transport(), Platforms: cfg.platforms, MaxSize: cfg.maxBinarySize,
+		MaxPullBytes: cfg.pullMaxBytes, PullTimeout: cfg.pullTimeout, InsecureRegistries: cfg.insecureRegs,
+		MirrorURL: cfg.mirrorURL, Concurrency: cfg.pullConcurrency, PerNamespace: cfg.pullPerNS,
+		StoreMaxBytes: cfg.storeMaxBytes, NamespaceMaxBytes: cfg.storeNSMaxBytes,
+		Resolver: net.DefaultResolver, ResolveTimeout: registryResolveTimeout, Registerer: p.reg, Log: p.log,
+	})
+}
+
+// registryResolveTimeout bounds looking up a registry's addresses (which
+// pull slots it counts against); past it the name counts as itself.
+const registryResolveTimeout = 2 * time.Second
+
+// informerSet is one informer of each kind for the life of the process,
+// over the watched namespaces (every namespace when none is set). What
+// they hold is what the operator's memory grows with
+// (docs/development.md): ObjectStores, the labelled StatefulSets, and
+// Secrets as metadata only; for the platform of a tenant's binary, the
+// StatefulSets' pods and the Nodes, trimmed to what placement reads.
+type informerSet struct {
+	stores, secrets, pods cache.SharedIndexInformer
+	sets                  statefulSetInformer
+	nodesFactory          informers.SharedInformerFactory
+	nodes                 cache.SharedIndexInformer
+}
+
+func (p parts) informers() (informerSet, error) {
+	cfg, k := p.cfg, p.k
 	watched := cfg.watchNamespaces
 	if len(watched) == 0 {
 		watched = []string{metav1.NamespaceAll}
 	}
-	stores := newNamespacedInformers(watched, func(ns string) cache.SharedIndexInformer {
+	var s informerSet
+	s.stores = newNamespacedInformers(watched, func(ns string) cache.SharedIndexInformer {
 		return dynamicinformer.NewFilteredDynamicSharedInformerFactory(k.dynamic, cfg.resync, ns, nil).ForResource(apiv1.Resource).Informer()
 	})
-	if err := stores.SetTransform(controller.TrimForCache); err != nil {
-		return err
+	if err := s.stores.SetTransform(controller.TrimForCache); err != nil {
+		return s, err
 	}
-	secrets := newNamespacedInformers(watched, func(ns string) cache.SharedIndexInformer {
+	s.secrets = newNamespacedInformers(watched, func(ns string) cache.SharedIndexInformer {
 		return metadatainformer.NewFilteredMetadataInformer(k.metadata, corev1.SchemeGroupVersion.WithResource("secrets"),
 			ns, cfg.resync, cache.Indexers{}, nil).Informer()
 	})
-	if err := secrets.SetTransform(secretcache.TrimMetadata); err != nil {
-		return err
+	if err := s.secrets.SetTransform(secretcache.TrimMetadata); err != nil {
+		return s, err
 	}
-	tenantSets := statefulSetInformer{newNamespacedInformers(watched, func(ns string) cache.SharedIndexInformer {
+	s.sets = statefulSetInformer{newNamespacedInformers(watched, func(ns string) cache.SharedIndexInformer {
 		return informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithNamespace(ns),
 			informers.WithTransform(controller.TrimForCache),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = apiv1.ObjectStoreLabel }),
 		).Apps().V1().StatefulSets().Informer()
 	})}
-	// Where tenants' pods run, for the platform of their binary: StatefulSet
-	// pods of the watched namespaces only (the label the statefulset
-	// controller sets) and Nodes, each trimmed to what placement reads.
-	pods := newNamespacedInformers(watched, func(ns string) cache.SharedIndexInformer {
+	// StatefulSet pods of the watched namespaces only (the label the
+	// statefulset controller sets).
+	s.pods = newNamespacedInformers(watched, func(ns string) cache.SharedIndexInformer {
 		return informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithNamespace(ns),
 			informers.WithTransform(placement.TrimPod),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = placement.PodSelector }),
 		).Core().V1().Pods().Informer()
 	})
-	nodesFactory := informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithTransform(placement.TrimNode))
-	nodes := nodesFactory.Core().V1().Nodes().Informer()
-	where, err := placement.NewSource(tenantSets.Informer(), pods, nodes, func(key string) {
-		// Both are built below, before anything runs.
-		w.binaries.PlacementChanged(key)
-		w.updates.PlacementChanged(key)
-	}, log)
-	if err != nil {
-		return err
-	}
-	var operatorCA mountsecret.CABundleSource
-	if cert != nil {
-		operatorCA = cert
-		if cfg.trustBundle {
-			// cert signals one reader; both consumers get their own view.
-			views := fanOutChanges(ctx, cert, 2)
-			operatorCA = views[0]
-			if w.bundle, err = trustbundle.New(trustbundle.Config{
-				Kube: k.client, Dynamic: k.dynamic, Namespace: cfg.namespace, Owner: cfg.trustBundleOwner,
-				Source: views[1], Changed: views[1].Changed(), Resync: cfg.resync, Log: log, Registerer: reg,
-			}); err != nil {
-				return err
-			}
-		}
-	}
-	// One reader of Secrets' data for every controller: each version is
-	// fetched once, whoever asks.
-	secretData := mountsecret.NewSecretReader(secrets.GetIndexer(), k.client)
-	w.mount, err = mountsecret.New(mountsecret.Config{
-		Kube: k.client, Dynamic: k.dynamic,
-		Secrets: secrets, Reader: secretData, StatefulSets: tenantSets, ObjectStores: stores,
-		OperatorCA: operatorCA, Recorder: recorder, Log: log, Metrics: mountsecret.NewMetrics(reg), Registerer: reg,
-		Reasons: cfg.why.mount, Workers: cfg.mountWorkers, MaxConcurrentRestarts: cfg.maxRestarts, RestartTimeout: cfg.restartTimeout,
-	})
-	if err != nil {
-		return err
-	}
-	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
-		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
-		Recorder: recorder, Reasons: cfg.why.binaries, Log: log, Registerer: reg, Workers: cfg.binaryWorkers,
-		UpdateURL: cfg.podUpdateURL(), URLKey: urlKey, Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
-		// The updater waits for the store; it is built next, before
-		// anything runs.
-		Resolved: func(key string) { w.updates.Resolved(key) },
-	})
-	if err != nil {
-		return err
-	}
-	var serving updates.ServingCertificate
-	if cert != nil {
-		serving = cert
-	}
-	w.updates, err = updates.New(updates.Config{
-		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Binaries: w.binaries, Store: store, Serving: serving,
-		Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
-		Secrets: secretData, SecretsSynced: secrets.HasSynced,
-		StatefulSets: tenantSets.Lister(), SetsSynced: tenantSets.Informer().HasSynced,
-		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
-		Workers: cfg.updateWorkers, CallsPerNamespace: cfg.updateCallsNS,
-		// An update in flight is looked at every 2 s; a tenant whose admin
-		// API does not answer yet at most once per resync.
-		Poll: 2 * time.Second, MaxPoll: cfg.resync,
-		Recorder: recorder, Reasons: cfg.why.updates, Registerer: reg, Log: log,
-	})
-	if err != nil {
-		return err
-	}
-	checks.Add("binaries", w.binaries.Ready)
-	reg.MustRegister(objstatus.NewConditionCollector(stores.GetIndexer()))
+	s.nodesFactory = informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithTransform(placement.TrimNode))
+	s.nodes = s.nodesFactory.Core().V1().Nodes().Informer()
+	return s, nil
+}
 
+func (s informerSet) start(stop <-chan struct{}) {
+	go s.sets.informer.Run(stop)
+	go s.pods.Run(stop)
+	s.nodesFactory.Start(stop)
+	go s.stores.Run(stop)
+	go s.secrets.Run(stop)
+}
+
+func (p parts) trustBundle(ca caView) (*trustbundle.Publisher, error) {
+	return trustbundle.New(trustbundle.Config{
+		Kube: p.k.client, Dynamic: p.k.dynamic, Namespace: p.cfg.namespace, Owner: p.cfg.trustBundleOwner,
+		Source: ca, Changed: ca.Changed(), Resync: p.cfg.resync, Log: p.log, Registerer: p.reg,
+	})
+}
+
+func (p parts) mountSecret(inf informerSet, secretData *secretcache.Reader, operatorCA mountsecret.CABundleSource,
+	recorder record.EventRecorder) (*mountsecret.Controller, error) {
+	return mountsecret.New(mountsecret.Config{
+		Kube: p.k.client, Dynamic: p.k.dynamic,
+		Secrets: inf.secrets, Reader: secretData, StatefulSets: inf.sets, ObjectStores: inf.stores,
+		OperatorCA: operatorCA, Recorder: recorder, Log: p.log, Reasons: p.cfg.why.mount,
+		Metrics: mountsecret.NewMetrics(p.reg), Registerer: p.reg, Workers: p.cfg.mountWorkers,
+		MaxConcurrentRestarts: p.cfg.maxRestarts, RestartTimeout: p.cfg.restartTimeout,
+	})
+}
+
+func (p parts) binarySource(inf informerSet, fetcher *binsource.Fetcher, where *placement.Source, urlKey []byte,
+	recorder record.EventRecorder, resolved func(key string)) (*binsource.Controller, error) {
+	cfg := p.cfg
+	return binsource.NewController(binsource.ControllerConfig{
+		Kube: p.k.client, Dynamic: p.k.dynamic, ObjectStores: inf.stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
+		Recorder: recorder, Reasons: cfg.why.binaries, Log: p.log, Registerer: p.reg, Workers: cfg.binaryWorkers,
+		UpdateURL: cfg.podUpdateURL(), URLKey: urlKey, Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
+		Resolved: resolved,
+	})
+}
+
+// updatePoll is how often an update in flight is looked at; a tenant
+// whose admin API does not answer yet is looked at at most once per
+// resync.
+const updatePoll = 2 * time.Second
+
+func (p parts) updater(inf informerSet, where *placement.Source, secretData *secretcache.Reader, binaries *binsource.Controller,
+	recorder record.EventRecorder) (*updates.Controller, error) {
+	cfg := p.cfg
+	return updates.New(updates.Config{
+		Kube: p.k.client, Dynamic: p.k.dynamic, ObjectStores: inf.stores, Binaries: binaries, Store: p.store,
+		Serving: certificateAs[updates.ServingCertificate](p.cert), Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
+		Secrets: secretData, SecretsSynced: inf.secrets.HasSynced,
+		StatefulSets: inf.sets.Lister(), SetsSynced: inf.sets.Informer().HasSynced,
+		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
+		Workers: cfg.updateWorkers, CallsPerNamespace: cfg.updateCallsNS, Poll: updatePoll, MaxPoll: cfg.resync,
+		Recorder: recorder, Reasons: cfg.why.updates, Registerer: p.reg, Log: p.log,
+	})
+}
+
+// start runs the claim keeper and, once this install holds its
+// namespaces, the informers, the controllers on every replica and the
+// leader's work under leader election.
+func (p parts) start(ctx context.Context, g *errgroup.Group, w *leaderWork, inf informerSet, pool *trust.Pool, broadcaster record.EventBroadcaster) error {
 	identity, err := replicaIdentity()
 	if err != nil {
 		return err
 	}
 	keeper, err := claim.New(claim.Config{
-		Client: k.client, Namespace: cfg.namespace, Install: cfg.serviceName, Namespaces: cfg.watchNamespaces,
-		Identity: identity, Duration: claimDuration, Interval: claimInterval, Registerer: reg, Log: log,
+		Client: p.k.client, Namespace: p.cfg.namespace, Install: p.cfg.serviceName, Namespaces: p.cfg.watchNamespaces,
+		Identity: identity, Duration: claimDuration, Interval: claimInterval, Registerer: p.reg, Log: p.log,
 	})
 	if err != nil {
 		return err
 	}
-	checks.Add("namespace-claim", keeper.Ready)
+	p.checks.Add("namespace-claim", keeper.Ready)
 	g.Go(func() error { return keeper.Run(ctx) })
 	// Nothing watches or acts before this install holds its namespaces: an
 	// install whose namespaces another one claimed first starts nothing
@@ -279,12 +369,8 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		if err := keeper.WaitHeld(ctx); err != nil {
 			return nil
 		}
-		k.namespace.Start(ctx.Done())
-		go tenantSets.informer.Run(ctx.Done())
-		go pods.Run(ctx.Done())
-		nodesFactory.Start(ctx.Done())
-		go stores.Run(ctx.Done())
-		go secrets.Run(ctx.Done())
+		p.k.namespace.Start(ctx.Done())
+		inf.start(ctx.Done())
 		g.Go(func() error { return pool.Run(ctx) })
 		g.Go(func() error { return w.binaries.Run(ctx) })
 		g.Go(func() error { return w.mount.Run(ctx) })
@@ -296,7 +382,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 			g.Go(func() error { return w.bundle.Run(ctx) })
 		}
 		var leading atomic.Bool
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		p.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "objectstore_operator_leader",
 			Help: "1 while this replica leads (writes, files CSRs, calls MinIO), else 0.",
 		}, func() float64 {
@@ -305,13 +391,24 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 			}
 			return 0
 		}))
-		return runAsLeader(ctx, cfg, k.client, identity, log, func(ctx context.Context) error {
+		return runAsLeader(ctx, p.cfg, p.k.client, identity, p.log, func(ctx context.Context) error {
 			leading.Store(true)
 			defer leading.Store(false)
 			return keeper.WhileHeld(ctx, w.term)
 		})
 	})
 	return nil
+}
+
+// certificateAs is the serving certificate as the interface a part takes:
+// nil, not a typed nil, in plain-HTTP mode, so the part's own nil check
+// holds.
+func certificateAs[I any](cert *autocert.Current) I {
+	var i I
+	if cert != nil {
+		i = any(cert).(I)
+	}
+	return i
 }
 
 func newIssuer(ctx context.Context, cfg config, k *kube, log zerolog.Logger, metrics *autocert.Metrics) (*autocert.Issuer, error) {
@@ -330,19 +427,21 @@ func newIssuer(ctx context.Context, cfg config, k *kube, log zerolog.Logger, met
 	})
 }
 
-// term lets the leader's work act for one leadership term.
+// term lets the leader's work act for one leadership term; it returns
+// once the term ended and every part stopped acting.
 func (w *leaderWork) term(ctx context.Context) error {
-	g, ctx := errgroup.WithContext(ctx)
+	var wg sync.WaitGroup
 	if w.issuer != nil {
-		g.Go(func() error { return w.issuer.Lead(ctx) })
+		wg.Go(func() { w.issuer.Lead(ctx) })
 	}
-	g.Go(func() error { return w.mount.Lead(ctx) })
-	g.Go(func() error { return w.binaries.Lead(ctx) })
-	g.Go(func() error { return w.updates.Lead(ctx) })
+	wg.Go(func() { w.mount.Lead(ctx) })
+	wg.Go(func() { w.binaries.Lead(ctx) })
+	wg.Go(func() { w.updates.Lead(ctx) })
 	if w.bundle != nil {
-		g.Go(func() error { return w.bundle.Lead(ctx) })
+		wg.Go(func() { w.bundle.Lead(ctx) })
 	}
-	return g.Wait()
+	wg.Wait()
+	return nil
 }
 
 // clusterCA is the CA the client trusts for the apiserver: the cluster CA.

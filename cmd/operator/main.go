@@ -97,17 +97,14 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		return err
 	}
 	if kube != nil {
-		if err := startKubernetesParts(ctx, g, cfg, kube, cert, store, log, reg, certMetrics, checks); err != nil {
+		if err := startKubernetesParts(ctx, g, parts{cfg: cfg, k: kube, cert: cert, store: store, log: log, reg: reg,
+			certMetrics: certMetrics, checks: checks}); err != nil {
 			return err
 		}
 	} else {
 		log.Info().Msg("no Kubernetes configuration (KUBECONFIG or in-cluster): trust pool and mount-secret controller not started")
 	}
 
-	var source upgradeserver.CertificateSource
-	if cert != nil {
-		source = cert
-	}
 	// Access lines are batched (one write per 100 ms, not per request) and
 	// flushed once everything, graceful shutdown included, has ended.
 	accessOut := logging.NewBufferedWriter(os.Stderr, 100*time.Millisecond)
@@ -124,7 +121,7 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	}
 	srv := upgradeserver.New(upgradeserver.Config{
 		Address:        cfg.upgradeAddress,
-		Certificates:   source,
+		Certificates:   certificateAs[upgradeserver.CertificateSource](cert),
 		Store:          store,
 		Metrics:        upgradeserver.NewMetrics(reg),
 		Log:            log,
@@ -132,6 +129,8 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		ShutdownGrace:  cfg.shutdownGrace,
 		MaxDownloads:   cfg.maxDownloads,
 		MaxConnections: cfg.maxConns,
+		StallTimeout:   downloadStallTimeout,
+		WriteTimeout:   responseWriteTimeout,
 	})
 	g.Go(func() error { return store.Run(ctx) })
 	g.Go(func() error { return srv.Run(ctx) })
@@ -140,6 +139,14 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	})
 	return g.Wait()
 }
+
+// The upgrade server's bounds on a client that stops reading: a download
+// that made no progress for downloadStallTimeout, any other response not
+// written within responseWriteTimeout, is dropped.
+const (
+	downloadStallTimeout = 60 * time.Second
+	responseWriteTimeout = 30 * time.Second
+)
 
 // certificateSource wires the serving certificate for the configured mode
 // and starts what keeps it current. A nil Current means plain HTTP.

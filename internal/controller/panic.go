@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -9,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/object-store-operator/operator/status"
 )
@@ -83,21 +83,10 @@ func PanicCounter(reg prometheus.Registerer, name string) prometheus.Counter {
 	return vec.WithLabelValues(name)
 }
 
-// ReportInternalError returns a report for HandlePanics that sets the
-// ObjectStore's condType to False, reason ReasonInternalError, through w,
-// while term leads (a follower writes nothing). The object is read from
-// indexer, the informer's cache.
-func ReportInternalError(term *Term, indexer cache.Indexer, w *status.Writer, condType string) func(key, message string) {
-	return func(key, message string) {
-		ctx := term.Context()
-		if ctx == nil {
-			return
-		}
-		obj, exists, err := indexer.GetByKey(key)
-		u, ok := obj.(*unstructured.Unstructured)
-		if err != nil || !exists || !ok {
-			return
-		}
+// InternalErrorCondition returns a Options.ReportPanic that sets the
+// ObjectStore's condType to False, reason ReasonInternalError, through w.
+func InternalErrorCondition(w *status.Writer, condType string) func(ctx context.Context, u *unstructured.Unstructured, message string) {
+	return func(ctx context.Context, u *unstructured.Unstructured, message string) {
 		// A failure to write is in the log already through the panic's line.
 		_, _ = w.SetCondition(ctx, u, metav1.Condition{Type: condType, Status: metav1.ConditionFalse,
 			Reason: ReasonInternalError, Message: message})
