@@ -367,7 +367,13 @@ func (c *Controller) adoptRestarts() {
 			continue
 		}
 		if name := objectStoreOf(s); name != "" {
-			c.restarts.adopt(s.Namespace + "/" + name)
+			key := s.Namespace + "/" + name
+			c.restarts.adopt(key)
+			// Nothing else may sync key again (pods that never get
+			// ready, a name no ObjectStore has): the timeout must.
+			if c.restarts.timeout > 0 {
+				c.queue.AddAfter(key, c.restarts.timeout)
+			}
 		}
 	}
 }
@@ -397,6 +403,10 @@ func (c *Controller) sync(_ context.Context, key string) error {
 		return nil
 	}
 	u := obj.(*unstructured.Unstructured)
+	// Before anything of the tenant's can end the sync early (a Secret
+	// it deleted, a spec that does not convert): a slot is held for the
+	// timeout at most, whatever the tenant does meanwhile.
+	yielded := c.expireRestart(u)
 	store, err := v1.FromUnstructured(u)
 	if err != nil {
 		return c.setCondition(ctx, u, metav1.ConditionFalse, ReasonInvalidSpec, err.Error())
@@ -453,7 +463,7 @@ func (c *Controller) sync(_ context.Context, key string) error {
 		if changed == "" {
 			changed = "StatefulSets " + setNames(behind) + " do not mount the current certificates"
 		}
-		if h := c.holdRestart(key, store, changed); h != nil {
+		if h := c.holdRestart(key, store, changed, yielded); h != nil {
 			if h.after > 0 {
 				c.queue.AddAfter(key, h.after)
 			}
@@ -492,12 +502,21 @@ func (c *Controller) sync(_ context.Context, key string) error {
 }
 
 // holdRestart says why key may not restart now, nil once it holds a
-// restart slot.
-func (c *Controller) holdRestart(key string, store *v1.ObjectStore, changed string) *hold {
+// restart slot. yielded: key's slot just timed out while others waited.
+func (c *Controller) holdRestart(key string, store *v1.ObjectStore, changed string, yielded bool) *hold {
 	now := c.restarts.clock.Now()
 	if h := holdRestart(store.Annotations[v1.RestartsPausedAnnotation] == "true", windowOf(store, now), now, changed); h != nil {
 		c.restarts.end(key) // a held tenant waits for no slot
 		return h
+	}
+	if yielded {
+		// The waiting tenants go first, or a tenant whose StatefulSets
+		// keep falling behind (its own edits, a GitOps tool reverting
+		// the annotation) would take the slot it just gave up again,
+		// forever. Queued after them, it asks for a slot like them.
+		c.queue.Add(key)
+		return &hold{reason: ReasonRestartQueued, message: fmt.Sprintf(
+			"%s; the previous restart was not ready within %s: its slot went to a waiting tenant", changed, c.restarts.timeout)}
 	}
 	if ok, holders := c.restarts.begin(key); !ok {
 		return &hold{reason: ReasonRestartQueued, message: queuedMessage(changed, c.restarts.max, holders)}
@@ -505,21 +524,26 @@ func (c *Controller) holdRestart(key string, store *v1.ObjectStore, changed stri
 	return nil
 }
 
-// endRestart frees key's restart slot once its StatefulSets have rolled
-// out to restart and are ready, or once it held the slot for the
-// timeout.
-func (c *Controller) endRestart(u *unstructured.Unstructured, sets []*appsv1.StatefulSet, restart string) {
+// expireRestart frees key's restart slot once it held it for the
+// timeout; true when tenants waited for it.
+func (c *Controller) expireRestart(u *unstructured.Unstructured) bool {
 	key := u.GetNamespace() + "/" + u.GetName()
 	start, ok := c.restarts.since(key)
-	if !ok {
-		return
+	if !ok || !c.restarts.expired(start) {
+		return false
 	}
-	if c.restarts.expired(start) {
-		c.log.Warn().Str("objectstore", key).Str("reason", ReasonRestartTimeout).Stringer("after", c.restarts.timeout).
-			Msg("the pods did not become ready again in time; the restart slot goes to the next tenant")
-		c.cfg.Recorder.Eventf(u, corev1.EventTypeWarning, ReasonRestartTimeout,
-			"the pods did not become ready within %s of their restart; the next tenant may restart", c.restarts.timeout)
-		c.restarts.end(key)
+	c.log.Warn().Str("objectstore", key).Str("reason", ReasonRestartTimeout).Stringer("after", c.restarts.timeout).
+		Msg("the pods did not become ready again in time; the restart slot goes to the next tenant")
+	c.cfg.Recorder.Eventf(u, corev1.EventTypeWarning, ReasonRestartTimeout,
+		"the pods did not become ready within %s of their restart; the next tenant may restart", c.restarts.timeout)
+	return c.restarts.end(key) > 0
+}
+
+// endRestart frees key's restart slot once its StatefulSets have rolled
+// out to restart and are ready.
+func (c *Controller) endRestart(u *unstructured.Unstructured, sets []*appsv1.StatefulSet, restart string) {
+	key := u.GetNamespace() + "/" + u.GetName()
+	if _, ok := c.restarts.since(key); !ok {
 		return
 	}
 	for _, s := range sets {

@@ -124,13 +124,13 @@ func (r *restarts) expired(start time.Time) bool {
 }
 
 // end frees key's slot (or forgets it waiting) and queues the keys that
-// waited for one.
-func (r *restarts) end(key string) {
+// waited for one; it says how many did.
+func (r *restarts) end(key string) int {
 	r.mu.Lock()
 	delete(r.waiting, key)
 	if _, ok := r.running[key]; !ok {
 		r.mu.Unlock()
-		return
+		return 0
 	}
 	delete(r.running, key)
 	waiting := make([]string, 0, len(r.waiting))
@@ -141,6 +141,7 @@ func (r *restarts) end(key string) {
 	for _, k := range waiting {
 		r.enqueue(k)
 	}
+	return len(waiting)
 }
 
 // reset forgets every slot: a new leadership term counts afresh from the

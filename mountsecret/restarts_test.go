@@ -263,3 +263,88 @@ func TestARestartThatNeverGetsReadyGivesItsSlotUpAfterTheTimeout(t *testing.T) {
 	require.NotEmpty(t, events)
 	assert.Contains(t, events[0], "Warning RestartTimeout")
 }
+
+// tenantHoldsTheSlot is a leader with one restart slot (10 minutes at
+// most, on clk) that t/s took for its rotation, its pods not ready yet.
+func tenantHoldsTheSlot(t *testing.T, clk *clocktesting.FakePassiveClock) *fixture {
+	t.Helper()
+	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = 10 * time.Minute; c.Clock = clk }
+	f, _ := rotatedFixture(t, one, nil)
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	require.Contains(t, f.actions(), "patch statefulsets")
+	f.catchUp()
+	drain(f)
+	_, held := f.c.restarts.since("t/s")
+	require.True(t, held)
+	return f
+}
+
+// The tenant breaks its own inputs while it holds a slot: the sync ends
+// on SecretNotFound before it looks at the restart, and before the fix
+// the slot was never given up.
+func TestATenantThatBreaksItsSecretWhileRestartingStillGivesItsSlotUpAfterTheTimeout(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	f := tenantHoldsTheSlot(t, clk)
+	require.NoError(t, f.kube.CoreV1().Secrets("t").Delete(context.Background(), "s-tls", metav1.DeleteOptions{}))
+	require.NoError(t, f.meta.GetIndexer().Delete(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "s-tls", Namespace: "t"}}))
+
+	clk.SetTime(clk.Now().Add(10 * time.Minute))
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Equal(t, ReasonSecretNotFound, certificatesReady(t, f).Reason)
+	ok, holders := f.c.restarts.begin("u/next")
+	assert.True(t, ok, "the other tenant gets the slot; held by %v", holders)
+}
+
+// The tenant edits its StatefulSet's restart annotation (or a GitOps
+// tool reverts it) right as its slot times out: before the fix the same
+// sync freed the slot and took it again, so the tenant kept it forever
+// while the others waited.
+func TestATimedOutTenantDoesNotTakeItsSlotAgainWhileOthersWait(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	f := tenantHoldsTheSlot(t, clk)
+	ok, _ := f.c.restarts.begin("u/next")
+	require.False(t, ok, "u/next waits for the slot")
+
+	s, err := f.kube.AppsV1().StatefulSets("t").Get(context.Background(), "s-pool-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	s.Spec.Template.Annotations[RestartAnnotation] = "tenant-edit"
+	_, err = f.kube.AppsV1().StatefulSets("t").Update(context.Background(), s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.catchUp()
+
+	clk.SetTime(clk.Now().Add(10 * time.Minute))
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.NotContains(t, f.actions(), "patch statefulsets", "t/s does not restart again ahead of the waiting tenant")
+	assert.Equal(t, ReasonRestartQueued, certificatesReady(t, f).Reason)
+	ok, holders := f.c.restarts.begin("u/next")
+	assert.True(t, ok, "the waiting tenant gets the slot; held by %v", holders)
+}
+
+// A StatefulSet left rolling when the leader changed holds a slot for
+// the new leader (adopt). Before the fix nothing ever looked at it again
+// unless the StatefulSet changed: a tenant's StatefulSet annotated with a
+// name no ObjectStore has, or whose pods never become ready, held the
+// slot for as long as the new leader led.
+func TestARestartANewLeaderAdoptsGivesItsSlotUpAfterTheTimeout(t *testing.T) {
+	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = 200 * time.Millisecond }
+	f, _ := rotatedFixture(t, one, nil)
+	f.settle("t") // t/s runs its pods, ready
+	ghost := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "ghost-pool-0", Namespace: "t", Generation: 2,
+		Labels: map[string]string{v1.ObjectStoreLabel: "ghost"}}}
+	ghost.Spec.Template.Annotations = map[string]string{RestartAnnotation: "left-by-the-previous-leader"}
+	ghost.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 1, CurrentRevision: "r1", UpdateRevision: "r2"}
+	require.NoError(t, f.sets.GetIndexer().Add(ghost))
+	f.c.adoptRestarts()
+
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	require.Equal(t, ReasonRestartQueued, certificatesReady(t, f).Reason, "t/ghost holds the one slot")
+	require.Eventually(t, func() bool {
+		for f.c.queue.Len() > 0 {
+			key, _ := f.c.queue.Get()
+			require.NoError(t, f.c.sync(context.Background(), key))
+			f.c.queue.Done(key)
+		}
+		_, held := f.c.restarts.since("t/s")
+		return held
+	}, 5*time.Second, 10*time.Millisecond, "t/s gets the slot once the adopted restart timed out")
+}
