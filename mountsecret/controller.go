@@ -456,6 +456,9 @@ func (c *Controller) sync(_ context.Context, key string) error {
 	if changed == "" {
 		changed = changedContent(generated, a)
 	}
+	if len(behind) == 0 {
+		c.restarts.forget(key) // nothing to restart: it waits for no slot
+	}
 	if len(behind) > 0 {
 		// A restart: it starts only when the tenant allows it (pause,
 		// window) and a slot is free; until then the Secret and the pods

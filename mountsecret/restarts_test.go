@@ -348,3 +348,55 @@ func TestARestartANewLeaderAdoptsGivesItsSlotUpAfterTheTimeout(t *testing.T) {
 		return held
 	}, 5*time.Second, 10*time.Millisecond, "t/s gets the slot once the adopted restart timed out")
 }
+
+// One namespace's ObjectStores (a tenant that creates many, their pods
+// never ready) take no more than their share of the restart slots while
+// other namespaces wait: before, every slot that freed could go to the
+// same namespace, and the other tenants' rotations waited a timeout per
+// OPERATOR_MAX_CONCURRENT_RESTARTS of its ObjectStores.
+func TestOneNamespaceHoldsNoMoreThanItsShareOfRestartSlots(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	r := newRestarts(4, time.Minute, clk, func(string) {})
+	for _, k := range []string{"h/1", "h/2", "h/3", "h/4"} {
+		ok, _ := r.begin(k)
+		require.True(t, ok, "%s: alone, a namespace may use every slot", k)
+	}
+	ok, _ := r.begin("t/s")
+	require.False(t, ok, "every slot is taken")
+
+	r.end("h/1")
+	ok, holders := r.begin("h/5")
+	assert.False(t, ok, "h holds 3 of 4 slots while t waits: more than its share")
+	assert.Equal(t, []string{"h/2", "h/3", "h/4"}, holders, "it waits for its own namespace's restarts")
+	ok, _ = r.begin("t/s")
+	assert.True(t, ok, "the freed slot goes to the waiting namespace")
+
+	r.end("t/s")
+	r.end("h/2")
+	ok, _ = r.begin("h/5")
+	assert.True(t, ok, "nobody else waits: h may use the free slots again")
+	ok, _ = r.begin("h/6")
+	assert.True(t, ok)
+}
+
+// A tenant that no longer needs a restart (its StatefulSets gone, or
+// already carrying the certificates) stops waiting for a slot: before, it
+// stayed among the waiting for good, woken by every slot that freed and
+// counted as a namespace contending for the slots.
+func TestATenantThatNoLongerNeedsARestartStopsWaiting(t *testing.T) {
+	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = time.Hour }
+	f, _ := rotatedFixture(t, one, nil)
+	ok, _ := f.c.restarts.begin("u/other")
+	require.True(t, ok)
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	require.Equal(t, ReasonRestartQueued, certificatesReady(t, f).Reason)
+	f.catchUp()
+
+	require.NoError(t, f.kube.AppsV1().StatefulSets("t").Delete(context.Background(), "s-pool-0", metav1.DeleteOptions{}))
+	require.NoError(t, f.sets.GetIndexer().Delete(tenantStatefulSet()))
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Equal(t, ReasonCertificatesAssembled, certificatesReady(t, f).Reason)
+
+	f.c.restarts.end("u/other")
+	assert.Zero(t, f.c.queue.Len(), "nobody waits any more")
+}
