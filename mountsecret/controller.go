@@ -355,7 +355,7 @@ func (c *Controller) Lead(ctx context.Context) error {
 }
 
 // adoptRestarts counts, at the start of a term, the tenants a previous
-// leader restarted whose pods are not all ready yet: they hold slots.
+// leader restarted whose rollout has not finished yet: they hold slots.
 func (c *Controller) adoptRestarts() {
 	c.restarts.reset()
 	sets, err := c.sets.List(labels.Everything()) // the informer holds only labelled StatefulSets
@@ -363,7 +363,7 @@ func (c *Controller) adoptRestarts() {
 		return
 	}
 	for _, s := range sets {
-		if s.Spec.Template.Annotations[RestartAnnotation] == "" || settled(s) {
+		if s.Spec.Template.Annotations[RestartAnnotation] == "" || !rolling(s) {
 			continue
 		}
 		if name := objectStoreOf(s); name != "" {

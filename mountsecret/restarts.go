@@ -256,6 +256,20 @@ func settled(s *appsv1.StatefulSet) bool {
 		(s.Status.UpdateRevision == "" || s.Status.CurrentRevision == s.Status.UpdateRevision)
 }
 
+// rolling tells whether a StatefulSet's rollout has not finished: the
+// statefulset controller has not seen its template, or has not moved
+// every replica to it with all ready (it sets currentRevision to
+// updateRevision only then). A finished rollout whose pods later stop
+// being ready is not a restart.
+func rolling(s *appsv1.StatefulSet) bool {
+	replicas := int32(1)
+	if s.Spec.Replicas != nil {
+		replicas = *s.Spec.Replicas
+	}
+	return s.Status.ObservedGeneration < s.Generation || s.Status.UpdatedReplicas < replicas ||
+		(s.Status.UpdateRevision != "" && s.Status.CurrentRevision != s.Status.UpdateRevision)
+}
+
 // windowOf is the tenant's maintenance window as of now.
 func windowOf(store *v1.ObjectStore, now time.Time) windowState {
 	return windowState{}

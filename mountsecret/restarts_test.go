@@ -400,3 +400,30 @@ func TestATenantThatNoLongerNeedsARestartStopsWaiting(t *testing.T) {
 	f.c.restarts.end("u/other")
 	assert.Zero(t, f.c.queue.Len(), "nobody waits any more")
 }
+
+// A new leader counts restarts still rolling, not tenants whose rollout
+// finished and whose pods later stopped being ready (a crash loop of
+// their own): before, every such tenant took a slot, beyond the limit,
+// for the timeout after each change of leader.
+func TestANewLeaderAdoptsOnlyRestartsStillRolling(t *testing.T) {
+	f, _ := rotatedFixture(t, func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = time.Hour }, nil)
+	f.settle("t")
+	set := func(name string, status appsv1.StatefulSetStatus) {
+		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name + "-pool-0", Namespace: "t", Generation: 2,
+			Labels: map[string]string{v1.ObjectStoreLabel: name}}}
+		s.Spec.Template.Annotations = map[string]string{RestartAnnotation: "v"}
+		s.Status = status
+		require.NoError(t, f.sets.GetIndexer().Add(s))
+	}
+	set("crashing", appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 0,
+		CurrentRevision: "r2", UpdateRevision: "r2"})
+	set("rolling", appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 0, ReadyReplicas: 0,
+		CurrentRevision: "r1", UpdateRevision: "r2"})
+	set("unseen", appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1,
+		CurrentRevision: "r1", UpdateRevision: "r1"})
+	f.c.adoptRestarts()
+	for key, want := range map[string]bool{"t/crashing": false, "t/rolling": true, "t/unseen": true, "t/s": false} {
+		_, held := f.c.restarts.since(key)
+		assert.Equal(t, want, held, key)
+	}
+}
