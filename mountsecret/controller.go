@@ -470,6 +470,16 @@ func (c *Controller) sync(_ context.Context, key string) error {
 			if h.after > 0 {
 				c.queue.AddAfter(key, h.after)
 			}
+			// A waiting tenant is woken by every slot that frees; the
+			// holders it named have changed, the wait has not. Saying so
+			// again each time would write a status and an Event per freed
+			// slot and per waiting tenant, and the Events would crowd its
+			// Restarting Event out of the recorder's per-object budget.
+			if have := meta.FindStatusCondition(store.Status.Conditions, v1.ConditionCertificatesReady); h.reason == ReasonRestartQueued &&
+				have != nil && have.Status == metav1.ConditionFalse && have.Reason == ReasonRestartQueued &&
+				have.ObservedGeneration == u.GetGeneration() && strings.HasPrefix(have.Message, changed+";") {
+				return nil
+			}
 			return c.setCondition(ctx, u, metav1.ConditionFalse, h.reason, h.message)
 		}
 	}

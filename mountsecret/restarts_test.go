@@ -3,6 +3,7 @@ package mountsecret
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -426,4 +427,33 @@ func TestANewLeaderAdoptsOnlyRestartsStillRolling(t *testing.T) {
 		_, held := f.c.restarts.since(key)
 		assert.Equal(t, want, held, key)
 	}
+}
+
+// A waiting tenant is woken each time a slot frees; before, each wake
+// rewrote its condition (the holders it named had changed) with an
+// Event: a rotation of N tenants through M slots wrote about N*N/M
+// statuses and Events, and the Event recorder's per-object spam filter
+// (25 at once) then dropped the tenant's Restarting Event
+// (TestASharedCARotationRestartsTheFleetFiveAtATime saw 1 of 2). Now it
+// says once that it waits.
+func TestAWaitingTenantSaysOnceThatItWaits(t *testing.T) {
+	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = time.Hour }
+	f, _ := rotatedFixture(t, one, nil)
+	holder := "u/0"
+	ok, _ := f.c.restarts.begin(holder)
+	require.True(t, ok)
+	for i := 1; i <= 5; i++ {
+		require.NoError(t, f.c.sync(context.Background(), "t/s"))
+		f.catchUp()
+		require.Equal(t, ReasonRestartQueued, certificatesReady(t, f).Reason)
+		// The slot goes to another waiting tenant first.
+		next := fmt.Sprintf("u/%d", i)
+		f.c.restarts.begin(next)
+		f.c.restarts.end(holder)
+		ok, _ := f.c.restarts.begin(next)
+		require.True(t, ok)
+		holder = next
+	}
+	queued := slices.DeleteFunc(drain(f), func(e string) bool { return !strings.Contains(e, " "+ReasonRestartQueued+" ") })
+	assert.Len(t, queued, 1, "one RestartQueued Event while it waits: %v", queued)
 }
