@@ -494,9 +494,6 @@ func (c *Controller) sync(_ context.Context, key string) error {
 		if len(rolled) > 0 {
 			c.cfg.Recorder.Eventf(u, corev1.EventTypeNormal, ReasonRestarting, "restarting the pods of StatefulSets %s: %s",
 				strings.Join(rolled, ", "), changed)
-			if c.restarts.timeout > 0 {
-				c.queue.AddAfter(key, c.restarts.timeout)
-			}
 		}
 		if err != nil {
 			return c.refused(ctx, u, err)
@@ -533,6 +530,11 @@ func (c *Controller) holdRestart(key string, store *v1.ObjectStore, changed stri
 	}
 	if ok, holders := c.restarts.begin(key); !ok {
 		return &hold{reason: ReasonRestartQueued, message: queuedMessage(changed, c.restarts.max, holders)}
+	}
+	// Looked at again when the slot times out, whatever happens next: the
+	// writes that follow may fail, and their retries back off for minutes.
+	if start, ok := c.restarts.since(key); ok && c.restarts.timeout > 0 {
+		c.queue.AddAfter(key, start.Add(c.restarts.timeout).Sub(now))
 	}
 	return nil
 }

@@ -13,8 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -456,4 +459,24 @@ func TestAWaitingTenantSaysOnceThatItWaits(t *testing.T) {
 	}
 	queued := slices.DeleteFunc(drain(f), func(e string) bool { return !strings.Contains(e, " "+ReasonRestartQueued+" ") })
 	assert.Len(t, queued, 1, "one RestartQueued Event while it waits: %v", queued)
+}
+
+// The slot is taken before the Secret is written and the StatefulSets
+// patched; when those writes fail, the sync is retried with a backoff
+// that grows to many minutes. Before, only a patch that went through
+// scheduled the look at the timeout, so a restart whose writes were
+// refused held its slot until a retry happened to come.
+func TestARestartWhoseWritesFailIsLookedAtWhenItTimesOut(t *testing.T) {
+	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = time.Hour }
+	f, _ := rotatedFixture(t, one, nil)
+	// Short from here: the fixture's first restart looks again in an hour.
+	f.c.restarts.timeout = 200 * time.Millisecond
+	f.kube.PrependReactor("patch", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(appsv1.Resource("statefulsets"), "s-pool-0", errors.New("an admission policy"))
+	})
+	require.Error(t, f.c.sync(context.Background(), "t/s"))
+	_, held := f.c.restarts.since("t/s")
+	require.True(t, held)
+	require.Eventually(t, func() bool { return f.c.queue.Len() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"t/s is synced again when its slot times out")
 }
