@@ -360,7 +360,7 @@ func (c *Controller) waitForCA(ctx context.Context) bool {
 }
 
 // adoptRestarts counts, at the start of a term, the tenants a previous
-// leader restarted whose pods are not all ready yet: they hold slots.
+// leader restarted whose rollout has not finished yet: they hold slots.
 func (c *Controller) adoptRestarts() {
 	c.restarts.reset()
 	sets, err := c.sets.List(labels.Everything()) // the informer holds only labelled StatefulSets
@@ -368,11 +368,17 @@ func (c *Controller) adoptRestarts() {
 		return
 	}
 	for _, s := range sets {
-		if s.Spec.Template.Annotations[RestartAnnotation] == "" || settled(s) {
+		if s.Spec.Template.Annotations[RestartAnnotation] == "" || !rolling(s) {
 			continue
 		}
 		if name := objectStoreOf(s); name != "" {
-			c.restarts.adopt(s.Namespace + "/" + name)
+			key := s.Namespace + "/" + name
+			c.restarts.adopt(key)
+			// Nothing else may sync key again (pods that never get
+			// ready, a name no ObjectStore has): the timeout must.
+			if c.restarts.timeout > 0 {
+				c.queue.AddAfter(key, c.restarts.timeout)
+			}
 		}
 	}
 }
@@ -382,6 +388,7 @@ func (c *Controller) Forget(key string) { c.restarts.end(key) }
 
 // Invalid reports an ObjectStore whose object does not convert.
 func (c *Controller) Invalid(ctx context.Context, u *unstructured.Unstructured, err error) error {
+	c.expireRestart(u) // a spec that does not convert holds no slot past the timeout
 	return c.setCondition(ctx, u, metav1.ConditionFalse, ReasonInvalidSpec, err.Error())
 }
 
@@ -397,6 +404,10 @@ func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 
 func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) error {
 	key := store.Namespace + "/" + store.Name
+	// Before anything of the tenant's can end the sync early (a Secret
+	// it deleted): a slot is held for the timeout at most, whatever the
+	// tenant does meanwhile.
+	yielded := c.expireRestart(u)
 	var operatorCA []byte
 	if c.cfg.OperatorCA != nil {
 		operatorCA = c.cfg.OperatorCA.CABundle()
@@ -442,6 +453,9 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	if changed == "" {
 		changed = changedContent(generated, a)
 	}
+	if len(behind) == 0 {
+		c.restarts.forget(key) // nothing to restart: it waits for no slot
+	}
 	if len(behind) > 0 {
 		// A restart: it starts only when the tenant allows it (pause,
 		// window) and a slot is free; until then the Secret and the pods
@@ -449,9 +463,19 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 		if changed == "" {
 			changed = "StatefulSets " + setNames(behind) + " do not mount the current certificates"
 		}
-		if h := c.holdRestart(key, store, changed); h != nil {
+		if h := c.holdRestart(key, store, changed, yielded); h != nil {
 			if h.after > 0 {
 				c.queue.AddAfter(key, h.after)
+			}
+			// A waiting tenant is woken by every slot that frees; the
+			// holders it named have changed, the wait has not. Saying so
+			// again each time would write a status and an Event per freed
+			// slot and per waiting tenant, and the Events would crowd its
+			// Restarting Event out of the recorder's per-object budget.
+			if have := meta.FindStatusCondition(store.Status.Conditions, v1.ConditionCertificatesReady); h.reason == ReasonRestartQueued &&
+				have != nil && have.Status == metav1.ConditionFalse && have.Reason == ReasonRestartQueued &&
+				have.ObservedGeneration == u.GetGeneration() && strings.HasPrefix(have.Message, changed+";") {
+				return nil
 			}
 			return c.setCondition(ctx, u, metav1.ConditionFalse, h.reason, h.message)
 		}
@@ -467,9 +491,6 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 		if len(rolled) > 0 {
 			c.cfg.Recorder.Eventf(u, corev1.EventTypeNormal, ReasonRestarting, "restarting the pods of StatefulSets %s: %s",
 				strings.Join(rolled, ", "), changed)
-			if c.restarts.timeout > 0 {
-				c.queue.AddAfter(key, c.restarts.timeout)
-			}
 		}
 		if err != nil {
 			return c.refused(ctx, u, err)
@@ -488,34 +509,53 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 }
 
 // holdRestart says why key may not restart now, nil once it holds a
-// restart slot.
-func (c *Controller) holdRestart(key string, store *v1.ObjectStore, changed string) *hold {
+// restart slot. yielded: key's slot just timed out while others waited.
+func (c *Controller) holdRestart(key string, store *v1.ObjectStore, changed string, yielded bool) *hold {
 	now := c.restarts.clock.Now()
 	if h := holdRestart(store.Annotations[v1.RestartsPausedAnnotation] == "true", windowOf(store, now), now, changed); h != nil {
 		c.restarts.end(key) // a held tenant waits for no slot
 		return h
 	}
+	if yielded {
+		// The waiting tenants go first, or a tenant whose StatefulSets
+		// keep falling behind (its own edits, a GitOps tool reverting
+		// the annotation) would take the slot it just gave up again,
+		// forever. Queued after them, it asks for a slot like them.
+		c.queue.Add(key)
+		return &hold{reason: ReasonRestartQueued, message: fmt.Sprintf(
+			"%s; the previous restart was not ready within %s: its slot went to a waiting tenant", changed, c.restarts.timeout)}
+	}
 	if ok, holders := c.restarts.begin(key); !ok {
 		return &hold{reason: ReasonRestartQueued, message: queuedMessage(changed, c.restarts.max, holders)}
+	}
+	// Looked at again when the slot times out, whatever happens next: the
+	// writes that follow may fail, and their retries back off for minutes.
+	if start, ok := c.restarts.since(key); ok && c.restarts.timeout > 0 {
+		c.queue.AddAfter(key, start.Add(c.restarts.timeout).Sub(now))
 	}
 	return nil
 }
 
-// endRestart frees key's restart slot once its StatefulSets have rolled
-// out to restart and are ready, or once it held the slot for the
-// timeout.
-func (c *Controller) endRestart(u *unstructured.Unstructured, sets []*appsv1.StatefulSet, restart string) {
+// expireRestart frees key's restart slot once it held it for the
+// timeout; true when tenants waited for it.
+func (c *Controller) expireRestart(u *unstructured.Unstructured) bool {
 	key := u.GetNamespace() + "/" + u.GetName()
 	start, ok := c.restarts.since(key)
-	if !ok {
-		return
+	if !ok || !c.restarts.expired(start) {
+		return false
 	}
-	if c.restarts.expired(start) {
-		c.log.Warn().Str("objectstore", key).Str("reason", ReasonRestartTimeout).Stringer("after", c.restarts.timeout).
-			Msg("the pods did not become ready again in time; the restart slot goes to the next tenant")
-		c.cfg.Recorder.Eventf(u, corev1.EventTypeWarning, ReasonRestartTimeout,
-			"the pods did not become ready within %s of their restart; the next tenant may restart", c.restarts.timeout)
-		c.restarts.end(key)
+	c.log.Warn().Str("objectstore", key).Str("reason", ReasonRestartTimeout).Stringer("after", c.restarts.timeout).
+		Msg("the pods did not become ready again in time; the restart slot goes to the next tenant")
+	c.cfg.Recorder.Eventf(u, corev1.EventTypeWarning, ReasonRestartTimeout,
+		"the pods did not become ready within %s of their restart; the next tenant may restart", c.restarts.timeout)
+	return c.restarts.end(key) > 0
+}
+
+// endRestart frees key's restart slot once its StatefulSets have rolled
+// out to restart and are ready.
+func (c *Controller) endRestart(u *unstructured.Unstructured, sets []*appsv1.StatefulSet, restart string) {
+	key := u.GetNamespace() + "/" + u.GetName()
+	if _, ok := c.restarts.since(key); !ok {
 		return
 	}
 	for _, s := range sets {

@@ -58,8 +58,11 @@ func holdRestart(paused bool, w windowState, now time.Time, changed string) *hol
 // holds a slot from the patch of its StatefulSets until every one of them
 // has rolled out and is ready again, or until timeout: a tenant whose
 // pods never become ready (its own doing) holds a slot no longer than
-// that, so it cannot stop the fleet's rotations. Keys that found every
-// slot taken are queued again when one frees.
+// that, so it cannot stop the fleet's rotations. While other namespaces
+// wait, a namespace takes no more than its share of the slots (max over
+// the namespaces running or waiting, rounded up): one tenant's many
+// ObjectStores cannot take every slot that frees. Keys that found no
+// slot are queued again when one frees.
 type restarts struct {
 	max     int // 0: no limit
 	timeout time.Duration
@@ -69,11 +72,64 @@ type restarts struct {
 	mu      sync.Mutex
 	running map[string]time.Time // key -> when its restart began
 	waiting map[string]struct{}
+	// Per namespace: restarts running, keys waiting.
+	runningNS, waitingNS map[string]int
 }
 
 func newRestarts(max int, timeout time.Duration, clk clock.PassiveClock, enqueue func(string)) *restarts {
 	return &restarts{max: max, timeout: timeout, clock: clk, enqueue: enqueue,
-		running: map[string]time.Time{}, waiting: map[string]struct{}{}}
+		running: map[string]time.Time{}, waiting: map[string]struct{}{},
+		runningNS: map[string]int{}, waitingNS: map[string]int{}}
+}
+
+func namespaceOf(key string) string {
+	ns, _, _ := strings.Cut(key, "/")
+	return ns
+}
+
+// share is how many slots ns may hold now: max split among the
+// namespaces with a restart running or waiting, ns among them.
+func (r *restarts) share(ns string) int {
+	contending := 1
+	for n := range r.runningNS {
+		if n != ns {
+			contending++
+		}
+	}
+	for n := range r.waitingNS {
+		if _, running := r.runningNS[n]; !running && n != ns {
+			contending++
+		}
+	}
+	return (r.max + contending - 1) / contending
+}
+
+func (r *restarts) wait(key string) {
+	if _, ok := r.waiting[key]; !ok {
+		r.waiting[key] = struct{}{}
+		r.waitingNS[namespaceOf(key)]++
+	}
+}
+
+func (r *restarts) unwait(key string) {
+	if _, ok := r.waiting[key]; ok {
+		delete(r.waiting, key)
+		decrement(r.waitingNS, namespaceOf(key))
+	}
+}
+
+func (r *restarts) run(key string) {
+	r.unwait(key)
+	r.running[key] = r.clock.Now()
+	r.runningNS[namespaceOf(key)]++
+}
+
+func decrement(m map[string]int, k string) {
+	if m[k] <= 1 {
+		delete(m, k)
+		return
+	}
+	m[k]--
 }
 
 // begin takes a slot for key (it keeps the one it has); false, with who
@@ -85,17 +141,21 @@ func (r *restarts) begin(key string) (bool, []string) {
 	if _, ok := r.running[key]; ok {
 		return true, nil
 	}
-	if r.max > 0 && len(r.running) >= r.max {
-		r.waiting[key] = struct{}{}
+	ns := namespaceOf(key)
+	full := r.max > 0 && len(r.running) >= r.max
+	if overShare := r.max > 0 && r.runningNS[ns] >= r.share(ns); full || overShare {
+		r.wait(key)
 		holders := make([]string, 0, len(r.running))
 		for k := range r.running {
-			holders = append(holders, k)
+			// Over its share, it waits for its own namespace's.
+			if full || namespaceOf(k) == ns {
+				holders = append(holders, k)
+			}
 		}
 		slices.Sort(holders)
 		return false, holders
 	}
-	delete(r.waiting, key)
-	r.running[key] = r.clock.Now()
+	r.run(key)
 	return true, nil
 }
 
@@ -105,8 +165,15 @@ func (r *restarts) adopt(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.running[key]; !ok {
-		r.running[key] = r.clock.Now()
+		r.run(key)
 	}
+}
+
+// forget drops key from the waiting: it no longer needs a slot.
+func (r *restarts) forget(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unwait(key)
 }
 
 // since is when key's restart began; false when it holds no slot.
@@ -124,15 +191,16 @@ func (r *restarts) expired(start time.Time) bool {
 }
 
 // end frees key's slot (or forgets it waiting) and queues the keys that
-// waited for one.
-func (r *restarts) end(key string) {
+// waited for one; it says how many did.
+func (r *restarts) end(key string) int {
 	r.mu.Lock()
-	delete(r.waiting, key)
+	r.unwait(key)
 	if _, ok := r.running[key]; !ok {
 		r.mu.Unlock()
-		return
+		return 0
 	}
 	delete(r.running, key)
+	decrement(r.runningNS, namespaceOf(key))
 	waiting := make([]string, 0, len(r.waiting))
 	for k := range r.waiting {
 		waiting = append(waiting, k)
@@ -141,6 +209,7 @@ func (r *restarts) end(key string) {
 	for _, k := range waiting {
 		r.enqueue(k)
 	}
+	return len(waiting)
 }
 
 // reset forgets every slot: a new leadership term counts afresh from the
@@ -150,6 +219,8 @@ func (r *restarts) reset() {
 	defer r.mu.Unlock()
 	clear(r.running)
 	clear(r.waiting)
+	clear(r.runningNS)
+	clear(r.waitingNS)
 }
 
 // queuedMessage says what a tenant waits for, naming a few holders.
@@ -183,6 +254,20 @@ func settled(s *appsv1.StatefulSet) bool {
 	return s.Status.ObservedGeneration >= s.Generation &&
 		s.Status.UpdatedReplicas == replicas && s.Status.ReadyReplicas == replicas &&
 		(s.Status.UpdateRevision == "" || s.Status.CurrentRevision == s.Status.UpdateRevision)
+}
+
+// rolling tells whether a StatefulSet's rollout has not finished: the
+// statefulset controller has not seen its template, or has not moved
+// every replica to it with all ready (it sets currentRevision to
+// updateRevision only then). A finished rollout whose pods later stop
+// being ready is not a restart.
+func rolling(s *appsv1.StatefulSet) bool {
+	replicas := int32(1)
+	if s.Spec.Replicas != nil {
+		replicas = *s.Spec.Replicas
+	}
+	return s.Status.ObservedGeneration < s.Generation || s.Status.UpdatedReplicas < replicas ||
+		(s.Status.UpdateRevision != "" && s.Status.CurrentRevision != s.Status.UpdateRevision)
 }
 
 // windowOf is the tenant's maintenance window as of now.

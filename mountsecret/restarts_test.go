@@ -3,6 +3,7 @@ package mountsecret
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -12,8 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -262,4 +266,217 @@ func TestARestartThatNeverGetsReadyGivesItsSlotUpAfterTheTimeout(t *testing.T) {
 	events := drain(f)
 	require.NotEmpty(t, events)
 	assert.Contains(t, events[0], "Warning RestartTimeout")
+}
+
+// tenantHoldsTheSlot is a leader with one restart slot (10 minutes at
+// most, on clk) that t/s took for its rotation, its pods not ready yet.
+func tenantHoldsTheSlot(t *testing.T, clk *clocktesting.FakePassiveClock) *fixture {
+	t.Helper()
+	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = 10 * time.Minute; c.Clock = clk }
+	f, _ := rotatedFixture(t, one, nil)
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	require.Contains(t, f.actions(), "patch statefulsets")
+	f.catchUp()
+	drain(f)
+	_, held := f.c.restarts.since("t/s")
+	require.True(t, held)
+	return f
+}
+
+// The tenant breaks its own inputs while it holds a slot: the sync ends
+// on SecretNotFound before it looks at the restart, and before the fix
+// the slot was never given up.
+func TestATenantThatBreaksItsSecretWhileRestartingStillGivesItsSlotUpAfterTheTimeout(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	f := tenantHoldsTheSlot(t, clk)
+	require.NoError(t, f.kube.CoreV1().Secrets("t").Delete(context.Background(), "s-tls", metav1.DeleteOptions{}))
+	require.NoError(t, f.meta.GetIndexer().Delete(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "s-tls", Namespace: "t"}}))
+
+	clk.SetTime(clk.Now().Add(10 * time.Minute))
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Equal(t, ReasonSecretNotFound, certificatesReady(t, f).Reason)
+	ok, holders := f.c.restarts.begin("u/next")
+	assert.True(t, ok, "the other tenant gets the slot; held by %v", holders)
+}
+
+// The tenant edits its StatefulSet's restart annotation (or a GitOps
+// tool reverts it) right as its slot times out: before the fix the same
+// sync freed the slot and took it again, so the tenant kept it forever
+// while the others waited.
+func TestATimedOutTenantDoesNotTakeItsSlotAgainWhileOthersWait(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	f := tenantHoldsTheSlot(t, clk)
+	ok, _ := f.c.restarts.begin("u/next")
+	require.False(t, ok, "u/next waits for the slot")
+
+	s, err := f.kube.AppsV1().StatefulSets("t").Get(context.Background(), "s-pool-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	s.Spec.Template.Annotations[RestartAnnotation] = "tenant-edit"
+	_, err = f.kube.AppsV1().StatefulSets("t").Update(context.Background(), s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.catchUp()
+
+	clk.SetTime(clk.Now().Add(10 * time.Minute))
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.NotContains(t, f.actions(), "patch statefulsets", "t/s does not restart again ahead of the waiting tenant")
+	assert.Equal(t, ReasonRestartQueued, certificatesReady(t, f).Reason)
+	ok, holders := f.c.restarts.begin("u/next")
+	assert.True(t, ok, "the waiting tenant gets the slot; held by %v", holders)
+}
+
+// A StatefulSet left rolling when the leader changed holds a slot for
+// the new leader (adopt). Before the fix nothing ever looked at it again
+// unless the StatefulSet changed: a tenant's StatefulSet annotated with a
+// name no ObjectStore has, or whose pods never become ready, held the
+// slot for as long as the new leader led.
+func TestARestartANewLeaderAdoptsGivesItsSlotUpAfterTheTimeout(t *testing.T) {
+	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = 200 * time.Millisecond }
+	f, _ := rotatedFixture(t, one, nil)
+	f.settle("t") // t/s runs its pods, ready
+	ghost := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "ghost-pool-0", Namespace: "t", Generation: 2,
+		Labels: map[string]string{v1.ObjectStoreLabel: "ghost"}}}
+	ghost.Spec.Template.Annotations = map[string]string{RestartAnnotation: "left-by-the-previous-leader"}
+	ghost.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 1, CurrentRevision: "r1", UpdateRevision: "r2"}
+	require.NoError(t, f.sets.GetIndexer().Add(ghost))
+	f.c.adoptRestarts()
+
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	require.Equal(t, ReasonRestartQueued, certificatesReady(t, f).Reason, "t/ghost holds the one slot")
+	require.Eventually(t, func() bool {
+		for f.c.queue.Len() > 0 {
+			key, _ := f.c.queue.Get()
+			require.NoError(t, f.c.sync(context.Background(), key))
+			f.c.queue.Done(key)
+		}
+		_, held := f.c.restarts.since("t/s")
+		return held
+	}, 5*time.Second, 10*time.Millisecond, "t/s gets the slot once the adopted restart timed out")
+}
+
+// One namespace's ObjectStores (a tenant that creates many, their pods
+// never ready) take no more than their share of the restart slots while
+// other namespaces wait: before, every slot that freed could go to the
+// same namespace, and the other tenants' rotations waited a timeout per
+// OPERATOR_MAX_CONCURRENT_RESTARTS of its ObjectStores.
+func TestOneNamespaceHoldsNoMoreThanItsShareOfRestartSlots(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	r := newRestarts(4, time.Minute, clk, func(string) {})
+	for _, k := range []string{"h/1", "h/2", "h/3", "h/4"} {
+		ok, _ := r.begin(k)
+		require.True(t, ok, "%s: alone, a namespace may use every slot", k)
+	}
+	ok, _ := r.begin("t/s")
+	require.False(t, ok, "every slot is taken")
+
+	r.end("h/1")
+	ok, holders := r.begin("h/5")
+	assert.False(t, ok, "h holds 3 of 4 slots while t waits: more than its share")
+	assert.Equal(t, []string{"h/2", "h/3", "h/4"}, holders, "it waits for its own namespace's restarts")
+	ok, _ = r.begin("t/s")
+	assert.True(t, ok, "the freed slot goes to the waiting namespace")
+
+	r.end("t/s")
+	r.end("h/2")
+	ok, _ = r.begin("h/5")
+	assert.True(t, ok, "nobody else waits: h may use the free slots again")
+	ok, _ = r.begin("h/6")
+	assert.True(t, ok)
+}
+
+// A tenant that no longer needs a restart (its StatefulSets gone, or
+// already carrying the certificates) stops waiting for a slot: before, it
+// stayed among the waiting for good, woken by every slot that freed and
+// counted as a namespace contending for the slots.
+func TestATenantThatNoLongerNeedsARestartStopsWaiting(t *testing.T) {
+	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = time.Hour }
+	f, _ := rotatedFixture(t, one, nil)
+	ok, _ := f.c.restarts.begin("u/other")
+	require.True(t, ok)
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	require.Equal(t, ReasonRestartQueued, certificatesReady(t, f).Reason)
+	f.catchUp()
+
+	require.NoError(t, f.kube.AppsV1().StatefulSets("t").Delete(context.Background(), "s-pool-0", metav1.DeleteOptions{}))
+	require.NoError(t, f.sets.GetIndexer().Delete(tenantStatefulSet()))
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Equal(t, ReasonCertificatesAssembled, certificatesReady(t, f).Reason)
+
+	f.c.restarts.end("u/other")
+	assert.Zero(t, f.c.queue.Len(), "nobody waits any more")
+}
+
+// A new leader counts restarts still rolling, not tenants whose rollout
+// finished and whose pods later stopped being ready (a crash loop of
+// their own): before, every such tenant took a slot, beyond the limit,
+// for the timeout after each change of leader.
+func TestANewLeaderAdoptsOnlyRestartsStillRolling(t *testing.T) {
+	f, _ := rotatedFixture(t, func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = time.Hour }, nil)
+	f.settle("t")
+	set := func(name string, status appsv1.StatefulSetStatus) {
+		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name + "-pool-0", Namespace: "t", Generation: 2,
+			Labels: map[string]string{v1.ObjectStoreLabel: name}}}
+		s.Spec.Template.Annotations = map[string]string{RestartAnnotation: "v"}
+		s.Status = status
+		require.NoError(t, f.sets.GetIndexer().Add(s))
+	}
+	set("crashing", appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 0,
+		CurrentRevision: "r2", UpdateRevision: "r2"})
+	set("rolling", appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 0, ReadyReplicas: 0,
+		CurrentRevision: "r1", UpdateRevision: "r2"})
+	set("unseen", appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1,
+		CurrentRevision: "r1", UpdateRevision: "r1"})
+	f.c.adoptRestarts()
+	for key, want := range map[string]bool{"t/crashing": false, "t/rolling": true, "t/unseen": true, "t/s": false} {
+		_, held := f.c.restarts.since(key)
+		assert.Equal(t, want, held, key)
+	}
+}
+
+// A waiting tenant is woken each time a slot frees; before, each wake
+// rewrote its condition (the holders it named had changed) with an
+// Event: a rotation of N tenants through M slots wrote about N*N/M
+// statuses and Events, and the Event recorder's per-object spam filter
+// (25 at once) then dropped the tenant's Restarting Event
+// (TestASharedCARotationRestartsTheFleetFiveAtATime saw 1 of 2). Now it
+// says once that it waits.
+func TestAWaitingTenantSaysOnceThatItWaits(t *testing.T) {
+	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = time.Hour }
+	f, _ := rotatedFixture(t, one, nil)
+	holder := "u/0"
+	ok, _ := f.c.restarts.begin(holder)
+	require.True(t, ok)
+	for i := 1; i <= 5; i++ {
+		require.NoError(t, f.c.sync(context.Background(), "t/s"))
+		f.catchUp()
+		require.Equal(t, ReasonRestartQueued, certificatesReady(t, f).Reason)
+		// The slot goes to another waiting tenant first.
+		next := fmt.Sprintf("u/%d", i)
+		f.c.restarts.begin(next)
+		f.c.restarts.end(holder)
+		ok, _ := f.c.restarts.begin(next)
+		require.True(t, ok)
+		holder = next
+	}
+	queued := slices.DeleteFunc(drain(f), func(e string) bool { return !strings.Contains(e, " "+ReasonRestartQueued+" ") })
+	assert.Len(t, queued, 1, "one RestartQueued Event while it waits: %v", queued)
+}
+
+// The slot is taken before the Secret is written and the StatefulSets
+// patched; when those writes fail, the sync is retried with a backoff
+// that grows to many minutes. Before, only a patch that went through
+// scheduled the look at the timeout, so a restart whose writes were
+// refused held its slot until a retry happened to come.
+func TestARestartWhoseWritesFailIsLookedAtWhenItTimesOut(t *testing.T) {
+	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = time.Hour }
+	f, _ := rotatedFixture(t, one, nil)
+	// Short from here: the fixture's first restart looks again in an hour.
+	f.c.restarts.timeout = 200 * time.Millisecond
+	f.kube.PrependReactor("patch", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(appsv1.Resource("statefulsets"), "s-pool-0", errors.New("an admission policy"))
+	})
+	require.Error(t, f.c.sync(context.Background(), "t/s"))
+	_, held := f.c.restarts.since("t/s")
+	require.True(t, held)
+	require.Eventually(t, func() bool { return f.c.queue.Len() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"t/s is synced again when its slot times out")
 }

@@ -278,3 +278,33 @@ podMonitor:
 	require.Error(t, err, "both would scrape every pod twice")
 	assert.Contains(t, err.Error(), "podMonitor")
 }
+
+// OPERATOR_SHUTDOWN_GRACE is a Go duration of at least 0: "0" is one the
+// operator takes (no drain), and the chart must take it too. Set through
+// valueFrom the chart cannot read it, so it cannot size the termination
+// grace from it: before, it silently assumed 30s, and a longer grace was
+// cut by the kubelet mid-drain; now it asks for an explicit
+// terminationGracePeriodSeconds.
+func TestChartShutdownGraceIsReadAsTheOperatorReadsIt(t *testing.T) {
+	d := renderedDeployment(t, `global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_SHUTDOWN_GRACE
+        value: "0"
+`)
+	require.NotNil(t, d.Spec.Template.Spec.TerminationGracePeriodSeconds)
+	assert.EqualValues(t, 5+0+10, *d.Spec.Template.Spec.TerminationGracePeriodSeconds)
+
+	fromSecret := `global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_SHUTDOWN_GRACE
+        valueFrom:
+          configMapKeyRef: {name: operator-settings, key: shutdownGrace}
+`
+	_, err := helmChart(t, fromSecret, "template")
+	require.Error(t, err, "the chart cannot know the grace it must outlast")
+	assert.Contains(t, err.Error(), "terminationGracePeriodSeconds")
+	d = renderedDeployment(t, fromSecret+"terminationGracePeriodSeconds: 400\n")
+	assert.EqualValues(t, 400, *d.Spec.Template.Spec.TerminationGracePeriodSeconds, "an explicit period is the platform's word")
+}

@@ -78,16 +78,25 @@ it to name it, so that is refused. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* Whether OPERATOR_SHUTDOWN_GRACE comes through valueFrom: the chart
+cannot read it to size the termination grace. */}}
+{{- define "osop.shutdownGraceFromRef" -}}
+{{- range .Values.global.operator.extraEnv -}}
+{{- if and (eq .name "OPERATOR_SHUTDOWN_GRACE") (not (hasKey . "value")) -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The Secret autocert stores its certificate in. */}}
 {{- define "osop.autocertSecret" -}}
 {{- default "object-store-operator-tls" (include "osop.env" (list . "OPERATOR_AUTOCERT_SECRET_NAME")) -}}
 {{- end -}}
 
 {{/* OPERATOR_SHUTDOWN_GRACE in whole seconds, rounded up (default 30s):
-the Go duration syntax the operator parses (2m30s, 1500ms, 1h). */}}
+the Go duration syntax the operator parses (2m30s, 1500ms, 1h, +30s, and
+0, the one duration without a unit). */}}
 {{- define "osop.shutdownGraceSeconds" -}}
 {{- $v := default "30s" (include "osop.env" (list . "OPERATOR_SHUTDOWN_GRACE")) -}}
-{{- if not (regexMatch "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h)(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h))*$" $v) -}}
+{{- if not (regexMatch "^\\+?(0|([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h)(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h))*)$" $v) -}}
 {{- fail (printf "global.operator.extraEnv: OPERATOR_SHUTDOWN_GRACE: %q is not a duration (such as 30s or 2m)" $v) -}}
 {{- end -}}
 {{- $units := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001 -}}
