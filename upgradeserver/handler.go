@@ -40,7 +40,8 @@ type handler struct {
 	// listings caches rendered listings for the snapshot it was made for.
 	listings atomic.Pointer[listingCache]
 	log      zerolog.Logger
-	access   zerolog.Logger
+	// access writes one line per request; nil: no access log.
+	access *zerolog.Logger
 	// stall is how long a download may make no progress before the
 	// connection is dropped; a client that stops reading cannot hold a
 	// connection forever.
@@ -251,7 +252,8 @@ func etagMatches(header, etag string) bool {
 	return false
 }
 
-// observe records metrics and writes the access log for every request.
+// observe records metrics and writes the access log (when there is one)
+// for every request.
 // The listing, the hot path (every pod polls it), is dispatched before the
 // router: it has no variables, and the router would copy the request twice
 // to attach its route and vars to the context.
@@ -276,14 +278,19 @@ func (h *handler) observe(router *mux.Router) http.Handler {
 		} else {
 			router.ServeHTTP(rec, r)
 		}
+		took := time.Since(start)
 		h.metrics.request(rec.route, rec.status).Inc()
+		h.metrics.duration(rec.route, rec.status).Observe(took.Seconds())
 		h.metrics.bytesSent.Add(float64(rec.bytes))
+		if h.access == nil {
+			return
+		}
 		if ev := h.access.Info(); ev.Enabled() {
 			ev.Str("method", r.Method).
 				Str("path", r.URL.EscapedPath()).
 				Int("status", rec.status).
 				Int64("bytes", rec.bytes).
-				Dur("duration", time.Since(start)).
+				Dur("duration", took).
 				Str("remote", r.RemoteAddr).
 				Str("proto", r.Proto).
 				Msg("request")

@@ -107,23 +107,28 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	if cert != nil {
 		source = cert
 	}
-	// Access lines are batched (one write per 100 ms, not per request) and
-	// flushed once everything, graceful shutdown included, has ended.
-	accessOut := logging.NewBufferedWriter(os.Stderr, 100*time.Millisecond)
-	flushCtx, stopFlushing := context.WithCancel(context.WithoutCancel(ctx))
-	go accessOut.Run(flushCtx)
-	defer func() {
-		stopFlushing()
-		accessOut.Flush()
-	}()
-	accessLog := zerolog.New(accessOut).Level(cfg.logLevel).With().Timestamp().Logger()
+	var accessLog *zerolog.Logger
+	if cfg.accessLog {
+		// Access lines are batched (one write per 100 ms, not per request)
+		// and flushed once everything, graceful shutdown included, has
+		// ended.
+		accessOut := logging.NewBufferedWriter(os.Stderr, 100*time.Millisecond)
+		flushCtx, stopFlushing := context.WithCancel(context.WithoutCancel(ctx))
+		go accessOut.Run(flushCtx)
+		defer func() {
+			stopFlushing()
+			accessOut.Flush()
+		}()
+		l := zerolog.New(accessOut).Level(cfg.logLevel).With().Timestamp().Logger()
+		accessLog = &l
+	}
 	srv := upgradeserver.New(upgradeserver.Config{
 		Address:        cfg.upgradeAddress,
 		Certificates:   source,
 		Store:          store,
 		Metrics:        upgradeserver.NewMetrics(reg),
 		Log:            log,
-		AccessLog:      &accessLog,
+		AccessLog:      accessLog,
 		ShutdownGrace:  cfg.shutdownGrace,
 		MaxDownloads:   cfg.maxDownloads,
 		MaxConnections: cfg.maxConns,
