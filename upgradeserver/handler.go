@@ -50,6 +50,9 @@ type handler struct {
 	// full, more are answered 503 with Retry-After instead of each taking a
 	// copy buffer.
 	downloads chan struct{}
+	// recorders are reused across requests: nothing holds one after its
+	// request is answered.
+	recorders sync.Pool
 }
 
 // newHandler builds the router. Paths are matched raw (encoded, uncleaned):
@@ -95,11 +98,7 @@ func (h *handler) listingsFor(snap *binstore.Snapshot) *listingCache {
 }
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	l, err := h.listingsFor(h.store.Current()).listing(scheme + "://" + r.Host + UpdatePath)
+	l, err := h.listingsFor(h.store.Current()).listing(baseKey{https: r.TLS != nil, host: r.Host})
 	if err != nil {
 		h.log.Error().Err(err).Msg("cannot render listing")
 		http.Error(w, "cannot render listing", http.StatusInternalServerError)
@@ -271,7 +270,15 @@ func (h *handler) observe(router *mux.Router) http.Handler {
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, status: http.StatusOK, route: routeNone}
+		rec, _ := h.recorders.Get().(*recorder)
+		if rec == nil {
+			rec = new(recorder)
+		}
+		*rec = recorder{ResponseWriter: w, status: http.StatusOK, route: routeNone}
+		defer func() {
+			*rec = recorder{}
+			h.recorders.Put(rec)
+		}()
 		if p := r.URL.Path; (p == UpdatePath || p == UpdatePath+"/") && r.URL.RawPath == "" {
 			rec.route = routeList
 			list.ServeHTTP(rec, r)
