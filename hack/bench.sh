@@ -200,7 +200,7 @@ if wants listing; then
 	compare listing "GET /webhook/v1/update, 64 keep-alive" "req/s" 0.9 rps /webhook/v1/update 64
 fi
 if wants handshakes; then
-	compare handshakes "full handshakes (Connection: close), 64" "req/s" 1.05 rps /webhook/v1/update 64 -H "Connection: close"
+	compare handshakes "new connections (Connection: close), 64" "req/s" 1.05 rps /webhook/v1/update 64 -H "Connection: close"
 fi
 if [[ -n "$prof_pid" ]]; then
 	wait "$prof_pid"
