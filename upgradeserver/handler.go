@@ -40,7 +40,8 @@ type handler struct {
 	// listings caches rendered listings for the snapshot it was made for.
 	listings atomic.Pointer[listingCache]
 	log      zerolog.Logger
-	access   zerolog.Logger
+	// access writes one line per request; nil: no access log.
+	access *zerolog.Logger
 	// stall is how long a download may make no progress before the
 	// connection is dropped; a client that stops reading cannot hold a
 	// connection forever.
@@ -49,6 +50,9 @@ type handler struct {
 	// full, more are answered 503 with Retry-After instead of each taking a
 	// copy buffer.
 	downloads chan struct{}
+	// recorders are reused across requests: nothing holds one after its
+	// request is answered.
+	recorders sync.Pool
 }
 
 // newHandler builds the router. Paths are matched raw (encoded, uncleaned):
@@ -94,11 +98,7 @@ func (h *handler) listingsFor(snap *binstore.Snapshot) *listingCache {
 }
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	l, err := h.listingsFor(h.store.Current()).listing(scheme + "://" + r.Host + UpdatePath)
+	l, err := h.listingsFor(h.store.Current()).listing(baseKey{https: r.TLS != nil, host: r.Host})
 	if err != nil {
 		h.log.Error().Err(err).Msg("cannot render listing")
 		http.Error(w, "cannot render listing", http.StatusInternalServerError)
@@ -251,7 +251,8 @@ func etagMatches(header, etag string) bool {
 	return false
 }
 
-// observe records metrics and writes the access log for every request.
+// observe records metrics and writes the access log (when there is one)
+// for every request.
 // The listing, the hot path (every pod polls it), is dispatched before the
 // router: it has no variables, and the router would copy the request twice
 // to attach its route and vars to the context.
@@ -269,21 +270,34 @@ func (h *handler) observe(router *mux.Router) http.Handler {
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, status: http.StatusOK, route: routeNone}
+		rec, _ := h.recorders.Get().(*recorder)
+		if rec == nil {
+			rec = new(recorder)
+		}
+		*rec = recorder{ResponseWriter: w, status: http.StatusOK, route: routeNone}
+		defer func() {
+			*rec = recorder{}
+			h.recorders.Put(rec)
+		}()
 		if p := r.URL.Path; (p == UpdatePath || p == UpdatePath+"/") && r.URL.RawPath == "" {
 			rec.route = routeList
 			list.ServeHTTP(rec, r)
 		} else {
 			router.ServeHTTP(rec, r)
 		}
+		took := time.Since(start)
 		h.metrics.request(rec.route, rec.status).Inc()
+		h.metrics.duration(rec.route, rec.status).Observe(took.Seconds())
 		h.metrics.bytesSent.Add(float64(rec.bytes))
+		if h.access == nil {
+			return
+		}
 		if ev := h.access.Info(); ev.Enabled() {
 			ev.Str("method", r.Method).
 				Str("path", r.URL.EscapedPath()).
 				Int("status", rec.status).
 				Int64("bytes", rec.bytes).
-				Dur("duration", time.Since(start)).
+				Dur("duration", took).
 				Str("remote", r.RemoteAddr).
 				Str("proto", r.Proto).
 				Msg("request")

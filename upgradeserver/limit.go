@@ -2,7 +2,6 @@ package upgradeserver
 
 import (
 	"net"
-	"sync"
 	"sync/atomic"
 )
 
@@ -31,17 +30,21 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			l.rejected()
 			continue
 		}
-		return &limitedConn{Conn: c, release: func() { l.open.Add(-1) }}, nil
+		return &limitedConn{Conn: c, l: l}, nil
 	}
 }
 
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l *limitListener
+	// closed makes a second Close (net/http may close twice) free no
+	// second slot.
+	closed atomic.Bool
 }
 
 func (c *limitedConn) Close() error {
-	c.once.Do(c.release)
+	if c.closed.CompareAndSwap(false, true) {
+		c.l.open.Add(-1)
+	}
 	return c.Conn.Close()
 }

@@ -64,7 +64,21 @@ const maxCachedListings = 32
 type listingCache struct {
 	snap    *binstore.Snapshot
 	mu      sync.RWMutex
-	entries map[string]*renderedListing
+	entries map[baseKey]*renderedListing
+}
+
+// baseKey names a base URL by its parts, so a lookup builds no string.
+type baseKey struct {
+	https bool
+	host  string
+}
+
+func (k baseKey) url() string {
+	scheme := "http"
+	if k.https {
+		scheme = "https"
+	}
+	return scheme + "://" + k.host + UpdatePath
 }
 
 type renderedListing struct {
@@ -73,20 +87,20 @@ type renderedListing struct {
 	length []string
 }
 
-func (c *listingCache) listing(base string) (*renderedListing, error) {
+func (c *listingCache) listing(base baseKey) (*renderedListing, error) {
 	c.mu.RLock()
 	r, ok := c.entries[base]
 	c.mu.RUnlock()
 	if ok {
 		return r, nil
 	}
-	r, err := renderListing(c.snap.Binaries(), c.snap.Withheld(), base)
+	r, err := renderListing(c.snap.Binaries(), c.snap.Withheld(), base.url())
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	if c.entries == nil {
-		c.entries = map[string]*renderedListing{}
+		c.entries = map[baseKey]*renderedListing{}
 	}
 	if len(c.entries) < maxCachedListings {
 		c.entries[base] = r

@@ -53,7 +53,9 @@ type Config struct {
 	Store        Catalog
 	Metrics      *Metrics
 	Log          zerolog.Logger
-	// AccessLog receives one line per request; nil means Log.
+	// AccessLog receives one line per request (method, path, status,
+	// bytes, duration, remote, proto); nil writes none. Metrics count every
+	// request either way.
 	AccessLog *zerolog.Logger
 	// ShutdownGrace is how long running downloads may continue after
 	// shutdown begins; zero closes them at once.
@@ -87,9 +89,10 @@ func New(cfg Config) *Server {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	log := cfg.Log.With().Str("component", "upgradeserver").Logger()
-	access := log
+	var access *zerolog.Logger
 	if cfg.AccessLog != nil {
-		access = cfg.AccessLog.With().Str("component", "upgradeserver").Logger()
+		l := cfg.AccessLog.With().Str("component", "upgradeserver").Logger()
+		access = &l
 	}
 	cfg.Log = log
 	return &Server{

@@ -116,7 +116,7 @@ func (c *config) settings() []setting {
 		{"max-connections", "OPERATOR_MAX_CONNECTIONS", "4096", "connections to the upgrade server open at once; more are closed on accept (about 64 KiB each)", atLeast(&c.maxConns, 1)},
 		{"shutdown-grace", "OPERATOR_SHUTDOWN_GRACE", "30s", "how long running downloads may finish after a shutdown signal", duration(&c.shutdownGrace, 0)},
 		{"log-level", "OPERATOR_LOG_LEVEL", "info", "log level: debug, info, warn or error", logLevel(&c.logLevel)},
-		{"access-log", "OPERATOR_ACCESS_LOG", "on", "on: one log line per upgrade-server request (message request); off: none, the request metrics still count them", onOff(&c.accessLog)},
+		{"access-log", "OPERATOR_ACCESS_LOG", "on", "on: one info line per upgrade-server request (method, path, status, bytes, duration, remote); off: none, whatever the log level (the request metrics count every request either way)", onOff(&c.accessLog)},
 		{"kubeconfig", "KUBECONFIG", "", "kubeconfig file; empty means the in-cluster service account", text(&c.kubeconfig)},
 		{"namespace", "OPERATOR_NAMESPACE", serviceAccountNamespace(), "the operator's namespace (downward API); default: the service account's", text(&c.namespace)},
 		{"service-name", "OPERATOR_SERVICE_NAME", "object-store-operator", "name of the Service in front of the upgrade server", text(&c.serviceName)},

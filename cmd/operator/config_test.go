@@ -25,6 +25,15 @@ func TestConfigPrecedenceIsFlagThenEnvThenDefault(t *testing.T) {
 	assert.Equal(t, ":8080", cfg.metricsAddress)
 	assert.Equal(t, zerolog.InfoLevel, cfg.logLevel)
 	assert.False(t, cfg.autoCertOff)
+	assert.True(t, cfg.accessLog, "the access log is on by default")
+}
+
+func TestAccessLogTurnsOffAlone(t *testing.T) {
+	t.Setenv("OPERATOR_ACCESS_LOG", "off")
+	cfg, _, err := loadConfig(nil, io.Discard)
+	require.NoError(t, err)
+	assert.False(t, cfg.accessLog)
+	assert.Equal(t, zerolog.InfoLevel, cfg.logLevel, "the other logs keep their level")
 }
 
 func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
@@ -37,6 +46,7 @@ func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"auto cert flag", map[string]string{"OPERATOR_AUTO_CERT_DISABLED": "maybe"}, nil, `OPERATOR_AUTO_CERT_DISABLED: "maybe" is neither on nor off`},
 		{"grace", map[string]string{"OPERATOR_SHUTDOWN_GRACE": "soon"}, nil, "OPERATOR_SHUTDOWN_GRACE"},
 		{"log level", map[string]string{"OPERATOR_LOG_LEVEL": "loud"}, nil, "OPERATOR_LOG_LEVEL"},
+		{"access log", map[string]string{"OPERATOR_ACCESS_LOG": "quiet"}, nil, `OPERATOR_ACCESS_LOG: "quiet" is neither on nor off`},
 		{"cert without key", nil, []string{"--tls-cert-file", "/tls.crt"}, "set both or neither"},
 		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
 		{"expiration below the signer's minimum", map[string]string{"OPERATOR_AUTOCERT_EXPIRATION": "5m"}, nil, "OPERATOR_AUTOCERT_EXPIRATION"},

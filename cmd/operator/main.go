@@ -105,19 +105,20 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		log.Info().Msg("no Kubernetes configuration (KUBECONFIG or in-cluster): trust pool and mount-secret controller not started")
 	}
 
-	// Access lines are batched (one write per 100 ms, not per request) and
-	// flushed once everything, graceful shutdown included, has ended.
-	accessOut := logging.NewBufferedWriter(os.Stderr, 100*time.Millisecond)
-	flushCtx, stopFlushing := context.WithCancel(context.WithoutCancel(ctx))
-	go accessOut.Run(flushCtx)
-	defer func() {
-		stopFlushing()
-		accessOut.Flush()
-	}()
-	accessLog := zerolog.New(accessOut).Level(cfg.logLevel).With().Timestamp().Logger()
-	if !cfg.accessLog {
-		// A disabled logger: the server skips building the line at all.
-		accessLog = zerolog.Nop()
+	var accessLog *zerolog.Logger
+	if cfg.accessLog {
+		// Access lines are batched (one write per 100 ms, not per request)
+		// and flushed once everything, graceful shutdown included, has
+		// ended.
+		accessOut := logging.NewBufferedWriter(os.Stderr, 100*time.Millisecond)
+		flushCtx, stopFlushing := context.WithCancel(context.WithoutCancel(ctx))
+		go accessOut.Run(flushCtx)
+		defer func() {
+			stopFlushing()
+			accessOut.Flush()
+		}()
+		l := zerolog.New(accessOut).Level(cfg.logLevel).With().Timestamp().Logger()
+		accessLog = &l
 	}
 	srv := upgradeserver.New(upgradeserver.Config{
 		Address:        cfg.upgradeAddress,
@@ -125,7 +126,7 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		Store:          store,
 		Metrics:        upgradeserver.NewMetrics(reg),
 		Log:            log,
-		AccessLog:      &accessLog,
+		AccessLog:      accessLog,
 		ShutdownGrace:  cfg.shutdownGrace,
 		MaxDownloads:   cfg.maxDownloads,
 		MaxConnections: cfg.maxConns,

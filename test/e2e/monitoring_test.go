@@ -79,9 +79,6 @@ const monitoringNS = "osop-monitoring"
 // pendingMetrics are metrics the chart's alerts or dashboard read that
 // are exempt from the existence check, with why.
 var pendingMetrics = map[string]string{
-	// Pending: upgradeserver's request-duration histogram, added on
-	// another branch; drop this entry once it is merged.
-	"objectstore_operator_upgrade_request_duration_seconds_bucket": "upgradeserver (pending merge)",
 	// Pending: the fleet failure budget's halt gauge (updates), added on
 	// another branch. Once merged it still has a series only for a
 	// release in the halt record, so it stays exempt (its own tests

@@ -388,4 +388,7 @@ func TestUpgradeServerMetrics(t *testing.T) {
 	assert.Contains(t, metrics, "objectstore_operator_upgrade_binaries 1")
 	assert.Contains(t, metrics, "objectstore_operator_store_size_bytes 1.048576e+06")
 	assert.Regexp(t, `objectstore_operator_upgrade_sent_bytes_total \d+`, metrics)
+	assert.Contains(t, metrics, `objectstore_operator_upgrade_request_duration_seconds_count{code="2xx",route="file"} 1`)
+	assert.Contains(t, metrics, `objectstore_operator_upgrade_request_duration_seconds_count{code="4xx",route="not_found"} 1`)
+	assert.Regexp(t, `objectstore_operator_upgrade_request_duration_seconds_bucket\{code="2xx",route="list",le="600"\} \d+`, metrics)
 }
