@@ -49,13 +49,23 @@ func TestASharedCARotationRestartsTheFleetFiveAtATime(t *testing.T) {
 			kubectl(t, "annotate", "objectstore", name(i), "-n", ns, apiv1.RestartsPausedAnnotation+"=true")
 		}
 	}
-	startOperator(t, k8sEnv(opNS, fmt.Sprintf("OPERATOR_MAX_CONCURRENT_RESTARTS=%d", limit)))
-
 	sets := func() []appsv1.StatefulSet {
 		list, err := adminClient(t).AppsV1().StatefulSets(ns).List(t.Context(), metav1.ListOptions{})
 		require.NoError(t, err)
 		return list.Items
 	}
+	// The tenants' first pods run before the operator starts: what rolls
+	// from then on, the operator rolled.
+	require.Eventually(t, func() bool {
+		for _, s := range sets() {
+			if restarting(&s) {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Minute, 50*time.Millisecond, "the tenants' first pods are ready")
+	startOperator(t, k8sEnv(opNS, fmt.Sprintf("OPERATOR_MAX_CONCURRENT_RESTARTS=%d", limit)))
+
 	// settledOn waits until every unpaused tenant mounts the CA hash and
 	// has its pods ready, sampling how many restart at once.
 	settledOn := func(what string) int {
