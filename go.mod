@@ -14,6 +14,7 @@ require (
 	github.com/minio/minio-go/v7 v7.0.90
 	github.com/minio/pkg/v3 v3.1.3
 	github.com/prometheus/client_golang v1.25.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/rs/zerolog v1.35.1
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sync v0.23.0
