@@ -45,6 +45,7 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/placement"
+	objstatus "github.com/object-store-operator/operator/status"
 )
 
 // Binaries tells what an ObjectStore's image resolved to in the store.
@@ -406,7 +407,7 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 		switch {
 		case err != nil:
 			a.reason, a.outcome, a.after = ReasonUpdateFailed, outcomeFailed, 0
-			msg += "; the rolling update failed too: " + err.Error()
+			msg = objstatus.Clauses(msg, "the rolling update failed too: "+err.Error())
 		case len(rolled) > 0:
 			log.Warn().Str("reason", a.cause).Strs("statefulsets", rolled).Str("image", store.Spec.Image).Str("why", a.message).
 				Msg("falling back to a rolling update")
@@ -502,7 +503,14 @@ func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, r
 			c.log.Warn().Str("release", release).Str("node", host).Err(err).Msg("the update call got no answer; following the nodes")
 			return callResult{}
 		}
-		return callResult{err: errorf(CauseInPlaceRefused, "MinIO refused the in-place update to %s: %w", release, adminError(err))}
+		// The node that answered: the one called through, else the
+		// tenant's endpoint (which node behind it answered, MinIO's error
+		// does not say).
+		node := host
+		if node == "" {
+			node = t.endpoint.Host
+		}
+		return callResult{err: errorf(CauseInPlaceRefused, "MinIO at %s refused the in-place update to %s: %w", node, release, adminError(err))}
 	}
 	var r callResult
 	if len(result.Results) > maxNodes {
@@ -545,10 +553,7 @@ func failedHost(failure string) string {
 }
 
 func (c *Controller) withRemedy(msg, cause string) string {
-	if r := c.cfg.Remedy(cause); r != "" {
-		msg = strings.TrimRight(msg, ". ") + ". " + strings.ToUpper(r[:1]) + r[1:]
-	}
-	return msg
+	return objstatus.Sentences(msg, c.cfg.Remedy(cause))
 }
 
 // write applies the status when it changed, logging a change of reason.

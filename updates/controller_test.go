@@ -44,6 +44,8 @@ type fakeAdmin struct {
 	// panics makes ServerUpdateV2 panic, as a client library might on a
 	// hostile answer.
 	panics bool
+	// refuse makes ServerUpdateV2 answer MinIO's error (MINIO_UPDATE=off).
+	refuse bool
 }
 
 func (f *fakeAdmin) ServerInfo(context.Context, ...func(*madmin.ServerInfoOpts)) (madmin.InfoMessage, error) {
@@ -69,6 +71,10 @@ func (f *fakeAdmin) ServerUpdateV2(ctx context.Context, _ madmin.ServerUpdateOpt
 	if f.panics {
 		var results []madmin.ServerPeerUpdateStatus
 		_ = results[n]
+	}
+	if f.refuse {
+		return madmin.ServerUpdateStatusV2{}, madmin.ErrorResponse{Code: "MethodNotAllowed",
+			Message: "The specified method is not allowed against this resource."}
 	}
 	if hang {
 		<-ctx.Done()
@@ -335,4 +341,24 @@ func TestAPanicWhileReadingMinIOsAnswerIsThatTenantsAlone(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 	assert.Contains(t, conditionOf(f.live(t, "t", "hostile")).Message, "index out of range")
 	assert.Equal(t, 1, f.admin("u", "tenant").callCount(), "the other tenant was called")
+}
+
+// TestARefusalNamesItsNodeAndReadsAsSentences: MinIO refuses the update
+// (MINIO_UPDATE=off). The condition says which node refused, quotes
+// MinIO's own error, and joins it to the remedy without doubled
+// punctuation.
+func TestARefusalNamesItsNodeAndReadsAsSentences(t *testing.T) {
+	f := newFixture(t, fakeBinaries{}, tenantStore("t", "tenant"))
+	f.c.cfg.Remedy = func(string) string { return "mINIO's own error is above: MethodNotAllowed means MINIO_UPDATE=off" }
+	f.admin("t", "tenant").refuse = true
+	f.lead(t)
+	require.NoError(t, f.c.sync(t.Context(), "t/tenant"))
+	f.waitCallDone(t, "t/tenant")
+	require.NoError(t, f.c.sync(t.Context(), "t/tenant"))
+	c := conditionOf(f.live(t, "t", "tenant"))
+	require.Equal(t, ReasonRollingUpdate, c.Reason, c.Message)
+	assert.Contains(t, c.Message, "tenant-hl.t.svc.cluster.local:9000", "the node that refused")
+	assert.Contains(t, c.Message, "MethodNotAllowed: The specified method is not allowed against this resource. MINIO's own error")
+	assert.NotContains(t, c.Message, "..")
+	assert.NotContains(t, c.Message, ".;")
 }
