@@ -45,6 +45,7 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/placement"
+	"github.com/object-store-operator/operator/internal/window"
 	objstatus "github.com/object-store-operator/operator/status"
 )
 
@@ -119,6 +120,15 @@ type Config struct {
 	// CallsPerNamespace is how many update calls one namespace's
 	// ObjectStores may have running at once.
 	CallsPerNamespace int
+	// MaxInFlight caps the in-place updates in flight fleet-wide, from
+	// the recorded call until the update ends (0: no cap).
+	MaxInFlight int
+	// FailureBudget is how many namespaces' in-place updates to one
+	// release may fail, with none succeeding, before updates to it halt
+	// fleet-wide (0: no budget). The record is the Lease HaltRecordName
+	// in HaltNamespace (the operator's namespace).
+	FailureBudget int
+	HaltNamespace string
 	Recorder          record.EventRecorder
 	// Remedy returns what the user should do about a cause (Cause*), in
 	// the words of whoever wires this controller; "" for none.
@@ -142,6 +152,8 @@ type Controller struct {
 	status  *statusWriter
 	term    controller.Term
 	calls   *calls
+	fleet   *fleet
+	halts   *halts
 	// asking holds each namespace to CallsPerNamespace syncs at once: a
 	// sync asks the tenant's admin API which release its nodes run, and an
 	// endpoint that never answers holds the worker until its deadline.
@@ -200,6 +212,13 @@ func New(cfg Config) (*Controller, error) {
 		}
 	}
 	c.calls = newCalls(cfg.CallsPerNamespace, c.queue.Add)
+	c.fleet = newFleet(cfg.MaxInFlight, c.stores, c.queue.Add)
+	if cfg.FailureBudget > 0 {
+		if cfg.HaltNamespace == "" || cfg.Kube == nil {
+			return nil, errors.New("updates: a failure budget needs the namespace of its halt record and a client")
+		}
+		c.halts = newHalts(cfg.FailureBudget, cfg.Kube, cfg.HaltNamespace, cfg.Clock, cfg.Registerer)
+	}
 	c.asking = newCalls(cfg.CallsPerNamespace, c.queue.Add)
 	if _, err := cfg.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
@@ -208,7 +227,8 @@ func New(cfg Config) (*Controller, error) {
 			// writes (ours included).
 			o, n := old.(*unstructured.Unstructured), obj.(*unstructured.Unstructured)
 			if controller.SpecChangedOrResync(old, obj) ||
-				o.GetAnnotations()[v1.UpdatesPausedAnnotation] != n.GetAnnotations()[v1.UpdatesPausedAnnotation] {
+				o.GetAnnotations()[v1.UpdatesPausedAnnotation] != n.GetAnnotations()[v1.UpdatesPausedAnnotation] ||
+				o.GetAnnotations()[v1.ResumeUpdatesAnnotation] != n.GetAnnotations()[v1.ResumeUpdatesAnnotation] {
 				c.enqueue(obj)
 			}
 		},
@@ -256,6 +276,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // A sync or call in flight when the term ends is cancelled with it.
 func (c *Controller) Lead(ctx context.Context) error {
 	c.term.Lead(ctx, func() {
+		c.halts.lead()
 		for _, key := range c.stores.ListKeys() {
 			c.queue.Add(key)
 		}
@@ -290,7 +311,7 @@ type node struct {
 }
 
 func (c *Controller) params() params {
-	return params{timeout: c.cfg.Timeout, poll: c.cfg.Poll, maxPoll: c.cfg.MaxPoll}
+	return params{timeout: c.cfg.Timeout, poll: c.cfg.Poll, maxPoll: c.cfg.MaxPoll, maxInFlight: c.cfg.MaxInFlight}
 }
 
 // sync brings the ObjectStore's nodes to the release of its image, in
@@ -305,6 +326,7 @@ func (c *Controller) sync(_ context.Context, key string) error {
 		ns, _, _ := cache.SplitMetaNamespaceKey(key)
 		c.calls.forget(key, ns)
 		c.asking.forget(key, ns)
+		c.fleet.forget(key)
 		return nil
 	}
 	store, err := v1.FromUnstructured(u)
@@ -378,7 +400,29 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 			o.trustErr = c.preflight(t.roots, o.updateURL, o.now)
 		}
 	}
+	c.observeFleet(ctx, key, store, &o)
 	return o, t
+}
+
+// observeFleet reads what holds an update back before it starts: the
+// tenant's window, the failure budget of the release, and the fleet's
+// updates in flight. None of it matters to an update already recorded,
+// nor to a tenant whose nodes already run the release.
+func (c *Controller) observeFleet(ctx context.Context, key string, store *v1.ObjectStore, o *observation) {
+	if w := store.Spec.Updates.Window; w != nil {
+		if win, err := window.Parse(w.Schedule, w.Duration); err != nil {
+			o.windowErr = err
+		} else {
+			o.window = &win
+		}
+	}
+	b := o.binary
+	if o.recorded != nil || !b.resolved || !b.available || (o.reach == nil && allOn(o.nodes, b.release)) {
+		return
+	}
+	o.resumed = store.Annotations[v1.ResumeUpdatesAnnotation]
+	o.halt, o.haltErr = c.halts.state(ctx, b.release)
+	o.inFlight = c.fleet.inFlight(key)
 }
 
 // act does what decide chose and writes the status it leads to.
@@ -388,6 +432,9 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 			// The call panicked (decide): hand the panic to the worker once.
 			c.calls.consume(key)
 			return o.call.result.err
+		}
+		if o.reach == nil {
+			return o.haltErr
 		}
 		return o.reach
 	}
@@ -425,7 +472,7 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	if o.reach == nil {
 		release = oldest(o.nodes)
 	}
-	if err := c.write(ctx, u, store, release, a.update, a.status, a.reason, msg); err != nil {
+	if err := c.write(ctx, u, store, release, a.update, phaseOf(o, a), a.status, a.reason, msg); err != nil {
 		return err
 	}
 	if o.call.result != nil {
@@ -433,6 +480,13 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	}
 	if a.outcome != "" {
 		c.metrics.observe(a.outcome, a.took)
+	}
+	if a.reason == ReasonUpdateQueued {
+		c.fleet.wait(key)
+	}
+	if o.recorded != nil && a.update == nil {
+		c.fleet.end(key)
+		c.budget(ctx, key, u, o, a, msg)
 	}
 	if a.verb == setImage && a.reason == ReasonUpdatedInPlace {
 		log.Info().Str("release", o.binary.release).Stringer("took", a.took).Msg("every node runs the new release; updated in place")
@@ -450,16 +504,29 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.Unstructured, store *v1.ObjectStore, o observation, t *tenant, a action, msg string) error {
 	if !c.calls.reserve(key, store.Namespace) {
 		// Queued again when a call of the namespace ends.
-		return c.write(ctx, u, store, oldest(o.nodes), o.recorded, metav1.ConditionFalse, ReasonUpdateQueued,
+		return c.write(ctx, u, store, oldest(o.nodes), o.recorded, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
 			fmt.Sprintf("waiting to update to %s: namespace %s has %d update call(s) running, the most it may have at once",
 				a.update.Release, store.Namespace, c.cfg.CallsPerNamespace))
 	}
+	// The fleet's place is taken before the record, and given back when
+	// the record is not written: decide saw the count, this holds it
+	// against another worker deciding at the same moment.
+	if o.recorded == nil && !c.fleet.reserve(key) {
+		c.calls.release(store.Namespace)
+		inFlight := c.fleet.inFlight(key)
+		return c.write(ctx, u, store, oldest(o.nodes), nil, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
+			fmt.Sprintf("waiting to update to %s: %d in-place updates are in flight across the fleet (%s), the most the operator runs at once; it starts when one ends",
+				a.update.Release, len(inFlight), strings.Join(firstN(inFlight, 8), ", ")))
+	}
 	have := statusOf(store)
 	want := have
-	want.release, want.update = oldest(o.nodes), a.update
+	want.release, want.update, want.phase = oldest(o.nodes), a.update, phaseOf(o, a)
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: a.status, Reason: a.reason, Message: msg})
 	if err := c.status.writeAt(ctx, u, &have, want, u.GetResourceVersion()); err != nil {
 		c.calls.release(store.Namespace)
+		if o.recorded == nil {
+			c.fleet.end(key)
+		}
 		if apierrors.IsConflict(err) {
 			c.log.Info().Str("objectstore", key).Msg("the ObjectStore changed before the update call was recorded; looking again, nothing called")
 		}
@@ -475,6 +542,39 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 		return c.callOnce(ctx, t, o.updateURL, a.host, up.Release)
 	})
 	return nil
+}
+
+// budget counts the end of a recorded update against its release's
+// failure budget (halt.go says what counts), or clears the release's
+// failures on a success. The ObjectStore whose failure spends the budget
+// gets a Warning Event saying the fleet's updates to the release halted.
+func (c *Controller) budget(ctx context.Context, key string, u *unstructured.Unstructured, o observation, a action, msg string) {
+	if c.halts == nil {
+		return
+	}
+	release := o.recorded.Release
+	log := c.log.With().Str("objectstore", key).Str("release", release).Logger()
+	switch {
+	case a.verb == setImage && a.reason == ReasonUpdatedInPlace:
+		if err := c.halts.succeed(ctx, release); err != nil {
+			log.Error().Err(err).Str("reason", ReasonUpdatesHalted).Msg("could not clear the release's update failures")
+		}
+	case (a.outcome == outcomeRolling || a.outcome == outcomeFailed) && (a.cause == CauseInPlaceRefused || a.cause == CauseNodesNotUpdated):
+		halted, st, err := c.halts.fail(ctx, key, release, a.cause, a.message)
+		if err != nil {
+			// The failure goes uncounted; the update itself is reported.
+			log.Error().Err(err).Str("reason", ReasonUpdatesHalted).Msg("could not record a failed update in the halt record")
+			return
+		}
+		if halted {
+			text := fmt.Sprintf("in-place updates to %s failed in %d namespaces with none succeeding (%s); no update to it starts anywhere until the halt record %s/%s is deleted",
+				release, c.cfg.FailureBudget, st.failures, c.cfg.HaltNamespace, HaltRecordName)
+			log.Warn().Str("reason", ReasonUpdatesHalted).Msg(text)
+			if c.cfg.Recorder != nil {
+				c.cfg.Recorder.Event(u, corev1.EventTypeWarning, ReasonUpdatesHalted, objstatus.BoundMessage(text))
+			}
+		}
+	}
 }
 
 // callOnce makes one ServerUpdateV2 call through host and sorts the
@@ -558,13 +658,13 @@ func (c *Controller) withRemedy(msg, cause string) string {
 
 // write applies the status when it changed, logging a change of reason.
 func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, store *v1.ObjectStore, release string, update *v1.UpdateStatus,
-	st metav1.ConditionStatus, reason, msg string) error {
+	phase string, st metav1.ConditionStatus, reason, msg string) error {
 	have := statusOf(store)
 	want := have
 	if release != "" {
 		want.release = release
 	}
-	want.update = update
+	want.update, want.phase = update, phase
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: msg})
 	before := have.cond
 	if err := c.status.write(ctx, u, &have, want); err != nil {
@@ -572,7 +672,8 @@ func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, st
 	}
 	if before == nil || before.Reason != reason || before.Status != st {
 		ev := c.log.Info()
-		if st != metav1.ConditionTrue && reason != ReasonUpdatingInPlace && reason != ReasonWaitingForBinary && reason != ReasonUpdateQueued {
+		if st != metav1.ConditionTrue && reason != ReasonUpdatingInPlace && reason != ReasonWaitingForBinary && reason != ReasonUpdateQueued &&
+			reason != ReasonOutsideWindow {
 			ev = c.log.Warn()
 		}
 		ev.Str("objectstore", store.Namespace+"/"+store.Name).Str("reason", reason).Str("status", string(st)).Str("release", want.release).Msg(msg)

@@ -37,8 +37,15 @@ const (
 	// pulled into the store.
 	ReasonWaitingForBinary = "WaitingForBinary"
 	// ReasonUpdateQueued: an update is due, and waits for one of its
-	// namespace's update call slots.
+	// namespace's update call slots, or for the fleet's in-place updates
+	// in flight to fall under their cap.
 	ReasonUpdateQueued = "UpdateQueued"
+	// ReasonOutsideWindow: an update is due, and waits for
+	// spec.updates.window to open.
+	ReasonOutsideWindow = "OutsideWindow"
+	// ReasonInvalidWindow: spec.updates.window does not parse or never
+	// opens; no update starts.
+	ReasonInvalidWindow = "InvalidWindow"
 )
 
 // Causes of a fallback to a rolling update, or of a condition that is not

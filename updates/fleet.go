@@ -1,0 +1,147 @@
+package updates
+
+import (
+	"sort"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+)
+
+// fleet holds the fleet-wide cap on in-place updates in flight: from the
+// call recorded in status.update until the update ends (every node on the
+// release, or a fallback). What counts is what survives a restart or a
+// new leader: the ObjectStores whose status.update the informer holds;
+// plus the ones this process recorded and the cache does not show yet,
+// less the ones it ended and the cache does not show ended yet. A new
+// leader therefore starts no update while the fleet's count is full.
+type fleet struct {
+	max     int // 0: no cap
+	stores  cache.Indexer
+	enqueue func(string)
+
+	mu sync.Mutex
+	// held: recorded by this process, not yet ended by it.
+	held map[string]struct{}
+	// ended: ended by this process while the cache may still show the
+	// record.
+	ended map[string]struct{}
+	// waiting: keys told UpdateQueued for the cap, queued again when an
+	// update ends.
+	waiting map[string]struct{}
+}
+
+func newFleet(max int, stores cache.Indexer, enqueue func(string)) *fleet {
+	return &fleet{max: max, stores: stores, enqueue: enqueue,
+		held: map[string]struct{}{}, ended: map[string]struct{}{}, waiting: map[string]struct{}{}}
+}
+
+// inFlight lists the other ObjectStores with an update in flight, sorted.
+// It reads status.update off the cached objects without converting them:
+// a scan of a thousand ObjectStores costs well under a millisecond, and
+// it runs only for a tenant about to start an update.
+func (f *fleet) inFlight(key string) []string {
+	if f.max <= 0 {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inFlightLocked(key)
+}
+
+func (f *fleet) inFlightLocked(key string) []string {
+	seen := map[string]struct{}{}
+	for _, obj := range f.stores.List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		k := u.GetNamespace() + "/" + u.GetName()
+		if _, recorded, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "update"); !recorded {
+			delete(f.ended, k) // the cache caught up
+			continue
+		}
+		if _, gone := f.ended[k]; !gone {
+			seen[k] = struct{}{}
+		}
+	}
+	for k := range f.held {
+		seen[k] = struct{}{}
+	}
+	delete(seen, key)
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// reserve counts key in before its call is recorded; false when the
+// fleet is full, and key is queued again when an update ends. Two workers
+// deciding at once cannot both take the last place.
+func (f *fleet) reserve(key string) bool {
+	if f.max <= 0 {
+		return true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.held[key]; ok {
+		return true
+	}
+	if len(f.inFlightLocked(key)) >= f.max {
+		f.waiting[key] = struct{}{}
+		return false
+	}
+	f.held[key] = struct{}{}
+	delete(f.ended, key)
+	delete(f.waiting, key)
+	return true
+}
+
+// wait notes key as waiting for a place (decide said UpdateQueued).
+func (f *fleet) wait(key string) {
+	if f.max <= 0 {
+		return
+	}
+	f.mu.Lock()
+	f.waiting[key] = struct{}{}
+	f.mu.Unlock()
+}
+
+// end: key's update ended (or its record was not written). The waiting
+// keys are queued again to look for the place.
+func (f *fleet) end(key string) {
+	if f.max <= 0 {
+		return
+	}
+	f.mu.Lock()
+	delete(f.held, key)
+	f.ended[key] = struct{}{}
+	waiting := make([]string, 0, len(f.waiting))
+	for k := range f.waiting {
+		waiting = append(waiting, k)
+	}
+	clear(f.waiting)
+	f.mu.Unlock()
+	for _, k := range waiting {
+		f.enqueue(k)
+	}
+}
+
+// forget drops a deleted ObjectStore.
+func (f *fleet) forget(key string) {
+	if f.max <= 0 {
+		return
+	}
+	f.mu.Lock()
+	_, held := f.held[key]
+	delete(f.waiting, key)
+	f.mu.Unlock()
+	if held {
+		f.end(key)
+	}
+	f.mu.Lock()
+	delete(f.ended, key)
+	f.mu.Unlock()
+}
