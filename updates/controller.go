@@ -129,7 +129,7 @@ type Config struct {
 	// in HaltNamespace (the operator's namespace).
 	FailureBudget int
 	HaltNamespace string
-	Recorder          record.EventRecorder
+	Recorder      record.EventRecorder
 	// Remedy returns what the user should do about a cause (Cause*), in
 	// the words of whoever wires this controller; "" for none.
 	Remedy     func(cause string) string

@@ -255,7 +255,9 @@ func TestDecide(t *testing.T) {
 			}),
 			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate, phase: "Rolling"},
 		{name: "updates to the release halted: held, naming the failures",
-			o:    obs(func(o *observation) { o.halt = haltState{halted: true, failures: "a/x (InPlaceRefused: MethodNotAllowed)", since: t0} }),
+			o: obs(func(o *observation) {
+				o.halt = haltState{halted: true, failures: "a/x (InPlaceRefused: MethodNotAllowed)", since: t0}
+			}),
 			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesHalted, after: haltRecheck, phase: "Halted"},
 		{name: "halted: a rolling update to the release is held too",
 			o: obs(func(o *observation) {

@@ -312,7 +312,6 @@ func (h *halts) setLocked(rec map[string]haltEntry) {
 	h.record, h.read = rec, h.clock.Now()
 }
 
-
 func cut(s string, n int) string {
 	if len(s) <= n {
 		return s

@@ -25,9 +25,9 @@ const fieldManager = "object-store-operator-updates"
 type status struct {
 	release string
 	// phase is status.updatePhase.
-	phase   string
-	update  *v1.UpdateStatus
-	cond    *metav1.Condition
+	phase  string
+	update *v1.UpdateStatus
+	cond   *metav1.Condition
 }
 
 func statusOf(store *v1.ObjectStore) status {
