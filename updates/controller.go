@@ -484,8 +484,12 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	if a.reason == ReasonUpdateQueued {
 		c.fleet.wait(key)
 	}
-	if o.recorded != nil && a.update == nil {
+	if a.update == nil && (o.recorded != nil || c.fleet.holds(key)) {
+		// The update ended (a cache that lags the record sees it end as
+		// Current, with nothing recorded).
 		c.fleet.end(key)
+	}
+	if o.recorded != nil && a.update == nil {
 		c.budget(ctx, key, u, o, a, msg)
 	}
 	if a.verb == setImage && a.reason == ReasonUpdatedInPlace {

@@ -107,6 +107,7 @@ func (b fakeBinaries) Resolution(key, image string) (binsource.Resolution, bool)
 // fixture is sample-controller's shape: fake clients preloaded, the
 // informers' caches filled by hand, MinIO's admin API faked per tenant.
 type fixture struct {
+	kube   *fake.Clientset
 	dyn    *dynamicfake.FakeDynamicClient
 	c      *Controller
 	stores cache.Indexer
@@ -123,6 +124,12 @@ func tenantStore(ns, name string) *unstructured.Unstructured {
 }
 
 func newFixture(t *testing.T, binaries Binaries, stores ...*unstructured.Unstructured) *fixture {
+	t.Helper()
+	return newFixtureWith(t, nil, binaries, stores...)
+}
+
+// newFixtureWith is newFixture with the Config changed by set.
+func newFixtureWith(t *testing.T, set func(*Config), binaries Binaries, stores ...*unstructured.Unstructured) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	key := binstoretest.NewKey(t)
@@ -153,17 +160,31 @@ func newFixture(t *testing.T, binaries Binaries, stores ...*unstructured.Unstruc
 	}
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, objs...)
-	f.dyn.PrependReactor("patch", "objectstores", testutil.ApplyStatus(f.dyn, v1.Resource, "release", "update"))
+	f.dyn.PrependReactor("patch", "objectstores", testutil.ApplyStatus(f.dyn, v1.Resource, "release", "update", "updatePhase"))
 	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
 	kube := fake.NewClientset(append(sets, setObjs...)...)
-	f.c, err = New(Config{
+	f.kube = kube
+	cfg := Config{
 		Kube: kube, Dynamic: f.dyn, ObjectStores: informer, Secrets: apiSecrets{kube},
 		StatefulSets: setsLister(t, setObjs...), Binaries: binaries, Store: bs,
 		UpdateURL: "http://op.ops.svc:4221/webhook/v1/update", ClusterDomain: "cluster.local",
 		Timeout: time.Minute, Poll: time.Hour, MaxPoll: time.Hour, CallsPerNamespace: 1, Workers: 2,
 		Recorder: record.NewFakeRecorder(100), Registerer: prometheus.NewRegistry(), Log: zerolog.Nop(),
-	})
+	}
+	if set != nil {
+		set(&cfg)
+	}
+	f.c, err = New(cfg)
 	require.NoError(t, err)
+	f.wire()
+	f.stores = informer.GetIndexer()
+	for _, s := range stores {
+		require.NoError(t, f.stores.Add(s.DeepCopy()))
+	}
+	return f
+}
+
+func (f *fixture) wire() {
 	f.c.synced = nil
 	f.c.dial = func(t *tenant, host string) (adminAPI, func(), error) {
 		if a, ok := f.admins[t.endpoint.Host]; ok {
@@ -171,11 +192,32 @@ func newFixture(t *testing.T, binaries Binaries, stores ...*unstructured.Unstruc
 		}
 		return nil, nil, fmt.Errorf("dial %s: connection refused", t.endpoint.Host)
 	}
+}
+
+// restart stands a new process (or a new leader) in for the controller:
+// nothing in memory, its cache filled from what the apiserver holds.
+func (f *fixture) restart(t *testing.T) {
+	cfg := f.c.cfg
+	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	cfg.ObjectStores, cfg.Registerer = informer, prometheus.NewRegistry()
+	var err error
+	f.c, err = New(cfg)
+	require.NoError(t, err)
+	f.wire()
 	f.stores = informer.GetIndexer()
-	for _, s := range stores {
-		require.NoError(t, f.stores.Add(s.DeepCopy()))
+	list, err := f.dyn.Resource(v1.Resource).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for i := range list.Items {
+		require.NoError(t, f.stores.Add(list.Items[i].DeepCopy()))
 	}
-	return f
+	f.lead(t)
+}
+
+// catchUp has the cache hold what the apiserver holds for key.
+func (f *fixture) catchUp(t *testing.T, ns, name string) {
+	u, err := f.dyn.Resource(v1.Resource).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.stores.Update(u))
 }
 
 func (f *fixture) lead(t *testing.T) {

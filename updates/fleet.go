@@ -129,6 +129,18 @@ func (f *fleet) end(key string) {
 	}
 }
 
+// holds tells whether this process recorded key's update and has not
+// seen it end.
+func (f *fleet) holds(key string) bool {
+	if f.max <= 0 {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.held[key]
+	return ok
+}
+
 // forget drops a deleted ObjectStore.
 func (f *fleet) forget(key string) {
 	if f.max <= 0 {
