@@ -89,6 +89,8 @@ type config struct {
 	mountWorkers     int
 	binaryWorkers    int
 	updateCallsNS    int
+	maxUpdates       int
+	failureBudget    int
 	maxDownloads     int
 	maxConns         int
 	// watchNamespaces are the namespaces whose ObjectStores this install
@@ -154,6 +156,8 @@ func (c *config) settings() []setting {
 		{"binsource-workers", "OPERATOR_BINSOURCE_WORKERS", "4", "ObjectStores whose image the binary source resolves at once (pulls run beside them, see OPERATOR_PULL_CONCURRENCY)", atLeast(&c.binaryWorkers, 1)},
 		{"update-workers", "OPERATOR_UPDATE_WORKERS", "4", "ObjectStores the in-place updater looks at at once (update calls run beside them)", atLeast(&c.updateWorkers, 1)},
 		{"update-calls-per-namespace", "OPERATOR_UPDATE_CALLS_PER_NAMESPACE", "1", "in-place update calls one namespace's ObjectStores may have running at once", atLeast(&c.updateCallsNS, 1)},
+		{"max-concurrent-updates", "OPERATOR_MAX_CONCURRENT_UPDATES", "4", "in-place updates in flight across every tenant, from the recorded call until every node runs the release or the fallback; 0: no cap", atLeast(&c.maxUpdates, 0)},
+		{"update-failure-budget", "OPERATOR_UPDATE_FAILURE_BUDGET", "3", "namespaces whose in-place update to one release may fail, with none succeeding, before updates to that release halt fleet-wide; 0: never halt", atLeast(&c.failureBudget, 0)},
 		{"allowed-update-endpoints", "OPERATOR_ALLOWED_UPDATE_ENDPOINTS", "", "comma-separated CIDRs and host globs (10.0.0.0/8,*.minio.example.com) the operator may reach a tenant's admin API at, beyond the Services of the ObjectStore's own namespace; addresses only by CIDR, and loopback, link-local and metadata addresses only when a CIDR names them", func(v string) (err error) {
 			c.allowedEndpoints, err = updates.ParseEndpointPolicy(v)
 			return err

@@ -232,6 +232,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		StatefulSets: tenantSets.Lister(), SetsSynced: tenantSets.Informer().HasSynced,
 		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
 		Workers: cfg.updateWorkers, CallsPerNamespace: cfg.updateCallsNS,
+		MaxInFlight: cfg.maxUpdates, FailureBudget: cfg.failureBudget, HaltNamespace: cfg.namespace,
 		// An update in flight is looked at every 2 s; a tenant whose admin
 		// API does not answer yet at most once per resync.
 		Poll: 2 * time.Second, MaxPoll: cfg.resync,
