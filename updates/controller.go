@@ -212,7 +212,7 @@ func New(cfg Config) (*Controller, error) {
 		}
 	}
 	c.calls = newCalls(cfg.CallsPerNamespace, c.queue.Add)
-	c.fleet = newFleet(cfg.MaxInFlight, c.stores, c.queue.Add)
+	c.fleet = newFleet(cfg.MaxInFlight, cfg.FailureBudget > 0, c.stores, c.queue.Add)
 	if cfg.FailureBudget > 0 {
 		if cfg.HaltNamespace == "" || cfg.Kube == nil {
 			return nil, errors.New("updates: a failure budget needs the namespace of its halt record and a client")
@@ -311,7 +311,7 @@ type node struct {
 }
 
 func (c *Controller) params() params {
-	return params{timeout: c.cfg.Timeout, poll: c.cfg.Poll, maxPoll: c.cfg.MaxPoll, maxInFlight: c.cfg.MaxInFlight}
+	return params{timeout: c.cfg.Timeout, poll: c.cfg.Poll, maxPoll: c.cfg.MaxPoll, maxInFlight: c.cfg.MaxInFlight, budget: c.cfg.FailureBudget}
 }
 
 // sync brings the ObjectStore's nodes to the release of its image, in
@@ -367,7 +367,7 @@ func (c *Controller) sync(_ context.Context, key string) error {
 // the image, the tenant's nodes, its StatefulSets and this process's call.
 func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectStore) (observation, *tenant) {
 	st := statusOf(store)
-	o := observation{now: c.cfg.Clock.Now(), image: store.Spec.Image, recorded: store.Status.Update, prev: st.cond,
+	o := observation{now: c.cfg.Clock.Now(), namespace: store.Namespace, image: store.Spec.Image, recorded: store.Status.Update, prev: st.cond,
 		paused: store.Annotations[v1.UpdatesPausedAnnotation] == "true", call: c.calls.state(key)}
 	var sha, own string // the SHA-256 of the tenant's own binary and where it is served
 	if res, resolved := c.cfg.Binaries.Resolution(key, store.Spec.Image); resolved {
@@ -515,12 +515,15 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 	// The fleet's place is taken before the record, and given back when
 	// the record is not written: decide saw the count, this holds it
 	// against another worker deciding at the same moment.
-	if o.recorded == nil && !c.fleet.reserve(key) {
+	if o.recorded == nil && !c.fleet.reserve(key, a.update.Release, firstLimit(o, c.params())) {
 		c.calls.release(store.Namespace)
-		inFlight := c.fleet.inFlight(key)
-		return c.write(ctx, u, store, oldest(o.nodes), nil, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
-			fmt.Sprintf("waiting to update to %s: %d in-place updates are in flight across the fleet (%s), the most the operator runs at once; it starts when one ends",
-				a.update.Release, len(inFlight), strings.Join(firstN(inFlight, 8), ", ")))
+		// Said as decide would have said it, had it seen this moment.
+		o.inFlight = c.fleet.inFlight(key)
+		q := gate(o, c.params(), action{verb: call})
+		if q.reason != ReasonUpdateQueued {
+			q.message = fmt.Sprintf("waiting to update to %s: another update started a moment ago", a.update.Release)
+		}
+		return c.write(ctx, u, store, oldest(o.nodes), nil, "Queued", metav1.ConditionFalse, ReasonUpdateQueued, q.message)
 	}
 	have := statusOf(store)
 	want := have

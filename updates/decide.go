@@ -16,7 +16,8 @@ import (
 // resolved its image to, what MinIO's admin API reports and what the
 // StatefulSets run. decide reads nothing else.
 type observation struct {
-	now    time.Time
+	now       time.Time
+	namespace string
 	image  string
 	paused bool
 	// recorded is status.update: a call recorded and not yet seen through.
@@ -46,7 +47,7 @@ type observation struct {
 	windowErr error
 	// inFlight are the other ObjectStores with an in-place update in
 	// flight, fleet-wide (fleet.inFlight).
-	inFlight []string
+	inFlight []flight
 	// halt is the failure budget's state for the release to start, haltErr
 	// why it could not be read; resumed: the ObjectStore's
 	// ResumeUpdatesAnnotation names that release.
@@ -142,6 +143,10 @@ type params struct {
 	maxPoll time.Duration
 	// maxInFlight caps in-place updates in flight fleet-wide (0: no cap).
 	maxInFlight int
+	// budget is the failure budget (0: none): how many namespaces'
+	// updates to a release may fail before it halts, and so how many
+	// namespaces may update to a release at once until one succeeded.
+	budget int
 }
 
 // maxCalls is how many update calls one release gets. MinIO can damage the
@@ -269,9 +274,29 @@ func gate(o observation, p params, a action) action {
 	}
 	if a.verb == call && p.maxInFlight > 0 && len(o.inFlight) >= p.maxInFlight {
 		return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: %d in-place updates are in flight across the fleet (%s), the most the operator runs at once; it starts when one ends",
-			release, len(o.inFlight), strings.Join(firstN(o.inFlight, 8), ", ")), 5*p.poll)
+			release, len(o.inFlight), strings.Join(firstN(keysOf(o.inFlight), 8), ", ")), 5*p.poll)
+	}
+	if first := firstLimit(o, p); a.verb == call && first >= 0 {
+		if ns := firstNamespaces(o.inFlight, o.namespace, release); len(ns) >= first {
+			return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: no update to it has succeeded yet; namespaces %s have one in flight and %d failed, "+
+				"and no more than the failure budget (%d namespaces) update to a release at once until one succeeds",
+				release, strings.Join(firstN(ns, 8), ", "), o.halt.failed, p.budget), 5*p.poll)
+		}
 	}
 	return a
+}
+
+// firstLimit is how many other namespaces may have an update to the
+// release in flight for this one to start: with a failure budget, until
+// an update to the release succeeded, the namespaces updating to it and
+// those that failed it stay within the budget, so a release that fails
+// everywhere reaches no more tenants than the budget. -1: no limit.
+func firstLimit(o observation, p params) int {
+	if p.budget <= 0 || o.halt.proven || (o.resumed != "" && o.resumed == o.binary.release) {
+		// A tenant that resumed the release takes the risk on itself.
+		return -1
+	}
+	return max(p.budget-o.halt.failed, 0)
 }
 
 // haltRecheck is how often a tenant held by a halt looks again: the record

@@ -22,8 +22,17 @@ const (
 
 var (
 	t0 = time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC) // a Tuesday
-	p  = params{timeout: 10 * time.Minute, poll: 2 * time.Second, maxPoll: 10 * time.Minute, maxInFlight: 4}
+	p  = params{timeout: 10 * time.Minute, poll: 2 * time.Second, maxPoll: 10 * time.Minute, maxInFlight: 4, budget: 3}
 )
+
+// flights are updates in flight to release, one per key.
+func flights(release string, keys ...string) []flight {
+	out := make([]flight, len(keys))
+	for i, k := range keys {
+		out[i] = flight{k, release}
+	}
+	return out
+}
 
 func inWindow(schedule, duration string) func(*observation) {
 	w, err := window.Parse(schedule, duration)
@@ -239,21 +248,37 @@ func TestDecide(t *testing.T) {
 			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, host: "n2:9000"},
 		// Fleet controls: the cap, the failure budget, the window.
 		{name: "the fleet has its most updates in flight: queued, naming them",
-			o:    obs(func(o *observation) { o.inFlight = []string{"a/x", "b/y", "c/z", "d/w"} }),
+			o:    obs(func(o *observation) { o.inFlight = flights(relNewer, "a/x", "b/y", "c/z", "d/w") }),
 			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll, phase: "Queued"},
 		{name: "one place left in the fleet: call",
-			o:    obs(func(o *observation) { o.inFlight = []string{"a/x", "b/y", "c/z"} }),
+			o:    obs(func(o *observation) { o.inFlight = flights(relNewer, "a/x", "b/y", "c/z") }),
 			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, phase: "Updating 0/4"},
 		{name: "the fleet full, a recorded update's nodes left behind: its own call is not held",
 			o: obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
-				o.nodes, o.inFlight = nodesOn(relNew, relOld), []string{"a/x", "b/y", "c/z", "d/w", "e/v"}
+				o.nodes, o.inFlight = nodesOn(relNew, relOld), flights(relNew, "a/x", "b/y", "c/z", "d/w", "e/v")
 			}),
 			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, host: "n1:9000", phase: "Updating 1/2"},
 		{name: "the fleet full does not hold a rolling update (no in-place update in flight)",
 			o: obs(func(o *observation) {
-				o.platforms, o.inFlight = []string{"linux/amd64", "linux/arm64"}, []string{"a/x", "b/y", "c/z", "d/w"}
+				o.platforms, o.inFlight = []string{"linux/amd64", "linux/arm64"}, flights(relNew, "a/x", "b/y", "c/z", "d/w")
 			}),
 			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate, phase: "Rolling"},
+		{name: "a release not proven yet: the budget's namespaces update to it at once, no more",
+			o:    obs(func(o *observation) { o.namespace, o.inFlight = "t", flights(relNew, "a/x", "b/y", "c/z") }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll, phase: "Queued"},
+		{name: "a release not proven yet, two in flight and one failed: held",
+			o: obs(func(o *observation) {
+				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "a/x", "b/y"), haltState{failed: 1}
+			}),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll},
+		{name: "a release not proven yet, two in flight, one of them in this namespace: call",
+			o:    obs(func(o *observation) { o.namespace, o.inFlight = "t", flights(relNew, "a/x", "t/y", "b/z") }),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
+		{name: "a proven release: only the cap holds",
+			o: obs(func(o *observation) {
+				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "a/x", "b/y", "c/z"), haltState{proven: true}
+			}),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
 		{name: "updates to the release halted: held, naming the failures",
 			o: obs(func(o *observation) {
 				o.halt = haltState{halted: true, failures: "a/x (InPlaceRefused: MethodNotAllowed)", since: t0}
@@ -303,7 +328,7 @@ func TestDecide(t *testing.T) {
 			o:    obs(func(o *observation) { o.windowErr = errors.New(`schedule "0 0 30 2 *": the schedule never fires`) }),
 			verb: report, status: metav1.ConditionFalse, reason: ReasonInvalidWindow, phase: "Failed"},
 		{name: "window closed and the fleet full: the window is what it says",
-			o:    obs(inWindow("0 12 * * *", "1h"), func(o *observation) { o.inFlight = []string{"a/x", "b/y", "c/z", "d/w"} }),
+			o:    obs(inWindow("0 12 * * *", "1h"), func(o *observation) { o.inFlight = flights(relNew, "a/x", "b/y", "c/z", "d/w") }),
 			verb: report, status: metav1.ConditionFalse, reason: ReasonOutsideWindow, after: 2 * time.Hour},
 
 		{name: "some nodes updated: follow",
@@ -399,7 +424,11 @@ func FuzzDecide(f *testing.F) {
 		if fleetFlags&4 != 0 {
 			windows[fleetFlags&3](&o)
 		}
-		o.inFlight = []string{"a/1", "b/2", "c/3", "d/4", "e/5", "f/6", "g/7"}[:(fleetFlags>>3)&7]
+		o.inFlight = flights(want, "a/1", "b/2", "c/3", "d/4", "e/5", "f/6", "g/7")[:(fleetFlags>>3)&7]
+		o.namespace = "t"
+		if result&4 != 0 {
+			o.halt.proven = true
+		}
 		if fleetFlags&64 != 0 {
 			o.halt = haltState{halted: true, failures: "a/1", since: t0}
 		}
@@ -414,6 +443,9 @@ func FuzzDecide(f *testing.F) {
 			}
 			if a.verb == call && len(o.inFlight) >= p.maxInFlight {
 				t.Fatalf("a first call with %d updates in flight: %+v", len(o.inFlight), a)
+			}
+			if a.verb == call && !o.halt.proven && o.resumed != want && len(o.inFlight)+o.halt.failed >= p.budget {
+				t.Fatalf("a first call to an unproven release with %d in flight: %+v", len(o.inFlight), a)
 			}
 		}
 		if a.verb != call {

@@ -254,3 +254,41 @@ func TestASuccessClearsTheFailuresBeforeAHalt(t *testing.T) {
 	f.waitCallDone(t, "ns5/tenant")
 	assert.Equal(t, 1, f.admin("ns5", "tenant").callCount(), "two failures since the success: not halted")
 }
+
+// TestAReleaseThatFailsEverywhereReachesOnlyTheBudget: twenty tenants in
+// twenty namespaces change image at once; MinIO refuses the update on
+// every one. Until an update to the release succeeds, no more than the
+// budget's three namespaces update to it at once: three are called, they
+// fail, the release halts, and seventeen are never called.
+func TestAReleaseThatFailsEverywhereReachesOnlyTheBudget(t *testing.T) {
+	f, _, _ := haltFixture(t, tenantsInNamespaces(20)...)
+	f.c.cfg.MaxInFlight = 4
+	f.c.fleet.max = 4
+	done := make(chan error, 20)
+	for i := range 20 {
+		go func() { done <- f.c.sync(t.Context(), fmt.Sprintf("ns%d/tenant", i)) }()
+	}
+	for range 20 {
+		require.NoError(t, <-done)
+	}
+	for i := range 20 {
+		f.waitCallDone(t, fmt.Sprintf("ns%d/tenant", i))
+	}
+	require.Equal(t, 3, f.calledCount(), "the budget's namespaces first")
+	for round := 0; round < 3; round++ {
+		for i := range 20 {
+			f.catchUp(t, fmt.Sprintf("ns%d", i), "tenant")
+			require.NoError(t, f.c.sync(t.Context(), fmt.Sprintf("ns%d/tenant", i)))
+			f.waitCallDone(t, fmt.Sprintf("ns%d/tenant", i))
+		}
+	}
+	assert.Equal(t, 3, f.calledCount(), "seventeen never called")
+	halted := 0
+	for i := range 20 {
+		ns := fmt.Sprintf("ns%d", i)
+		if f.admin(ns, "tenant").callCount() == 0 && conditionOf(f.live(t, ns, "tenant")).Reason == ReasonUpdatesHalted {
+			halted++
+		}
+	}
+	assert.Equal(t, 17, halted, "the seventeen say why")
+}

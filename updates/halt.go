@@ -30,7 +30,9 @@ import (
 // update to it starts anywhere until the record is deleted, or, for one
 // ObjectStore, its ResumeUpdatesAnnotation names the release. A success
 // before the halt clears the release's failures; after it, only a resume
-// does.
+// does. Until an update to a release has succeeded, no more namespaces
+// than the budget have an update to it in flight or failed at once (see
+// firstLimit): a release that fails everywhere reaches budget tenants.
 //
 // The record is a Lease in the operator's namespace (the chart's Role
 // already lets the operator get, create and update Leases there; the
@@ -61,8 +63,10 @@ const ReasonUpdatesHalted = "UpdatesHalted"
 // haltEntry is one release's failures.
 type haltEntry struct {
 	// Halted is when the budget was spent (zero: not halted).
-	Halted   *metav1.Time `json:"halted,omitempty"`
-	Failures []failure    `json:"failures"`
+	Halted *metav1.Time `json:"halted,omitempty"`
+	// Proven is when an update to the release last succeeded.
+	Proven   *metav1.Time `json:"proven,omitempty"`
+	Failures []failure    `json:"failures,omitempty"`
 }
 
 // failure is one namespace's failed update to a release.
@@ -100,6 +104,10 @@ func newHalts(budget int, client kubernetes.Interface, namespace string, clk clo
 
 // haltState is what decide knows of a release's budget.
 type haltState struct {
+	// proven: an update to the release succeeded (and the record kept it).
+	proven bool
+	// failed is how many namespaces failed it since.
+	failed int
 	halted bool
 	// failures, described, when halted.
 	failures string
@@ -121,11 +129,15 @@ func (h *halts) state(ctx context.Context, release string) (haltState, error) {
 		}
 		h.setLocked(rec)
 	}
-	e, ok := h.record[release]
-	if !ok || e.Halted == nil {
-		return haltState{}, nil
+	return stateOf(h.record[release]), nil
+}
+
+func stateOf(e haltEntry) haltState {
+	st := haltState{proven: e.Proven != nil, failed: len(e.Failures)}
+	if e.Halted != nil {
+		st.halted, st.failures, st.since = true, describeFailures(e.Failures), e.Halted.Time
 	}
-	return haltState{halted: true, failures: describeFailures(e.Failures), since: e.Halted.Time}, nil
+	return st
 }
 
 // lead forgets what was read: a new term reads the record afresh.
@@ -176,17 +188,16 @@ func (h *halts) fail(ctx context.Context, key, release, cause, message string) (
 			e.Halted, halted = &now, true
 		}
 		rec[release] = e
-		if e.Halted != nil {
-			st = haltState{halted: true, failures: describeFailures(e.Failures), since: e.Halted.Time}
-		}
+		st = stateOf(e)
 		evict(rec, release)
 		return true
 	})
 	return halted, st, err
 }
 
-// succeed: an update to release succeeded; its failures are cleared
-// unless it is halted.
+// succeed: an update to release succeeded. The release is proven (more
+// than the budget's namespaces may update to it at once) and its
+// failures are cleared, unless it is halted.
 func (h *halts) succeed(ctx context.Context, release string) error {
 	if h == nil || h.budget <= 0 {
 		return nil
@@ -194,20 +205,25 @@ func (h *halts) succeed(ctx context.Context, release string) error {
 	h.mu.Lock()
 	e, ok := h.record[release]
 	h.mu.Unlock()
-	if !ok || e.Halted != nil {
-		return nil // nothing to clear: no request
+	if ok && (e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0)) {
+		return nil // nothing to change: no request
 	}
+	now := metav1.NewTime(h.clock.Now())
 	return h.modify(ctx, func(rec map[string]haltEntry) bool {
-		if e, ok := rec[release]; !ok || e.Halted != nil {
+		e := rec[release]
+		if e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0) {
 			return false
 		}
-		delete(rec, release)
+		rec[release] = haltEntry{Proven: &now}
+		evict(rec, release)
 		return true
 	})
 }
 
 // evict keeps the record within maxHaltReleases: releases not halted go
-// first, the oldest first; keep is never evicted.
+// first, the least recently touched first; keep is never evicted. (An
+// evicted proven release is unproven again: its first updates are
+// limited again, which costs only time.)
 func evict(rec map[string]haltEntry, keep string) {
 	for len(rec) > maxHaltReleases {
 		var victim string
@@ -218,6 +234,9 @@ func evict(rec map[string]haltEntry, keep string) {
 				continue
 			}
 			last := time.Time{}
+			if e.Proven != nil {
+				last = e.Proven.Time
+			}
 			for _, f := range e.Failures {
 				if f.At.After(last) {
 					last = f.At.Time
@@ -303,11 +322,14 @@ func (h *halts) setLocked(rec map[string]haltEntry) {
 		}
 	}
 	for r, e := range rec {
-		v := 0.0
-		if e.Halted != nil {
-			v = 1
+		switch {
+		case e.Halted != nil:
+			h.gauge.WithLabelValues(r).Set(1)
+		case len(e.Failures) > 0:
+			h.gauge.WithLabelValues(r).Set(0)
+		default:
+			h.gauge.DeleteLabelValues(r) // proven, nothing failing
 		}
-		h.gauge.WithLabelValues(r).Set(v)
 	}
 	h.record, h.read = rec, h.clock.Now()
 }
