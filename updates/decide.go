@@ -18,8 +18,8 @@ import (
 type observation struct {
 	now       time.Time
 	namespace string
-	image  string
-	paused bool
+	image     string
+	paused    bool
 	// recorded is status.update: a call recorded and not yet seen through.
 	recorded *v1.UpdateStatus
 	// prev is the VersionCurrent condition the object carries.
