@@ -27,9 +27,15 @@ type fleetTenant struct {
 	minio     *minioCluster
 }
 
-// addTenant adds a tenant whose MinIO runs with minioEnv; window, when
-// set, is its spec.updates.window YAML (two spaces indented under it).
+// addTenant adds a tenant whose MinIO runs with minioEnv.
 func (e *updateEnv) addTenant(t testing.TB, minioEnv ...string) *fleetTenant {
+	t.Helper()
+	return e.addTenantOn(t, freePorts(t, 1)[0], minioEnv...)
+}
+
+// addTenantOn is addTenant with MinIO on port (tenants added at once take
+// their ports from one freePorts call, so no two get the same).
+func (e *updateEnv) addTenantOn(t testing.TB, port int, minioEnv ...string) *fleetTenant {
 	t.Helper()
 	ft := &fleetTenant{ns: operatorNamespace(t), store: "tenant"}
 	dockerConfigSecret(t, ft.ns, "regcred", e.reg.host, e.reg.user, e.reg.pass)
@@ -38,7 +44,6 @@ func (e *updateEnv) addTenant(t testing.TB, minioEnv ...string) *fleetTenant {
 	putNamedSecret(t, ft.ns, "tenant-tls", map[string][]byte{"tls.crt": srvCert, "tls.key": srvKey, "ca.crt": srvCert})
 	putNamedSecret(t, ft.ns, "tenant-env", map[string][]byte{apiv1.ConfigEnvKey: []byte(
 		"export MINIO_ROOT_USER=tenant-admin\nexport MINIO_ROOT_PASSWORD=tenant-secret-123\n")})
-	port := freePorts(t, 1)[0]
 	applyYAML(t, fmt.Sprintf(`apiVersion: aistor.min.io/v1
 kind: ObjectStore
 metadata:
