@@ -484,13 +484,16 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	if a.reason == ReasonUpdateQueued {
 		c.fleet.wait(key)
 	}
+	if o.recorded != nil && a.update == nil {
+		// Counted before the place in flight is given back: a worker
+		// reserving in between sees the update either in flight or
+		// failed, never neither (fleet.reserve reads the count afresh).
+		c.budget(ctx, key, u, o, a, msg)
+	}
 	if a.update == nil && (o.recorded != nil || c.fleet.holds(key)) {
 		// The update ended (a cache that lags the record sees it end as
 		// Current, with nothing recorded).
 		c.fleet.end(key)
-	}
-	if o.recorded != nil && a.update == nil {
-		c.budget(ctx, key, u, o, a, msg)
 	}
 	if a.verb == setImage && a.reason == ReasonUpdatedInPlace {
 		log.Info().Str("release", o.binary.release).Stringer("took", a.took).Msg("every node runs the new release; updated in place")
@@ -515,7 +518,14 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 	// The fleet's place is taken before the record, and given back when
 	// the record is not written: decide saw the count, this holds it
 	// against another worker deciding at the same moment.
-	if o.recorded == nil && !c.fleet.reserve(key, a.update.Release, firstLimit(o, c.params())) {
+	first := func() int {
+		// What the budget says now, not when the sync observed it: a
+		// failure counted since frees a place in flight but not a first.
+		o := o
+		o.halt = c.halts.cached(a.update.Release, o.halt)
+		return firstLimit(o, c.params())
+	}
+	if o.recorded == nil && !c.fleet.reserve(key, a.update.Release, first) {
 		c.calls.release(store.Namespace)
 		// Said as decide would have said it, had it seen this moment.
 		o.inFlight = c.fleet.inFlight(key)

@@ -109,11 +109,12 @@ func firstNamespaces(fs []flight, ns, release string) []string {
 }
 
 // reserve counts key in before its call is recorded; false when the
-// fleet is full, or when first (>= 0) namespaces already have an update
-// to an unproven release in flight, and key is queued again when an
+// fleet is full, or when firstLimit() (>= 0, read under the lock, after
+// the count of in flight) namespaces already have an update to an
+// unproven release in flight, and key is queued again when an
 // update ends. Two workers deciding at once cannot both take the last
 // place.
-func (f *fleet) reserve(key, release string, first int) bool {
+func (f *fleet) reserve(key, release string, firstLimit func() int) bool {
 	if !f.on {
 		return true
 	}
@@ -124,6 +125,7 @@ func (f *fleet) reserve(key, release string, first int) bool {
 	}
 	others := f.inFlightLocked(key)
 	ns, _, _ := strings.Cut(key, "/")
+	first := firstLimit()
 	if (f.max > 0 && len(others) >= f.max) || (first >= 0 && len(firstNamespaces(others, ns, release)) >= first) {
 		f.waiting[key] = struct{}{}
 		return false

@@ -140,6 +140,20 @@ func stateOf(e haltEntry) haltState {
 	return st
 }
 
+// cached is release's state as last read or written by this process, no
+// API request; without a record, have.
+func (h *halts) cached(release string, have haltState) haltState {
+	if h == nil || h.budget <= 0 {
+		return have
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.record == nil {
+		return have
+	}
+	return stateOf(h.record[release])
+}
+
 // lead forgets what was read: a new term reads the record afresh.
 func (h *halts) lead() {
 	if h == nil {
