@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILD_FLAGS := -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
 IMAGE   ?= object-store-operator:$(VERSION)
 
-.PHONY: all build tools test run bench bench-scale bench-pull bench-update bench-rotation fuzz image clean
+.PHONY: all build tools test run bench bench-scale bench-pull bench-update bench-fleet bench-rotation fuzz image clean
 
 all: build
 
@@ -45,6 +45,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseSHA256Sum -fuzztime 30s ./binstore
 	$(GO) test -run '^$$' -fuzz FuzzResolve -fuzztime 30s ./upgradeserver
 	$(GO) test -run '^$$' -fuzz FuzzDecide -fuzztime 30s ./updates
+	$(GO) test -run '^$$' -fuzz FuzzWindow -fuzztime 30s ./internal/window
 
 ## image: the container image (needs a Docker engine)
 image:
@@ -64,6 +65,10 @@ bench-pull: tools
 ## bench-update: image change -> four MinIO nodes updated in place (real MinIO, pinned module)
 bench-update: tools
 	$(GO) test ./test/e2e -run '^$$' -bench BenchmarkImageChangeToUpdatedInPlace -benchtime 1x -timeout 20m
+
+## bench-fleet: 20 real single-node MinIO tenants change image at once: never more than 4 updates in flight, seconds until all current, the operator's CPU seconds and peak RSS; then with MinIO's update disabled on all 20, the failure budget halts the release after 3 and 17 are never called
+bench-fleet: tools
+	$(GO) test ./test/e2e -run '^$$' -bench 'BenchmarkFleetOfTwentyUpdates|BenchmarkFleetOfTwentyHalts' -benchtime 1x -timeout 30m
 
 ## bench-rotation: a custom certificate Secret updated -> the new certificate served (20 rotations; median and max)
 bench-rotation: tools

@@ -219,7 +219,13 @@ func TestPublishesFollowsTheCAAndWritesOnlyChanges(t *testing.T) {
 		u.GetOwnerReferences())
 	assert.Contains(t, f.logs.String(), "not a CA certificate", "the leaf left out is named")
 
-	// The same CA again writes nothing; a new CA is written once.
+	// The same CA again writes nothing; a new CA is written once. (Once
+	// the publisher's cache holds what it wrote: before, a look would
+	// rightly write again.)
+	require.Eventually(t, func() bool {
+		c := f.p.cached()
+		return c != nil && c.GetResourceVersion() == u.GetResourceVersion()
+	}, 5*time.Second, time.Millisecond)
 	writes := f.applies()
 	f.ca.set(one.PEM)
 	f.ca.set(two.PEM)

@@ -46,6 +46,8 @@ import (
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/placement"
 	"github.com/object-store-operator/operator/internal/reason"
+	"github.com/object-store-operator/operator/internal/window"
+	objstatus "github.com/object-store-operator/operator/status"
 )
 
 // Binaries tells what an ObjectStore's image resolved to in the store.
@@ -119,7 +121,16 @@ type Config struct {
 	// CallsPerNamespace is how many update calls one namespace's
 	// ObjectStores may have running at once.
 	CallsPerNamespace int
-	Recorder          record.EventRecorder
+	// MaxInFlight caps the in-place updates in flight fleet-wide, from
+	// the recorded call until the update ends (0: no cap).
+	MaxInFlight int
+	// FailureBudget is how many namespaces' in-place updates to one
+	// release may fail, with none succeeding, before updates to it halt
+	// fleet-wide (0: no budget). The record is the Lease HaltRecordName
+	// in HaltNamespace (the operator's namespace).
+	FailureBudget int
+	HaltNamespace string
+	Recorder      record.EventRecorder
 	// Reasons are this package's Reasons, their remedies spelled in the
 	// user's words (reason.Spell); nil: no remedies, every Event a
 	// Warning.
@@ -141,6 +152,8 @@ type Controller struct {
 	metrics *metrics
 	status  *statusWriter
 	calls   *calls
+	fleet   *fleet
+	halts   *halts
 	// asking holds each namespace to CallsPerNamespace syncs at once: a
 	// sync asks the tenant's admin API which release its nodes run, and an
 	// endpoint that never answers holds the worker until its deadline.
@@ -193,12 +206,15 @@ func New(cfg Config) (*Controller, error) {
 	c.loop, err = controller.NewLoop(controller.Options{
 		Name: "updates", ObjectStores: cfg.ObjectStores, Synced: synced, Workers: cfg.Workers,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute),
-		// Spec changes, resyncs and the pause annotation; not status
-		// writes (ours included).
+		// Spec changes, resyncs and the pause and resume annotations; not
+		// status writes (ours included).
 		Changed: func(old, obj *unstructured.Unstructured) bool {
 			return controller.SpecChangedOrResync(old, obj) ||
-				old.GetAnnotations()[v1.UpdatesPausedAnnotation] != obj.GetAnnotations()[v1.UpdatesPausedAnnotation]
+				old.GetAnnotations()[v1.UpdatesPausedAnnotation] != obj.GetAnnotations()[v1.UpdatesPausedAnnotation] ||
+				old.GetAnnotations()[v1.ResumeUpdatesAnnotation] != obj.GetAnnotations()[v1.ResumeUpdatesAnnotation]
 		},
+		// A new term reads the halt record afresh.
+		OnTerm:      func() { c.halts.lead() },
 		ReportPanic: c.reportPanic,
 		OnError: func(key string, err error) {
 			c.log.Error().Str("objectstore", key).Str("reason", causeOf(err)).Err(err).Msg("update sync failed; retrying")
@@ -210,6 +226,13 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.queue = c.loop.Queue()
 	c.calls = newCalls(cfg.CallsPerNamespace, c.queue.Add)
+	c.fleet = newFleet(cfg.MaxInFlight, cfg.FailureBudget > 0, cfg.ObjectStores.GetIndexer(), c.queue.Add)
+	if cfg.FailureBudget > 0 {
+		if cfg.HaltNamespace == "" || cfg.Kube == nil {
+			return nil, errors.New("updates: a failure budget needs the namespace of its halt record and a client")
+		}
+		c.halts = newHalts(cfg.FailureBudget, cfg.Kube, cfg.HaltNamespace, cfg.Clock, cfg.Registerer)
+	}
 	c.asking = newCalls(cfg.CallsPerNamespace, c.queue.Add)
 	return c, nil
 }
@@ -257,14 +280,16 @@ type node struct {
 }
 
 func (c *Controller) params() params {
-	return params{timeout: c.cfg.Timeout, poll: c.cfg.Poll, maxPoll: c.cfg.MaxPoll}
+	return params{timeout: c.cfg.Timeout, poll: c.cfg.Poll, maxPoll: c.cfg.MaxPoll, maxInFlight: c.cfg.MaxInFlight, budget: c.cfg.FailureBudget}
 }
 
-// Forget drops a deleted ObjectStore's call slots.
+// Forget drops a deleted ObjectStore's call slots and its place in the
+// fleet's updates.
 func (c *Controller) Forget(key string) {
 	ns, _, _ := cache.SplitMetaNamespaceKey(key)
 	c.calls.forget(key, ns)
 	c.asking.forget(key, ns)
+	c.fleet.forget(key)
 }
 
 // Reconcile brings the ObjectStore's nodes to the release of its image, in
@@ -313,7 +338,7 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 // the image, the tenant's nodes, its StatefulSets and this process's call.
 func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectStore) (observation, *tenant) {
 	st := statusOf(store)
-	o := observation{now: c.cfg.Clock.Now(), image: store.Spec.Image, recorded: store.Status.Update, prev: st.cond,
+	o := observation{now: c.cfg.Clock.Now(), namespace: store.Namespace, image: store.Spec.Image, recorded: store.Status.Update, prev: st.cond,
 		paused: store.Annotations[v1.UpdatesPausedAnnotation] == "true", call: c.calls.state(key)}
 	var sha, own string // the SHA-256 of the tenant's own binary and where it is served
 	if res, resolved := c.cfg.Binaries.Resolution(key, store.Spec.Image); resolved {
@@ -346,7 +371,29 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 			o.trustErr = c.preflight(t.roots, o.updateURL, o.now)
 		}
 	}
+	c.observeFleet(ctx, key, store, &o)
 	return o, t
+}
+
+// observeFleet reads what holds an update back before it starts: the
+// tenant's window, the failure budget of the release, and the fleet's
+// updates in flight. None of it matters to an update already recorded,
+// nor to a tenant whose nodes already run the release.
+func (c *Controller) observeFleet(ctx context.Context, key string, store *v1.ObjectStore, o *observation) {
+	if w := store.Spec.Updates.Window; w != nil {
+		if win, err := window.Parse(w.Schedule, w.Duration); err != nil {
+			o.windowErr = err
+		} else {
+			o.window = &win
+		}
+	}
+	b := o.binary
+	if o.recorded != nil || !b.resolved || !b.available || (o.reach == nil && allOn(o.nodes, b.release)) {
+		return
+	}
+	o.resumed = store.Annotations[v1.ResumeUpdatesAnnotation]
+	o.halt, o.haltErr = c.halts.state(ctx, b.release)
+	o.inFlight = c.fleet.inFlight(key)
 }
 
 // act does what decide chose and writes the status it leads to.
@@ -356,6 +403,9 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 			// The call panicked (decide): hand the panic to the worker once.
 			c.calls.consume(key)
 			return o.call.result.err
+		}
+		if o.reach == nil {
+			return o.haltErr
 		}
 		return o.reach
 	}
@@ -375,7 +425,7 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 		switch {
 		case err != nil:
 			a.reason, a.outcome, a.after = ReasonUpdateFailed, outcomeFailed, 0
-			msg += "; the rolling update failed too: " + err.Error()
+			msg = objstatus.Clauses(msg, "the rolling update failed too: "+err.Error())
 		case len(rolled) > 0:
 			log.Warn().Str("reason", a.cause).Strs("statefulsets", rolled).Str("image", store.Spec.Image).Str("why", a.message).
 				Msg("falling back to a rolling update")
@@ -393,7 +443,7 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	if o.reach == nil {
 		release = oldest(o.nodes)
 	}
-	if err := c.write(ctx, u, store, release, a.update, a.status, a.reason, msg); err != nil {
+	if err := c.write(ctx, u, store, release, a.update, phaseOf(o, a), a.status, a.reason, msg); err != nil {
 		return err
 	}
 	if o.call.result != nil {
@@ -401,6 +451,20 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	}
 	if a.outcome != "" {
 		c.metrics.observe(a.outcome, a.took)
+	}
+	if a.reason == ReasonUpdateQueued {
+		c.fleet.wait(key)
+	}
+	if o.recorded != nil && a.update == nil {
+		// Counted before the place in flight is given back: a worker
+		// reserving in between sees the update either in flight or
+		// failed, never neither (fleet.reserve reads the count afresh).
+		c.budget(ctx, key, u, o, a, msg)
+	}
+	if a.update == nil && (o.recorded != nil || c.fleet.holds(key)) {
+		// The update ended (a cache that lags the record sees it end as
+		// Current, with nothing recorded).
+		c.fleet.end(key)
 	}
 	if a.verb == setImage && a.reason == ReasonUpdatedInPlace {
 		log.Info().Str("release", o.binary.release).Stringer("took", a.took).Msg("every node runs the new release; updated in place")
@@ -418,16 +482,39 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.Unstructured, store *v1.ObjectStore, o observation, t *tenant, a action, msg string) error {
 	if !c.calls.reserve(key, store.Namespace) {
 		// Queued again when a call of the namespace ends.
-		return c.write(ctx, u, store, oldest(o.nodes), o.recorded, metav1.ConditionFalse, ReasonUpdateQueued,
+		return c.write(ctx, u, store, oldest(o.nodes), o.recorded, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
 			fmt.Sprintf("waiting to update to %s: namespace %s has %d update call(s) running, the most it may have at once",
 				a.update.Release, store.Namespace, c.cfg.CallsPerNamespace))
 	}
+	// The fleet's place is taken before the record, and given back when
+	// the record is not written: decide saw the count, this holds it
+	// against another worker deciding at the same moment.
+	first := func() int {
+		// What the budget says now, not when the sync observed it: a
+		// failure counted since frees a place in flight but not a first.
+		o := o
+		o.halt = c.halts.cached(a.update.Release, o.halt)
+		return firstLimit(o, c.params())
+	}
+	if o.recorded == nil && !c.fleet.reserve(key, a.update.Release, first) {
+		c.calls.release(store.Namespace)
+		// Said as decide would have said it, had it seen this moment.
+		o.inFlight = c.fleet.inFlight(key)
+		q := gate(o, c.params(), action{verb: call})
+		if q.reason != ReasonUpdateQueued {
+			q.message = fmt.Sprintf("waiting to update to %s: another update started a moment ago", a.update.Release)
+		}
+		return c.write(ctx, u, store, oldest(o.nodes), nil, "Queued", metav1.ConditionFalse, ReasonUpdateQueued, q.message)
+	}
 	have := statusOf(store)
 	want := have
-	want.release, want.update = oldest(o.nodes), a.update
+	want.release, want.update, want.phase = oldest(o.nodes), a.update, phaseOf(o, a)
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: a.status, Reason: a.reason, Message: msg}, o.now)
 	if err := c.status.writeAt(ctx, u, &have, want, u.GetResourceVersion()); err != nil {
 		c.calls.release(store.Namespace)
+		if o.recorded == nil {
+			c.fleet.end(key)
+		}
 		if apierrors.IsConflict(err) {
 			c.log.Info().Str("objectstore", key).Msg("the ObjectStore changed before the update call was recorded; looking again, nothing called")
 		}
@@ -443,6 +530,39 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 		return c.callOnce(ctx, t, o.updateURL, a.host, up.Release)
 	})
 	return nil
+}
+
+// budget counts the end of a recorded update against its release's
+// failure budget (halt.go says what counts), or clears the release's
+// failures on a success. The ObjectStore whose failure spends the budget
+// gets a Warning Event saying the fleet's updates to the release halted.
+func (c *Controller) budget(ctx context.Context, key string, u *unstructured.Unstructured, o observation, a action, msg string) {
+	if c.halts == nil {
+		return
+	}
+	release := o.recorded.Release
+	log := c.log.With().Str("objectstore", key).Str("release", release).Logger()
+	switch {
+	case a.verb == setImage && a.reason == ReasonUpdatedInPlace:
+		if err := c.halts.succeed(ctx, release); err != nil {
+			log.Error().Err(err).Str("reason", ReasonUpdatesHalted).Msg("could not clear the release's update failures")
+		}
+	case (a.outcome == outcomeRolling || a.outcome == outcomeFailed) && (a.cause == CauseInPlaceRefused || a.cause == CauseNodesNotUpdated):
+		halted, st, err := c.halts.fail(ctx, key, release, a.cause, a.message)
+		if err != nil {
+			// The failure goes uncounted; the update itself is reported.
+			log.Error().Err(err).Str("reason", ReasonUpdatesHalted).Msg("could not record a failed update in the halt record")
+			return
+		}
+		if halted {
+			text := fmt.Sprintf("in-place updates to %s failed in %d namespaces with none succeeding (%s); no update to it starts anywhere until the halt record %s/%s is deleted",
+				release, c.cfg.FailureBudget, st.failures, c.cfg.HaltNamespace, HaltRecordName)
+			log.Warn().Str("reason", ReasonUpdatesHalted).Msg(text)
+			if c.cfg.Recorder != nil {
+				c.cfg.Recorder.Event(u, corev1.EventTypeWarning, ReasonUpdatesHalted, objstatus.BoundMessage(text))
+			}
+		}
+	}
 }
 
 // callOnce makes one ServerUpdateV2 call through host and sorts the
@@ -471,7 +591,14 @@ func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, r
 			c.log.Warn().Str("release", release).Str("node", host).Err(err).Msg("the update call got no answer; following the nodes")
 			return callResult{}
 		}
-		return callResult{err: errorf(CauseInPlaceRefused, "MinIO refused the in-place update to %s: %w", release, adminError(err))}
+		// The node that answered: the one called through, else the
+		// tenant's endpoint (which node behind it answered, MinIO's error
+		// does not say).
+		node := host
+		if node == "" {
+			node = t.endpoint.Host
+		}
+		return callResult{err: errorf(CauseInPlaceRefused, "MinIO at %s refused the in-place update to %s: %w", node, release, adminError(err))}
 	}
 	var r callResult
 	if len(result.Results) > maxNodes {
@@ -514,21 +641,18 @@ func failedHost(failure string) string {
 }
 
 func (c *Controller) withRemedy(msg, cause string) string {
-	if r := c.cfg.Reasons.Remedy(cause); r != "" {
-		msg = strings.TrimRight(msg, ". ") + ". " + strings.ToUpper(r[:1]) + r[1:]
-	}
-	return msg
+	return objstatus.Sentences(msg, c.cfg.Reasons.Remedy(cause))
 }
 
 // write applies the status when it changed, logging a change of reason.
 func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, store *v1.ObjectStore, release string, update *v1.UpdateStatus,
-	st metav1.ConditionStatus, reason, msg string) error {
+	phase string, st metav1.ConditionStatus, reason, msg string) error {
 	have := statusOf(store)
 	want := have
 	if release != "" {
 		want.release = release
 	}
-	want.update = update
+	want.update, want.phase = update, phase
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: msg}, c.cfg.Clock.Now())
 	before := have.cond
 	if err := c.status.write(ctx, u, &have, want); err != nil {
@@ -536,7 +660,8 @@ func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, st
 	}
 	if before == nil || before.Reason != reason || before.Status != st {
 		ev := c.log.Info()
-		if st != metav1.ConditionTrue && reason != ReasonUpdatingInPlace && reason != ReasonWaitingForBinary && reason != ReasonUpdateQueued {
+		if st != metav1.ConditionTrue && reason != ReasonUpdatingInPlace && reason != ReasonWaitingForBinary && reason != ReasonUpdateQueued &&
+			reason != ReasonOutsideWindow {
 			ev = c.log.Warn()
 		}
 		ev.Str("objectstore", store.Namespace+"/"+store.Name).Str("reason", reason).Str("status", string(st)).Str("release", want.release).Msg(msg)

@@ -30,6 +30,7 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/binstore/binstoretest"
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/object-store-operator/operator/internal/testutil"
 )
 
@@ -44,6 +45,8 @@ type fakeAdmin struct {
 	// panics makes ServerUpdateV2 panic, as a client library might on a
 	// hostile answer.
 	panics bool
+	// refuse makes ServerUpdateV2 answer MinIO's error (MINIO_UPDATE=off).
+	refuse bool
 }
 
 func (f *fakeAdmin) ServerInfo(context.Context, ...func(*madmin.ServerInfoOpts)) (madmin.InfoMessage, error) {
@@ -69,6 +72,10 @@ func (f *fakeAdmin) ServerUpdateV2(ctx context.Context, _ madmin.ServerUpdateOpt
 	if f.panics {
 		var results []madmin.ServerPeerUpdateStatus
 		_ = results[n]
+	}
+	if f.refuse {
+		return madmin.ServerUpdateStatusV2{}, madmin.ErrorResponse{Code: "MethodNotAllowed",
+			Message: "The specified method is not allowed against this resource."}
 	}
 	if hang {
 		<-ctx.Done()
@@ -101,6 +108,7 @@ func (b fakeBinaries) Resolution(key, image string) (binsource.Resolution, bool)
 // fixture is sample-controller's shape: fake clients preloaded, the
 // informers' caches filled by hand, MinIO's admin API faked per tenant.
 type fixture struct {
+	kube   *fake.Clientset
 	dyn    *dynamicfake.FakeDynamicClient
 	c      *Controller
 	stores cache.Indexer
@@ -117,6 +125,12 @@ func tenantStore(ns, name string) *unstructured.Unstructured {
 }
 
 func newFixture(t *testing.T, binaries Binaries, stores ...*unstructured.Unstructured) *fixture {
+	t.Helper()
+	return newFixtureWith(t, nil, binaries, stores...)
+}
+
+// newFixtureWith is newFixture with the Config changed by set.
+func newFixtureWith(t *testing.T, set func(*Config), binaries Binaries, stores ...*unstructured.Unstructured) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	key := binstoretest.NewKey(t)
@@ -147,28 +161,63 @@ func newFixture(t *testing.T, binaries Binaries, stores ...*unstructured.Unstruc
 	}
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, objs...)
-	f.dyn.PrependReactor("patch", "objectstores", testutil.ApplyStatus(f.dyn, v1.Resource, "release", "update"))
+	f.dyn.PrependReactor("patch", "objectstores", testutil.ApplyStatus(f.dyn, v1.Resource, "release", "update", "updatePhase"))
 	informer := testutil.SyncedInformer()
 	kube := fake.NewClientset(append(sets, setObjs...)...)
-	f.c, err = New(Config{
+	f.kube = kube
+	cfg := Config{
 		Kube: kube, Dynamic: f.dyn, ObjectStores: informer, Secrets: apiSecrets{kube},
 		StatefulSets: setsLister(t, setObjs...), Binaries: binaries, Store: bs,
 		UpdateURL: "http://op.ops.svc:4221/webhook/v1/update", ClusterDomain: "cluster.local",
 		Timeout: time.Minute, Poll: time.Hour, MaxPoll: time.Hour, CallsPerNamespace: 1, Workers: 2,
 		Recorder: record.NewFakeRecorder(100), Registerer: prometheus.NewRegistry(), Log: zerolog.Nop(),
-	})
+	}
+	if set != nil {
+		set(&cfg)
+	}
+	f.c, err = New(cfg)
 	require.NoError(t, err)
+	f.wire()
+	f.stores = informer.GetIndexer()
+	for _, s := range stores {
+		require.NoError(t, f.stores.Add(s.DeepCopy()))
+	}
+	return f
+}
+
+func (f *fixture) wire() {
 	f.c.dial = func(t *tenant, host string) (adminAPI, func(), error) {
 		if a, ok := f.admins[t.endpoint.Host]; ok {
 			return a, func() {}, nil
 		}
 		return nil, nil, fmt.Errorf("dial %s: connection refused", t.endpoint.Host)
 	}
+}
+
+// restart stands a new process (or a new leader) in for the controller:
+// nothing in memory, its cache filled from what the apiserver holds.
+func (f *fixture) restart(t *testing.T) {
+	cfg := f.c.cfg
+	informer := testutil.SyncedInformer()
+	cfg.ObjectStores, cfg.Registerer = informer, prometheus.NewRegistry()
+	var err error
+	f.c, err = New(cfg)
+	require.NoError(t, err)
+	f.wire()
 	f.stores = informer.GetIndexer()
-	for _, s := range stores {
-		require.NoError(t, f.stores.Add(s.DeepCopy()))
+	list, err := f.dyn.Resource(v1.Resource).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for i := range list.Items {
+		require.NoError(t, f.stores.Add(list.Items[i].DeepCopy()))
 	}
-	return f
+	f.lead(t)
+}
+
+// catchUp has the cache hold what the apiserver holds for key.
+func (f *fixture) catchUp(t *testing.T, ns, name string) {
+	u, err := f.dyn.Resource(v1.Resource).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.stores.Update(u))
 }
 
 func (f *fixture) lead(t *testing.T) {
@@ -334,4 +383,25 @@ func TestAPanicWhileReadingMinIOsAnswerIsThatTenantsAlone(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 	assert.Contains(t, conditionOf(f.live(t, "t", "hostile")).Message, "index out of range")
 	assert.Equal(t, 1, f.admin("u", "tenant").callCount(), "the other tenant was called")
+}
+
+// TestARefusalNamesItsNodeAndReadsAsSentences: MinIO refuses the update
+// (MINIO_UPDATE=off). The condition says which node refused, quotes
+// MinIO's own error, and joins it to the remedy without doubled
+// punctuation.
+func TestARefusalNamesItsNodeAndReadsAsSentences(t *testing.T) {
+	f := newFixture(t, fakeBinaries{}, tenantStore("t", "tenant"))
+	f.c.cfg.Reasons = reason.Set{CauseInPlaceRefused: {Name: CauseInPlaceRefused, Severity: reason.Warning,
+		Remedy: "mINIO's own error is above: MethodNotAllowed means MINIO_UPDATE=off"}}
+	f.admin("t", "tenant").refuse = true
+	f.lead(t)
+	require.NoError(t, f.c.sync(t.Context(), "t/tenant"))
+	f.waitCallDone(t, "t/tenant")
+	require.NoError(t, f.c.sync(t.Context(), "t/tenant"))
+	c := conditionOf(f.live(t, "t", "tenant"))
+	require.Equal(t, ReasonRollingUpdate, c.Reason, c.Message)
+	assert.Contains(t, c.Message, "tenant-hl.t.svc.cluster.local:9000", "the node that refused")
+	assert.Contains(t, c.Message, "MethodNotAllowed: The specified method is not allowed against this resource. MINIO's own error")
+	assert.NotContains(t, c.Message, "..")
+	assert.NotContains(t, c.Message, ".;")
 }

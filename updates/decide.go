@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/window"
 )
 
 // observation is everything one sync saw of an ObjectStore, read before
@@ -15,9 +16,10 @@ import (
 // resolved its image to, what MinIO's admin API reports and what the
 // StatefulSets run. decide reads nothing else.
 type observation struct {
-	now    time.Time
-	image  string
-	paused bool
+	now       time.Time
+	namespace string
+	image     string
+	paused    bool
 	// recorded is status.update: a call recorded and not yet seen through.
 	recorded *v1.UpdateStatus
 	// prev is the VersionCurrent condition the object carries.
@@ -37,6 +39,21 @@ type observation struct {
 	// platforms are those ("os/arch") of the Nodes the tenant's pods run
 	// on (placement.Platforms); more than one is never updated in place.
 	platforms []string
+
+	// Fleet controls, each holding an update back before it starts.
+	// window is spec.updates.window (nil: none), windowErr why it does
+	// not parse.
+	window    *window.Window
+	windowErr error
+	// inFlight are the other ObjectStores with an in-place update in
+	// flight, fleet-wide (fleet.inFlight).
+	inFlight []flight
+	// halt is the failure budget's state for the release to start, haltErr
+	// why it could not be read; resumed: the ObjectStore's
+	// ResumeUpdatesAnnotation names that release.
+	halt    haltState
+	haltErr error
+	resumed string
 }
 
 // binaryState is what the binary source resolved spec.image to.
@@ -110,6 +127,8 @@ type action struct {
 	// outcome, when set, is counted once the action is taken, with took.
 	outcome string
 	took    time.Duration
+	// phase, when set, is status.updatePhase (else phaseOf says).
+	phase string
 }
 
 // params are decide's settings.
@@ -122,6 +141,12 @@ type params struct {
 	// maxPoll bounds the wait between looks at a tenant whose admin API
 	// does not answer yet.
 	maxPoll time.Duration
+	// maxInFlight caps in-place updates in flight fleet-wide (0: no cap).
+	maxInFlight int
+	// budget is the failure budget (0: none): how many namespaces'
+	// updates to a release may fail before it halts, and so how many
+	// namespaces may update to a release at once until one succeeded.
+	budget int
 }
 
 // maxCalls is how many update calls one release gets. MinIO can damage the
@@ -146,6 +171,15 @@ func decide(o observation, p params) action {
 	if o.recorded != nil {
 		return follow(o, p)
 	}
+	a := begin(o, p)
+	if a.verb == call || a.verb == roll {
+		return gate(o, p, a)
+	}
+	return a
+}
+
+// begin decides for a tenant with no update recorded.
+func begin(o observation, p params) action {
 	if o.reach != nil && causeOf(o.reach) == "" {
 		return action{verb: retry}
 	}
@@ -203,6 +237,126 @@ func decide(o observation, p params) action {
 		return rollBack(o, p, o.reach)
 	}
 	return start(o, p)
+}
+
+// gate holds back an update about to start (a first call, or a rolling
+// update instead of one): outside the tenant's window, while the fleet's
+// updates to the release are halted, or, for a call, while the fleet has
+// its most in-place updates in flight. An update already recorded is
+// never held: it finishes whatever the window or the budget say.
+func gate(o observation, p params, a action) action {
+	release := o.binary.release
+	hold := func(reason, msg string, after time.Duration) action {
+		return action{verb: report, status: metav1.ConditionFalse, reason: reason, message: msg, after: after}
+	}
+	if o.windowErr != nil {
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonInvalidWindow, cause: ReasonInvalidWindow,
+			message: fmt.Sprintf("spec.updates.window: %v; no update starts until it is fixed", o.windowErr)}
+	}
+	if w := o.window; w != nil && !w.Open(o.now) {
+		next := w.NextOpen(o.now)
+		if next.IsZero() {
+			return action{verb: report, status: metav1.ConditionFalse, reason: ReasonInvalidWindow, cause: ReasonInvalidWindow,
+				message: fmt.Sprintf("spec.updates.window %s opens no more within five years; no update starts until it is fixed", w)}
+		}
+		h := hold(ReasonOutsideWindow, fmt.Sprintf("waiting to update to %s: spec.updates.window %s is closed; it opens next at %s",
+			release, w, next.Format(time.RFC3339)), next.Sub(o.now))
+		h.phase = "Window " + windowPhase(o.now, next)
+		return h
+	}
+	if o.haltErr != nil {
+		return action{verb: retry}
+	}
+	if o.halt.halted && o.resumed != release {
+		return hold(ReasonUpdatesHalted, fmt.Sprintf("updates to %s are halted fleet-wide since %s: in-place updates to it failed in %s; "+
+			"the platform resumes them by deleting the halt record, or this ObjectStore alone by the annotation %s: %q",
+			release, o.halt.since.UTC().Format(time.RFC3339), o.halt.failures, v1.ResumeUpdatesAnnotation, release), haltRecheck)
+	}
+	if a.verb == call && p.maxInFlight > 0 && len(o.inFlight) >= p.maxInFlight {
+		return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: %d in-place updates are in flight across the fleet (%s), the most the operator runs at once; it starts when one ends",
+			release, len(o.inFlight), strings.Join(firstN(keysOf(o.inFlight), 8), ", ")), 5*p.poll)
+	}
+	if first := firstLimit(o, p); a.verb == call && first >= 0 {
+		if ns := firstNamespaces(o.inFlight, o.namespace, release); len(ns) >= first {
+			return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: no update to it has succeeded yet; namespaces %s have one in flight and %d failed, "+
+				"and no more than the failure budget (%d namespaces) update to a release at once until one succeeds",
+				release, strings.Join(firstN(ns, 8), ", "), o.halt.failed, p.budget), 5*p.poll)
+		}
+	}
+	return a
+}
+
+// firstLimit is how many other namespaces may have an update to the
+// release in flight for this one to start: with a failure budget, until
+// an update to the release succeeded, the namespaces updating to it and
+// those that failed it stay within the budget, so a release that fails
+// everywhere reaches no more tenants than the budget. -1: no limit.
+func firstLimit(o observation, p params) int {
+	if p.budget <= 0 || o.halt.proven || (o.resumed != "" && o.resumed == o.binary.release) {
+		// A tenant that resumed the release takes the risk on itself.
+		return -1
+	}
+	return max(p.budget-o.halt.failed, 0)
+}
+
+// haltRecheck is how often a tenant held by a halt looks again: the record
+// is read at most every haltRefresh, and a deleted one resumes.
+const haltRecheck = 30 * time.Second
+
+// windowPhase words the next opening for the Update column: the time of
+// day when it is within a day, else the date too.
+func windowPhase(now, next time.Time) string {
+	next = next.UTC()
+	if next.Sub(now) < 24*time.Hour {
+		return next.Format("15:04Z")
+	}
+	return next.Format("Jan 2 15:04Z")
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) <= n {
+		return s
+	}
+	return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
+}
+
+// phaseOf is status.updatePhase for an action: a word or two for the
+// Update column of kubectl get objectstore.
+func phaseOf(o observation, a action) string {
+	if a.phase != "" {
+		return a.phase
+	}
+	switch {
+	case a.status == metav1.ConditionTrue:
+		return "Current"
+	case a.reason == ReasonUpdatingInPlace:
+		release := o.binary.release
+		if a.update != nil {
+			release = a.update.Release
+		} else if o.recorded != nil {
+			release = o.recorded.Release
+		}
+		on := 0
+		for _, n := range o.nodes {
+			if n.online && sameRelease(n.release, release) {
+				on++
+			}
+		}
+		return fmt.Sprintf("Updating %d/%d", on, len(o.nodes))
+	case a.reason == ReasonUpdateQueued:
+		return "Queued"
+	case a.reason == ReasonUpdatesHalted:
+		return "Halted"
+	case a.reason == ReasonRollingUpdate:
+		return "Rolling"
+	case a.reason == ReasonUpdatesPaused:
+		return "Paused"
+	case a.reason == ReasonWaitingForNodes, a.reason == ReasonWaitingForBinary:
+		return "Waiting"
+	case a.reason == ReasonTenantUnreachable:
+		return "Unreachable"
+	}
+	return "Failed"
 }
 
 const pausedMessage = "updates are paused by the annotation " + v1.UpdatesPausedAnnotation + `: "true"`

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/window"
 )
 
 const (
@@ -20,9 +21,26 @@ const (
 )
 
 var (
-	t0 = time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	p  = params{timeout: 10 * time.Minute, poll: 2 * time.Second, maxPoll: 10 * time.Minute}
+	t0 = time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC) // a Tuesday
+	p  = params{timeout: 10 * time.Minute, poll: 2 * time.Second, maxPoll: 10 * time.Minute, maxInFlight: 4, budget: 3}
 )
+
+// flights are updates in flight to release, one per key.
+func flights(release string, keys ...string) []flight {
+	out := make([]flight, len(keys))
+	for i, k := range keys {
+		out[i] = flight{k, release}
+	}
+	return out
+}
+
+func inWindow(schedule, duration string) func(*observation) {
+	w, err := window.Parse(schedule, duration)
+	if err != nil {
+		panic(err)
+	}
+	return func(o *observation) { o.window = &w }
+}
 
 func nodesOn(releases ...string) []node {
 	out := make([]node, len(releases))
@@ -74,6 +92,7 @@ func TestDecide(t *testing.T) {
 		reason string
 		host   string
 		after  time.Duration
+		phase  string
 	}{
 		{name: "older nodes, binary available: call MinIO through the endpoint",
 			o: obs(), verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
@@ -227,6 +246,91 @@ func TestDecide(t *testing.T) {
 				o.call.result = &callResult{failed: []string{"node n2:9000: wrong checksum"}, transient: 1, updated: 0}
 			}),
 			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, host: "n2:9000"},
+		// Fleet controls: the cap, the failure budget, the window.
+		{name: "the fleet has its most updates in flight: queued, naming them",
+			o:    obs(func(o *observation) { o.inFlight = flights(relNewer, "a/x", "b/y", "c/z", "d/w") }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll, phase: "Queued"},
+		{name: "one place left in the fleet: call",
+			o:    obs(func(o *observation) { o.inFlight = flights(relNewer, "a/x", "b/y", "c/z") }),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, phase: "Updating 0/4"},
+		{name: "the fleet full, a recorded update's nodes left behind: its own call is not held",
+			o: obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
+				o.nodes, o.inFlight = nodesOn(relNew, relOld), flights(relNew, "a/x", "b/y", "c/z", "d/w", "e/v")
+			}),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, host: "n1:9000", phase: "Updating 1/2"},
+		{name: "the fleet full does not hold a rolling update (no in-place update in flight)",
+			o: obs(func(o *observation) {
+				o.platforms, o.inFlight = []string{"linux/amd64", "linux/arm64"}, flights(relNew, "a/x", "b/y", "c/z", "d/w")
+			}),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate, phase: "Rolling"},
+		{name: "a release not proven yet: the budget's namespaces update to it at once, no more",
+			o:    obs(func(o *observation) { o.namespace, o.inFlight = "t", flights(relNew, "a/x", "b/y", "c/z") }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll, phase: "Queued"},
+		{name: "a release not proven yet, two in flight and one failed: held",
+			o: obs(func(o *observation) {
+				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "a/x", "b/y"), haltState{failed: 1}
+			}),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll},
+		{name: "a release not proven yet, two in flight, one of them in this namespace: call",
+			o:    obs(func(o *observation) { o.namespace, o.inFlight = "t", flights(relNew, "a/x", "t/y", "b/z") }),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
+		{name: "a proven release: only the cap holds",
+			o: obs(func(o *observation) {
+				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "a/x", "b/y", "c/z"), haltState{proven: true}
+			}),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
+		{name: "updates to the release halted: held, naming the failures",
+			o: obs(func(o *observation) {
+				o.halt = haltState{halted: true, failures: "a/x (InPlaceRefused: MethodNotAllowed)", since: t0}
+			}),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesHalted, after: haltRecheck, phase: "Halted"},
+		{name: "halted: a rolling update to the release is held too",
+			o: obs(func(o *observation) {
+				o.halt, o.platforms = haltState{halted: true, failures: "a/x", since: t0}, []string{"linux/amd64", "linux/arm64"}
+			}),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesHalted, after: haltRecheck},
+		{name: "halted, the ObjectStore resumed for that release: call",
+			o:    obs(func(o *observation) { o.halt, o.resumed = haltState{halted: true, failures: "a/x", since: t0}, relNew }),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
+		{name: "halted, the ObjectStore resumed for another release: held",
+			o:    obs(func(o *observation) { o.halt, o.resumed = haltState{halted: true, failures: "a/x", since: t0}, relOld }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesHalted, after: haltRecheck},
+		{name: "halted, an update recorded before: it finishes",
+			o: obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
+				o.halt, o.nodes = haltState{halted: true, failures: "a/x", since: t0}, nodesOn(relNew, relNew)
+			}),
+			verb: setImage, status: metav1.ConditionTrue, reason: ReasonUpdatedInPlace, phase: "Current"},
+		{name: "the halt record could not be read: retried, nothing started",
+			o:    obs(func(o *observation) { o.haltErr = errors.New("read the update halt record: timeout") }),
+			verb: retry},
+		{name: "window closed: held until it opens, which the message says",
+			o:    obs(inWindow("0 12 * * *", "1h")),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonOutsideWindow, after: 2 * time.Hour, phase: "Window 12:00Z"},
+		{name: "window closed, a week away: the date too",
+			o:    obs(inWindow("0 2 * * 6", "1h"), func(o *observation) { o.now = t0.Add(-24 * time.Hour) }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonOutsideWindow, after: 4*24*time.Hour + 16*time.Hour, phase: "Window Nov 28 02:00Z"},
+		{name: "window opening now: call",
+			o:    obs(inWindow("0 10 * * *", "1h")),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
+		{name: "window open: call",
+			o:    obs(inWindow("30 9 * * *", "1h")),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
+		{name: "window closed: a rolling update waits for it too",
+			o:    obs(inWindow("0 12 * * *", "1h"), func(o *observation) { o.trustErr = errorf(CauseOperatorNotTrusted, "unknown authority") }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonOutsideWindow, after: 2 * time.Hour},
+		{name: "window closed, an update recorded: it finishes",
+			o:    obs(inWindow("0 12 * * *", "1h"), recorded(1, time.Minute, time.Minute)),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll},
+		{name: "window closed, every node current: the StatefulSets follow",
+			o:    obs(inWindow("0 12 * * *", "1h"), func(o *observation) { o.nodes = nodesOn(relNew) }),
+			verb: setImage, status: metav1.ConditionTrue, reason: ReasonCurrent},
+		{name: "window that does not parse: named, nothing started",
+			o:    obs(func(o *observation) { o.windowErr = errors.New(`schedule "0 0 30 2 *": the schedule never fires`) }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonInvalidWindow, phase: "Failed"},
+		{name: "window closed and the fleet full: the window is what it says",
+			o:    obs(inWindow("0 12 * * *", "1h"), func(o *observation) { o.inFlight = flights(relNew, "a/x", "b/y", "c/z", "d/w") }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonOutsideWindow, after: 2 * time.Hour},
+
 		{name: "some nodes updated: follow",
 			o: obs(recorded(1, time.Second, time.Second), func(o *observation) {
 				o.call.result = &callResult{failed: []string{"node n2:9000: permission denied"}, updated: 3}
@@ -242,6 +346,9 @@ func TestDecide(t *testing.T) {
 				assert.NotEmpty(t, a.message)
 			}
 			assert.Equal(t, tc.host, a.host, "node called through")
+			if tc.phase != "" {
+				assert.Equal(t, tc.phase, phaseOf(tc.o, a), "status.updatePhase")
+			}
 			if tc.after != 0 || a.verb == report {
 				assert.Equal(t, tc.after, a.after, "requeue")
 			}
@@ -272,12 +379,19 @@ func TestReleasesOrderAsMinIOOrdersThem(t *testing.T) {
 // an update in place of a tenant on mixed platforms, and never
 // calls twice for one recorded call (a call needs no running call, and,
 // with one recorded, its last call settled or a damaged copy reported,
-// under maxCalls; the record it writes counts the call).
+// under maxCalls; the record it writes counts the call). No update starts
+// (call or roll) outside the tenant's window, with its window invalid, or
+// while its release is halted and the tenant did not resume it; no first
+// call starts while the fleet has its most updates in flight.
 func FuzzDecide(f *testing.F) {
-	f.Add(relNew, relOld, relHotfix, "", uint8(0), uint8(0), int64(0), int64(0), uint8(0))
-	f.Add(relHotfix, relOld, relOld, relOld, uint8(1), uint8(1), int64(60), int64(60), uint8(3))
-	f.Add("RELEASE.2026-01-10T10-00-00Z.hotfix", "", "RELEASE.9999-99-99T99-99-99Z", "x", uint8(2), uint8(maxCalls), int64(-5), int64(700), uint8(255))
-	f.Fuzz(func(t *testing.T, want, n0, n1, n2 string, flags, calls uint8, started, last int64, result uint8) {
+	f.Add(relNew, relOld, relHotfix, "", uint8(0), uint8(0), int64(0), int64(0), uint8(0), uint8(0))
+	f.Add(relHotfix, relOld, relOld, relOld, uint8(1), uint8(1), int64(60), int64(60), uint8(3), uint8(0))
+	f.Add("RELEASE.2026-01-10T10-00-00Z.hotfix", "", "RELEASE.9999-99-99T99-99-99Z", "x", uint8(2), uint8(maxCalls), int64(-5), int64(700), uint8(255), uint8(0))
+	f.Add(relNew, relOld, relOld, "", uint8(0), uint8(0), int64(0), int64(0), uint8(0), uint8(255))
+	f.Add(relNew, relOld, relOld, relNew, uint8(0), uint8(1), int64(60), int64(60), uint8(0), uint8(0x55))
+	windows := []func(*observation){inWindow("0 12 * * *", "1h"), inWindow("0 10 * * *", "1h"), inWindow("0 0 29 2 *", "168h"),
+		func(o *observation) { o.windowErr = errors.New("invalid") }}
+	f.Fuzz(func(t *testing.T, want, n0, n1, n2 string, flags, calls uint8, started, last int64, result, fleetFlags uint8) {
 		o := observation{now: t0, image: imgNew, paused: flags&1 != 0,
 			binary: binaryState{resolved: flags&2 == 0, available: flags&4 == 0, release: want},
 			sets:   setsState{count: int(flags>>3) & 3, onImage: flags&32 != 0},
@@ -307,7 +421,33 @@ func FuzzDecide(f *testing.F) {
 		if result&128 != 0 {
 			o.platforms = []string{"linux/amd64", "linux/arm64"}
 		}
+		if fleetFlags&4 != 0 {
+			windows[fleetFlags&3](&o)
+		}
+		o.inFlight = flights(want, "a/1", "b/2", "c/3", "d/4", "e/5", "f/6", "g/7")[:(fleetFlags>>3)&7]
+		o.namespace = "t"
+		if result&4 != 0 {
+			o.halt.proven = true
+		}
+		if fleetFlags&64 != 0 {
+			o.halt = haltState{halted: true, failures: "a/1", since: t0}
+		}
+		if fleetFlags&128 != 0 {
+			o.resumed = want
+		}
 		a := decide(o, p)
+		if o.recorded == nil && (a.verb == call || a.verb == roll) {
+			closed := o.windowErr != nil || (o.window != nil && !o.window.Open(o.now))
+			if closed || (o.halt.halted && o.resumed != want) {
+				t.Fatalf("an update started outside the window or while halted: %+v", a)
+			}
+			if a.verb == call && len(o.inFlight) >= p.maxInFlight {
+				t.Fatalf("a first call with %d updates in flight: %+v", len(o.inFlight), a)
+			}
+			if a.verb == call && !o.halt.proven && o.resumed != want && len(o.inFlight)+o.halt.failed >= p.budget {
+				t.Fatalf("a first call to an unproven release with %d in flight: %+v", len(o.inFlight), a)
+			}
+		}
 		if a.verb != call {
 			return
 		}

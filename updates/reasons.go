@@ -40,8 +40,15 @@ const (
 	// pulled into the store.
 	ReasonWaitingForBinary = "WaitingForBinary"
 	// ReasonUpdateQueued: an update is due, and waits for one of its
-	// namespace's update call slots.
+	// namespace's update call slots, or for the fleet's in-place updates
+	// in flight to fall under their cap.
 	ReasonUpdateQueued = "UpdateQueued"
+	// ReasonOutsideWindow: an update is due, and waits for
+	// spec.updates.window to open.
+	ReasonOutsideWindow = "OutsideWindow"
+	// ReasonInvalidWindow: spec.updates.window does not parse or never
+	// opens; no update starts.
+	ReasonInvalidWindow = "InvalidWindow"
 )
 
 // Causes of a fallback to a rolling update, or of a condition that is not
@@ -117,6 +124,11 @@ func Reasons() []reason.Reason {
 		{Name: ReasonWaitingForNodes, Severity: reason.Warning},
 		{Name: ReasonWaitingForBinary, Severity: reason.Normal},
 		{Name: ReasonUpdateQueued, Severity: reason.Warning},
+		{Name: ReasonOutsideWindow, Severity: reason.Normal},
+		{Name: ReasonInvalidWindow, Severity: reason.Warning,
+			Remedy: "spec.updates.window takes a five-field cron schedule, read in UTC (\"0 2 * * *\"), and a duration (\"2h\")"},
+		{Name: ReasonUpdatesHalted, Severity: reason.Warning,
+			Remedy: "fix the release or the tenants named, then delete the Lease object-store-operator-update-halts in the operator's namespace to resume the fleet, or annotate one ObjectStore aistor.min.io/resume-updates=<release> to let it alone proceed"},
 		{Name: ReasonConfigurationMissing, Severity: reason.Warning,
 			Remedy: "set spec.configuration.name to the Secret whose config.env exports MINIO_ROOT_USER and MINIO_ROOT_PASSWORD (and spec.updates.endpoint if MinIO is not at https://<name>-hl.<namespace>.svc:9000)"},
 		{Name: ReasonEndpointNotAllowed, Severity: reason.Warning,

@@ -25,12 +25,14 @@ const fieldManager = "object-store-operator-updates"
 // status is the part of an ObjectStore's status this controller owns.
 type status struct {
 	release string
-	update  *v1.UpdateStatus
-	cond    *metav1.Condition
+	// phase is status.updatePhase.
+	phase  string
+	update *v1.UpdateStatus
+	cond   *metav1.Condition
 }
 
 func statusOf(store *v1.ObjectStore) status {
-	s := status{release: store.Status.Release, update: store.Status.Update}
+	s := status{release: store.Status.Release, phase: store.Status.UpdatePhase, update: store.Status.Update}
 	if c := meta.FindStatusCondition(store.Status.Conditions, v1.ConditionVersionCurrent); c != nil {
 		cc := *c
 		s.cond = &cc
@@ -49,7 +51,7 @@ func (s *status) setCondition(c metav1.Condition, now time.Time) {
 }
 
 func (s status) equal(o status) bool {
-	if s.release != o.release || (s.update == nil) != (o.update == nil) || (s.cond == nil) != (o.cond == nil) {
+	if s.release != o.release || s.phase != o.phase || (s.update == nil) != (o.update == nil) || (s.cond == nil) != (o.cond == nil) {
 		return false
 	}
 	if s.update != nil && *s.update != *o.update {
@@ -87,7 +89,7 @@ func (w *statusWriter) writeAt(ctx context.Context, u *unstructured.Unstructured
 	if have.equal(want) && resourceVersion == "" {
 		return nil
 	}
-	st := &v1.ObjectStoreStatus{Release: want.release, Update: want.update}
+	st := &v1.ObjectStoreStatus{Release: want.release, Update: want.update, UpdatePhase: want.phase}
 	if want.cond != nil {
 		st.Conditions = []metav1.Condition{*want.cond}
 	}

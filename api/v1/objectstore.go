@@ -71,6 +71,12 @@ const UpdatesPausedAnnotation = "aistor.min.io/updates-paused"
 // stay as they are until it is removed.
 const RestartsPausedAnnotation = "aistor.min.io/restarts-paused"
 
+// ResumeUpdatesAnnotation set to a release on an ObjectStore lets that
+// ObjectStore be updated to the release although the fleet's updates to
+// it are halted (docs/updates.md, the failure budget). It resumes no
+// other ObjectStore.
+const ResumeUpdatesAnnotation = "aistor.min.io/resume-updates"
+
 // ConfigEnvKey is the key of the configuration Secret that holds MinIO's
 // environment as `export NAME=value` lines.
 const ConfigEnvKey = "config.env"
@@ -105,6 +111,22 @@ type Updates struct {
 	// must be a Service of the ObjectStore's namespace, or a pod under a
 	// headless one, unless the platform allows more (docs/updates.md).
 	Endpoint string `json:"endpoint,omitempty"`
+	// Window, when set, holds the start of this tenant's updates to a
+	// maintenance window (docs/updates.md); an update in flight when it
+	// closes finishes.
+	Window *UpdateWindow `json:"window,omitempty"`
+}
+
+// UpdateWindow is a recurring maintenance window, as Strimzi's
+// maintenanceTimeWindows: it opens whenever Schedule fires and stays open
+// for Duration.
+type UpdateWindow struct {
+	// Schedule is a five-field cron schedule or a descriptor (@daily),
+	// read in UTC: "0 2 * * 6" opens Saturdays at 02:00 UTC.
+	Schedule string `json:"schedule"`
+	// Duration is how long the window stays open, as Go writes durations
+	// ("2h", "90m"), from 1m to 168h.
+	Duration string `json:"duration"`
 }
 
 // Certificates lists Secrets in the ObjectStore's namespace.
@@ -134,6 +156,12 @@ type ObjectStoreStatus struct {
 	// Binary is what spec.image resolved to, written by the binary source
 	// with its BinaryAvailable condition.
 	Binary *BinaryStatus `json:"binary,omitempty"`
+	// UpdatePhase is the update's state in a word or two, for
+	// `kubectl get objectstore`: "Current", "Updating 2/4" (nodes on the
+	// new release / nodes), "Queued", "Halted", "Window 02:00Z" (waiting
+	// for the window that opens then), "Rolling", "Paused", "Failed",
+	// "Waiting", "Unreachable". VersionCurrent says the rest.
+	UpdatePhase string `json:"updatePhase,omitempty"`
 }
 
 // BinaryStatus names the ObjectStore's own binary by its bytes.

@@ -339,6 +339,7 @@ func (p parts) updater(inf informerSet, where *placement.Source, secretData *sec
 		StatefulSets: inf.sets.Lister(), SetsSynced: inf.sets.Informer().HasSynced,
 		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
 		Workers: cfg.updateWorkers, CallsPerNamespace: cfg.updateCallsNS, Poll: updatePoll, MaxPoll: cfg.resync,
+		MaxInFlight: cfg.maxUpdates, FailureBudget: cfg.failureBudget, HaltNamespace: cfg.namespace,
 		Recorder: recorder, Reasons: cfg.why.updates, Registerer: p.reg, Log: p.log,
 	})
 }

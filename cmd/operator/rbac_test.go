@@ -44,7 +44,7 @@ var rbacUses = map[string]rbacUse{
 	"/configmaps get":                                                {"autocert/issuer.go", `ConfigMaps(i.cfg.Namespace).Get(ctx, "kube-root-ca.crt"`, "the cluster CA for the serving CA bundle"},
 	"coordination.k8s.io/leases get":                                 {"cmd/operator/leader.go", "resourcelock.LeaseLock{", "leader election reads the Lease"},
 	"coordination.k8s.io/leases create":                              {"cmd/operator/leader.go", "resourcelock.LeaseLock{", "leader election creates the Lease"},
-	"coordination.k8s.io/leases update":                              {"cmd/operator/leader.go", "resourcelock.LeaseLock{", "leader election renews the Lease; the claim is renewed"},
+	"coordination.k8s.io/leases update":                              {"cmd/operator/leader.go", "resourcelock.LeaseLock{", "leader election renews the Lease; the claim is renewed; the halt record (updates/halt.go) is rewritten"},
 	"coordination.k8s.io/leases list":                                {"internal/claim/claim.go", "Leases(metav1.NamespaceAll).List(", "every install reads the others' claims"},
 	"coordination.k8s.io/leases delete":                              {"internal/claim/claim.go", "leases.Delete(ctx, LeaseName", "a lapsed claim, or one whose namespaces changed, is made again"},
 	"aistor.min.io/namespaceclaims claim":                            {"internal/claim/claim.go", "ResourceAttributes: &authorizationv1.ResourceAttributes{Group: Group, Resource: Resource, Verb: Verb}", "the grant other installs check before a claim counts (nothing serves it)"},

@@ -160,7 +160,7 @@ func TestImageBinaryIsServedForEveryPlatformAndFetchedOnce(t *testing.T) {
 			assert.LessOrEqual(t, n.(*atomic.Int64).Load(), int64(1), "layer %s fetched more than once for two ObjectStores", digest)
 		}
 	}
-	out := kubectl(t, "get", "objectstore", "store-a", "-n", e.tenantNS)
+	out := kubectl(t, "get", "objectstore", "store-a", "-n", e.tenantNS, "-o", "wide")
 	assert.Contains(t, out, "BINARY")
 }
 

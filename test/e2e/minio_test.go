@@ -59,6 +59,11 @@ func startMinIO(t testing.TB, ports []int, releases []string, certs map[string][
 	for i, p := range ports {
 		endpoints = append(endpoints, fmt.Sprintf("https://127.0.0.1:%d%s", p, filepath.Join(base, fmt.Sprint("drive-", i))))
 	}
+	if len(ports) == 1 {
+		// One node: MinIO takes only a path (a URL is for distributed
+		// setups).
+		endpoints = []string{filepath.Join(base, "drive-0")}
+	}
 	for i, release := range releases {
 		dir := filepath.Join(base, fmt.Sprint("node-", i))
 		for rel, content := range certs {

@@ -215,7 +215,7 @@ func TestMountSecretAssemblesEveryReferencedCertificate(t *testing.T) {
 
 	require.Eventually(t, func() bool { return restartValue(t, tn.ns, tn.store) != "" }, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return condition(t, tn.ns, tn.store).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
-	out := kubectl(t, "get", "objectstore", tn.store, "-n", tn.ns)
+	out := kubectl(t, "get", "objectstore", tn.store, "-n", tn.ns, "-o", "wide")
 	assert.Contains(t, out, "True", "kubectl shows the CertificatesReady column")
 }
 

@@ -43,7 +43,7 @@ type updateEnv struct {
 }
 
 type updateOpts struct {
-	releases    []string // per MinIO node; default: four on the older release
+	releases    []string // per MinIO node ("": the older); default: four on the older release
 	minioEnv    []string
 	operatorEnv []string
 	newSigner   *binstoretest.Key // signs the newer release; nil: testKey
@@ -69,6 +69,11 @@ func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 	older, newer := minioReleases(t)
 	if o.releases == nil {
 		o.releases = []string{older, older, older, older}
+	}
+	for i, r := range o.releases {
+		if r == "" {
+			o.releases[i] = older // a node on the older release
+		}
 	}
 	e := &updateEnv{binEnv: &binEnv{reg: startRegistry(t), opNS: operatorNamespace(t), tenantNS: operatorNamespace(t)},
 		older: older, newer: newer, store: "tenant"}

@@ -1,0 +1,304 @@
+package updates
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/record"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+// tenantsInNamespaces are n ObjectStores, each alone in its namespace.
+func tenantsInNamespaces(n int) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, n)
+	for i := range out {
+		out[i] = tenantStore(fmt.Sprintf("ns%d", i), "tenant")
+	}
+	return out
+}
+
+func (f *fixture) calledCount() (called int) {
+	for _, a := range f.admins {
+		if a.callCount() > 0 {
+			called++
+		}
+	}
+	return called
+}
+
+// TestTheFleetCapHoldsAcrossARestart: six tenants in six namespaces (no
+// namespace slot holds them) whose MinIO takes its time; at most four
+// updates are in flight. The two others wait, told so. A new process (or
+// leader) counts the four recorded in the status and starts no more,
+// although it made no call itself.
+func TestTheFleetCapHoldsAcrossARestart(t *testing.T) {
+	stores := tenantsInNamespaces(6)
+	f := newFixtureWith(t, func(c *Config) { c.MaxInFlight = 4 }, fakeBinaries{}, stores...)
+	for _, a := range f.admins {
+		a.hang = true
+	}
+	f.lead(t)
+	for i := range 6 {
+		require.NoError(t, f.c.sync(t.Context(), fmt.Sprintf("ns%d/tenant", i)))
+	}
+	require.Eventually(t, func() bool { return f.calledCount() == 4 }, 5*time.Second, time.Millisecond)
+	for i := 4; i < 6; i++ {
+		st := f.live(t, fmt.Sprintf("ns%d", i), "tenant")
+		c := conditionOf(st)
+		assert.Equal(t, ReasonUpdateQueued, c.Reason)
+		assert.Contains(t, c.Message, "4 in-place updates are in flight across the fleet (ns0/tenant, ns1/tenant, ns2/tenant, ns3/tenant)")
+		assert.Equal(t, "Queued", st.Status.UpdatePhase)
+		assert.Nil(t, st.Status.Update)
+	}
+
+	f.restart(t)
+	for i := range 6 {
+		require.NoError(t, f.c.sync(t.Context(), fmt.Sprintf("ns%d/tenant", i)))
+	}
+	for i := range 6 {
+		assert.False(t, f.c.calls.state(fmt.Sprintf("ns%d/tenant", i)).running, "the new process made no call")
+	}
+	assert.Equal(t, 4, f.calledCount(), "the new process counts the four recorded updates")
+	assert.Equal(t, ReasonUpdateQueued, conditionOf(f.live(t, "ns5", "tenant")).Reason)
+
+	// One update ends (its nodes run the release): one more starts.
+	a := f.admin("ns0", "tenant")
+	a.mu.Lock()
+	a.releases = []string{relNew, relNew, relNew, relNew}
+	a.mu.Unlock()
+	require.NoError(t, f.c.sync(t.Context(), "ns0/tenant"))
+	require.Equal(t, ReasonUpdatedInPlace, conditionOf(f.live(t, "ns0", "tenant")).Reason)
+	for _, k := range []string{"ns4/tenant", "ns5/tenant"} {
+		require.NoError(t, f.c.sync(t.Context(), k))
+	}
+	require.Eventually(t, func() bool { return f.calledCount() == 5 }, 5*time.Second, time.Millisecond, "one place freed, one update started")
+	assert.Equal(t, ReasonUpdateQueued, conditionOf(f.live(t, "ns5", "tenant")).Reason, "one place only")
+}
+
+// TestTheCapIsNotTakenTwiceByWorkersDecidingAtOnce: decide sees three in
+// flight from several workers at once; the reservation lets one through.
+func TestTheCapIsNotTakenTwiceByWorkersDecidingAtOnce(t *testing.T) {
+	stores := tenantsInNamespaces(8)
+	f := newFixtureWith(t, func(c *Config) { c.MaxInFlight = 3 }, fakeBinaries{}, stores...)
+	for _, a := range f.admins {
+		a.hang = true
+	}
+	f.lead(t)
+	done := make(chan error, 8)
+	for i := range 8 {
+		go func() { done <- f.c.sync(t.Context(), fmt.Sprintf("ns%d/tenant", i)) }()
+	}
+	for range 8 {
+		require.NoError(t, <-done)
+	}
+	require.Eventually(t, func() bool { return f.calledCount() == 3 }, 5*time.Second, time.Millisecond)
+	recorded := 0
+	for i := range 8 {
+		if f.live(t, fmt.Sprintf("ns%d", i), "tenant").Status.Update != nil {
+			recorded++
+		}
+	}
+	assert.Equal(t, 3, recorded)
+}
+
+func haltFixture(t *testing.T, stores ...*unstructured.Unstructured) (*fixture, *prometheus.Registry, *record.FakeRecorder) {
+	reg := prometheus.NewRegistry()
+	rec := record.NewFakeRecorder(1000)
+	f := newFixtureWith(t, func(c *Config) {
+		c.FailureBudget, c.HaltNamespace, c.Registerer, c.Recorder = 3, "ops", reg, rec
+	}, fakeBinaries{}, stores...)
+	for _, a := range f.admins {
+		a.refuse = true // MINIO_UPDATE=off
+	}
+	f.lead(t)
+	return f, reg, rec
+}
+
+// update runs key's update to its end: the call, and the sync that acts
+// on MinIO's answer.
+func (f *fixture) update(t *testing.T, ns, name string) {
+	key := ns + "/" + name
+	require.NoError(t, f.c.sync(t.Context(), key))
+	f.waitCallDone(t, key)
+	require.NoError(t, f.c.sync(t.Context(), key))
+}
+
+func events(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// TestTheFailureBudgetHaltsAReleaseAcrossTheFleet: MinIO refuses the
+// in-place update on every tenant. After three namespaces' updates to the
+// release failed, the others are never called: they say UpdatesHalted
+// naming the failures, a Warning Event and the metric say so, and the
+// record survives a restart. An ObjectStore that resumes the release by
+// its annotation is updated; deleting the record resumes the rest.
+func TestTheFailureBudgetHaltsAReleaseAcrossTheFleet(t *testing.T) {
+	f, reg, rec := haltFixture(t, tenantsInNamespaces(6)...)
+	for i := range 3 {
+		f.update(t, fmt.Sprintf("ns%d", i), "tenant")
+		require.Equal(t, ReasonRollingUpdate, conditionOf(f.live(t, fmt.Sprintf("ns%d", i), "tenant")).Reason)
+	}
+	assert.Equal(t, 3, f.calledCount())
+	lease, err := f.kube.CoordinationV1().Leases("ops").Get(t.Context(), HaltRecordName, metav1.GetOptions{})
+	require.NoError(t, err, "the halt record is a Lease in the operator's namespace")
+	assert.Contains(t, lease.Annotations[haltAnnotation], `"halted"`)
+	assert.Equal(t, 1.0, testutil.ToFloat64(f.c.halts.gauge.WithLabelValues(relNew)))
+	halted := 0
+	for _, e := range events(rec) {
+		if strings.HasPrefix(e, "Warning UpdatesHalted") {
+			halted++
+			assert.Contains(t, e, "ns0/tenant")
+		}
+	}
+	assert.Equal(t, 1, halted, "one Warning Event when the budget is spent")
+	metrics, err := testutil.GatherAndCount(reg, "objectstore_operator_updates_halted")
+	require.NoError(t, err)
+	assert.Equal(t, 1, metrics, "one series: the release in the record")
+
+	f.restart(t)
+	require.NoError(t, f.c.sync(t.Context(), "ns3/tenant"))
+	assert.Equal(t, 1, mustCount(t, f.c.cfg.Registerer.(*prometheus.Registry)), "the new process's metric says it")
+	for i := 3; i < 6; i++ {
+		require.NoError(t, f.c.sync(t.Context(), fmt.Sprintf("ns%d/tenant", i)))
+		st := f.live(t, fmt.Sprintf("ns%d", i), "tenant")
+		c := conditionOf(st)
+		assert.Equal(t, ReasonUpdatesHalted, c.Reason)
+		assert.Contains(t, c.Message, "ns0/tenant (InPlaceRefused: MinIO at tenant-hl.ns0.svc.cluster.local:9000 refused")
+		assert.Contains(t, c.Message, "ns2/tenant")
+		assert.Equal(t, "Halted", st.Status.UpdatePhase)
+	}
+	assert.Equal(t, 3, f.calledCount(), "no call after the halt, across a restart")
+
+	// One ObjectStore resumes the release for itself.
+	u, err := f.dyn.Resource(v1.Resource).Namespace("ns3").Get(t.Context(), "tenant", metav1.GetOptions{})
+	require.NoError(t, err)
+	u.SetAnnotations(map[string]string{v1.ResumeUpdatesAnnotation: relNew})
+	_, err = f.dyn.Resource(v1.Resource).Namespace("ns3").Update(t.Context(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.catchUp(t, "ns3", "tenant")
+	f.update(t, "ns3", "tenant")
+	assert.Equal(t, 1, f.admin("ns3", "tenant").callCount(), "the resumed ObjectStore is called")
+	require.NoError(t, f.c.sync(t.Context(), "ns4/tenant"))
+	assert.Equal(t, 0, f.admin("ns4", "tenant").callCount(), "the others stay halted")
+
+	// The platform deletes the record: updates resume everywhere.
+	require.NoError(t, f.kube.CoordinationV1().Leases("ops").Delete(t.Context(), HaltRecordName, metav1.DeleteOptions{}))
+	f.c.halts.mu.Lock()
+	f.c.halts.read = time.Time{} // haltRefresh later
+	f.c.halts.mu.Unlock()
+	require.NoError(t, f.c.sync(t.Context(), "ns4/tenant"))
+	f.waitCallDone(t, "ns4/tenant")
+	assert.Equal(t, 1, f.admin("ns4", "tenant").callCount())
+	assert.Equal(t, 0, mustCount(t, f.c.cfg.Registerer.(*prometheus.Registry)), "no series once the record is gone")
+}
+
+func mustCount(t *testing.T, reg *prometheus.Registry) int {
+	n, err := testutil.GatherAndCount(reg, "objectstore_operator_updates_halted")
+	require.NoError(t, err)
+	return n
+}
+
+// TestOneNamespaceCannotHaltTheFleet: a tenant with four ObjectStores in
+// its namespace fails each update on purpose. Its failures count once;
+// another namespace's update is still made.
+func TestOneNamespaceCannotHaltTheFleet(t *testing.T) {
+	stores := []*unstructured.Unstructured{tenantStore("hostile", "h0"), tenantStore("hostile", "h1"),
+		tenantStore("hostile", "h2"), tenantStore("hostile", "h3"), tenantStore("good", "tenant")}
+	f, _, _ := haltFixture(t, stores...)
+	f.admin("good", "tenant").refuse = false
+	for i := range 4 {
+		f.update(t, "hostile", fmt.Sprintf("h%d", i))
+	}
+	f.update(t, "good", "tenant")
+	assert.Equal(t, 1, f.admin("good", "tenant").callCount())
+	assert.Equal(t, ReasonUpdatingInPlace, conditionOf(f.live(t, "good", "tenant")).Reason)
+}
+
+// TestASuccessClearsTheFailuresBeforeAHalt: two failures, one success,
+// two failures: no halt (the count is of failures with none succeeding).
+func TestASuccessClearsTheFailuresBeforeAHalt(t *testing.T) {
+	f, _, _ := haltFixture(t, tenantsInNamespaces(6)...)
+	f.update(t, "ns0", "tenant")
+	f.update(t, "ns1", "tenant")
+	ok := f.admin("ns2", "tenant")
+	ok.refuse = false
+	require.NoError(t, f.c.sync(t.Context(), "ns2/tenant"))
+	f.waitCallDone(t, "ns2/tenant")
+	ok.mu.Lock()
+	ok.releases = []string{relNew, relNew, relNew, relNew}
+	ok.mu.Unlock()
+	f.catchUp(t, "ns2", "tenant")
+	require.NoError(t, f.c.sync(t.Context(), "ns2/tenant"))
+	require.Equal(t, ReasonUpdatedInPlace, conditionOf(f.live(t, "ns2", "tenant")).Reason)
+	f.update(t, "ns3", "tenant")
+	f.update(t, "ns4", "tenant")
+	require.NoError(t, f.c.sync(t.Context(), "ns5/tenant"))
+	f.waitCallDone(t, "ns5/tenant")
+	assert.Equal(t, 1, f.admin("ns5", "tenant").callCount(), "two failures since the success: not halted")
+}
+
+// TestAReleaseThatFailsEverywhereReachesOnlyTheBudget: twenty tenants in
+// twenty namespaces change image at once; MinIO refuses the update on
+// every one. Until an update to the release succeeds, no more than the
+// budget's three namespaces update to it at once: three are called, they
+// fail, the release halts, and seventeen are never called.
+func TestAReleaseThatFailsEverywhereReachesOnlyTheBudget(t *testing.T) {
+	f, _, _ := haltFixture(t, tenantsInNamespaces(20)...)
+	f.c.cfg.MaxInFlight = 4
+	f.c.fleet.max = 4
+	done := make(chan error, 20)
+	for i := range 20 {
+		go func() { done <- f.c.sync(t.Context(), fmt.Sprintf("ns%d/tenant", i)) }()
+	}
+	for range 20 {
+		require.NoError(t, <-done)
+	}
+	for i := range 20 {
+		f.waitCallDone(t, fmt.Sprintf("ns%d/tenant", i))
+	}
+	require.Equal(t, 3, f.calledCount(), "the budget's namespaces first")
+	// The three answers are acted on while the others look again, at
+	// once: a failure must be counted before its place in flight is
+	// given back.
+	for round := 0; round < 5; round++ {
+		for i := range 20 {
+			f.catchUp(t, fmt.Sprintf("ns%d", i), "tenant")
+		}
+		for i := range 20 {
+			go func() { done <- f.c.sync(t.Context(), fmt.Sprintf("ns%d/tenant", i)) }()
+		}
+		for range 20 {
+			require.NoError(t, <-done)
+		}
+		for i := range 20 {
+			f.waitCallDone(t, fmt.Sprintf("ns%d/tenant", i))
+		}
+	}
+	assert.Equal(t, 3, f.calledCount(), "seventeen never called")
+	halted := 0
+	for i := range 20 {
+		ns := fmt.Sprintf("ns%d", i)
+		if f.admin(ns, "tenant").callCount() == 0 && conditionOf(f.live(t, ns, "tenant")).Reason == ReasonUpdatesHalted {
+			halted++
+		}
+	}
+	assert.Equal(t, 17, halted, "the seventeen say why")
+}

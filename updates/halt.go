@@ -1,0 +1,356 @@
+package updates
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	clientretry "k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
+)
+
+// The failure budget. An in-place update to a release fails when a
+// recorded call (status.update) ends in a rolling update or UpdateFailed
+// because MinIO refused or failed it (CauseInPlaceRefused) or its nodes
+// did not run the release within the update's timeout
+// (CauseNodesNotUpdated). A tenant that does not answer or whose endpoint
+// is refused (before or at the call) says nothing about the release and
+// does not count; nor does an update abandoned because spec.image changed.
+// Failures count once per namespace: one tenant, however many ObjectStores
+// it has, cannot halt the fleet's updates alone. When budget namespaces
+// have failed with no success in between, the release is halted: no
+// update to it starts anywhere until the record is deleted, or, for one
+// ObjectStore, its ResumeUpdatesAnnotation names the release. A success
+// before the halt clears the release's failures; after it, only a resume
+// does. Until an update to a release has succeeded, no more namespaces
+// than the budget have an update to it in flight or failed at once (see
+// firstLimit): a release that fails everywhere reaches budget tenants.
+//
+// The record is a Lease in the operator's namespace (the chart's Role
+// already lets the operator get, create and update Leases there; the
+// admission policy holds it to them), its annotation haltAnnotation a
+// JSON map from release to haltEntry. It survives restarts and leader
+// changes; the leader reads it at most every haltRefresh.
+
+// HaltRecordName is the Lease that holds the failure budget's record.
+const HaltRecordName = "object-store-operator-update-halts"
+
+// haltAnnotation holds the record, JSON.
+const haltAnnotation = "aistor.min.io/update-failures"
+
+// Bounds of the record: an annotation holds at most 256 KiB, and every
+// word in it came from a tenant (MinIO's error).
+const (
+	maxHaltReleases = 32
+	maxHaltMessage  = 256
+)
+
+// haltRefresh is how often the leader reads the record again: how soon a
+// deleted record resumes updates.
+const haltRefresh = 10 * time.Second
+
+// ReasonUpdatesHalted: the failure budget of the release is spent.
+const ReasonUpdatesHalted = "UpdatesHalted"
+
+// haltEntry is one release's failures.
+type haltEntry struct {
+	// Halted is when the budget was spent (zero: not halted).
+	Halted *metav1.Time `json:"halted,omitempty"`
+	// Proven is when an update to the release last succeeded.
+	Proven   *metav1.Time `json:"proven,omitempty"`
+	Failures []failure    `json:"failures,omitempty"`
+}
+
+// failure is one namespace's failed update to a release.
+type failure struct {
+	ObjectStore string      `json:"objectStore"`
+	Cause       string      `json:"cause"`
+	Message     string      `json:"message"`
+	At          metav1.Time `json:"at"`
+}
+
+// halts keeps the record.
+type halts struct {
+	budget    int // 0: no budget
+	client    kubernetes.Interface
+	namespace string
+	clock     clock.PassiveClock
+	gauge     *prometheus.GaugeVec
+
+	mu     sync.Mutex
+	record map[string]haltEntry
+	read   time.Time // when the record was last read; zero: never
+}
+
+func newHalts(budget int, client kubernetes.Interface, namespace string, clk clock.PassiveClock, reg prometheus.Registerer) *halts {
+	h := &halts{budget: budget, client: client, namespace: namespace, clock: clk,
+		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "objectstore_operator_updates_halted",
+			Help: "1 while in-place updates to the release are halted by the failure budget, 0 while it has failures but is not halted; only releases in the halt record.",
+		}, []string{"release"})}
+	if reg != nil {
+		reg.MustRegister(h.gauge)
+	}
+	return h
+}
+
+// haltState is what decide knows of a release's budget.
+type haltState struct {
+	// proven: an update to the release succeeded (and the record kept it).
+	proven bool
+	// failed is how many namespaces failed it since.
+	failed int
+	halted bool
+	// failures, described, when halted.
+	failures string
+	since    time.Time
+}
+
+// state reads release's state, reading the record again when it is older
+// than haltRefresh (or force).
+func (h *halts) state(ctx context.Context, release string) (haltState, error) {
+	if h == nil || h.budget <= 0 || release == "" {
+		return haltState{}, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.read.IsZero() || h.clock.Since(h.read) >= haltRefresh {
+		rec, _, err := h.get(ctx)
+		if err != nil {
+			return haltState{}, err
+		}
+		h.setLocked(rec)
+	}
+	return stateOf(h.record[release]), nil
+}
+
+func stateOf(e haltEntry) haltState {
+	st := haltState{proven: e.Proven != nil, failed: len(e.Failures)}
+	if e.Halted != nil {
+		st.halted, st.failures, st.since = true, describeFailures(e.Failures), e.Halted.Time
+	}
+	return st
+}
+
+// cached is release's state as last read or written by this process, no
+// API request; without a record, have.
+func (h *halts) cached(release string, have haltState) haltState {
+	if h == nil || h.budget <= 0 {
+		return have
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.record == nil {
+		return have
+	}
+	return stateOf(h.record[release])
+}
+
+// lead forgets what was read: a new term reads the record afresh.
+func (h *halts) lead() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.read = time.Time{}
+	h.mu.Unlock()
+}
+
+// describeFailures says which ObjectStores failed and why.
+func describeFailures(fs []failure) string {
+	parts := make([]string, 0, len(fs))
+	for _, f := range fs {
+		parts = append(parts, fmt.Sprintf("%s (%s: %s)", f.ObjectStore, f.Cause, f.Message))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// fail records a failed update of the ObjectStore key to release; it
+// reports whether this failure halted the release.
+func (h *halts) fail(ctx context.Context, key, release, cause, message string) (bool, haltState, error) {
+	if h == nil || h.budget <= 0 || release == "" {
+		return false, haltState{}, nil
+	}
+	now := metav1.NewTime(h.clock.Now())
+	ns, _, _ := strings.Cut(key, "/")
+	var halted bool
+	var st haltState
+	err := h.modify(ctx, func(rec map[string]haltEntry) bool {
+		e := rec[release]
+		f := failure{ObjectStore: key, Cause: cause, Message: cut(message, maxHaltMessage), At: now}
+		replaced := false
+		for i, old := range e.Failures {
+			if oldNS, _, _ := strings.Cut(old.ObjectStore, "/"); oldNS == ns {
+				e.Failures[i], replaced = f, true // one per namespace: the latest
+			}
+		}
+		if !replaced {
+			if len(e.Failures) >= h.budget {
+				return false // halted already; the record says enough
+			}
+			e.Failures = append(e.Failures, f)
+		}
+		if e.Halted == nil && len(e.Failures) >= h.budget {
+			e.Halted, halted = &now, true
+		}
+		rec[release] = e
+		st = stateOf(e)
+		evict(rec, release)
+		return true
+	})
+	return halted, st, err
+}
+
+// succeed: an update to release succeeded. The release is proven (more
+// than the budget's namespaces may update to it at once) and its
+// failures are cleared, unless it is halted.
+func (h *halts) succeed(ctx context.Context, release string) error {
+	if h == nil || h.budget <= 0 {
+		return nil
+	}
+	h.mu.Lock()
+	e, ok := h.record[release]
+	h.mu.Unlock()
+	if ok && (e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0)) {
+		return nil // nothing to change: no request
+	}
+	now := metav1.NewTime(h.clock.Now())
+	return h.modify(ctx, func(rec map[string]haltEntry) bool {
+		e := rec[release]
+		if e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0) {
+			return false
+		}
+		rec[release] = haltEntry{Proven: &now}
+		evict(rec, release)
+		return true
+	})
+}
+
+// evict keeps the record within maxHaltReleases: releases not halted go
+// first, the least recently touched first; keep is never evicted. (An
+// evicted proven release is unproven again: its first updates are
+// limited again, which costs only time.)
+func evict(rec map[string]haltEntry, keep string) {
+	for len(rec) > maxHaltReleases {
+		var victim string
+		var at time.Time
+		victimHalted := true
+		for r, e := range rec {
+			if r == keep {
+				continue
+			}
+			last := time.Time{}
+			if e.Proven != nil {
+				last = e.Proven.Time
+			}
+			for _, f := range e.Failures {
+				if f.At.After(last) {
+					last = f.At.Time
+				}
+			}
+			halted := e.Halted != nil
+			if victim == "" || (victimHalted && !halted) || (victimHalted == halted && last.Before(at)) {
+				victim, at, victimHalted = r, last, halted
+			}
+		}
+		delete(rec, victim)
+	}
+}
+
+// modify applies change to the record read from the API and writes it
+// back conditional on its resourceVersion, again on a conflict.
+func (h *halts) modify(ctx context.Context, change func(map[string]haltEntry) bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	leases := h.client.CoordinationV1().Leases(h.namespace)
+	return clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+		rec, lease, err := h.get(ctx)
+		if err != nil {
+			return err
+		}
+		if !change(rec) {
+			h.setLocked(rec)
+			return nil
+		}
+		raw, err := json.Marshal(rec)
+		if err != nil {
+			return fmt.Errorf("encode the update halt record: %w", err)
+		}
+		if lease == nil {
+			lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: HaltRecordName, Namespace: h.namespace,
+				Labels: map[string]string{"app.kubernetes.io/managed-by": "object-store-operator"}}}
+			lease.Annotations = map[string]string{haltAnnotation: string(raw)}
+			_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(coordinationv1.Resource("leases"), HaltRecordName, err)
+			}
+		} else {
+			if lease.Annotations == nil {
+				lease.Annotations = map[string]string{}
+			}
+			lease.Annotations[haltAnnotation] = string(raw)
+			_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("write the update halt record %s/%s: %w", h.namespace, HaltRecordName, err)
+		}
+		h.setLocked(rec)
+		return nil
+	})
+}
+
+// get reads the record; a missing Lease is an empty record (nil lease).
+// An annotation that does not decode is an empty record too: it is
+// rewritten whole on the next failure.
+func (h *halts) get(ctx context.Context) (map[string]haltEntry, *coordinationv1.Lease, error) {
+	lease, err := h.client.CoordinationV1().Leases(h.namespace).Get(ctx, HaltRecordName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return map[string]haltEntry{}, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the update halt record %s/%s: %w", h.namespace, HaltRecordName, err)
+	}
+	rec := map[string]haltEntry{}
+	if raw := lease.Annotations[haltAnnotation]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+			rec = map[string]haltEntry{}
+		}
+	}
+	return rec, lease, nil
+}
+
+// setLocked keeps rec as the record read now and sets the gauge: one
+// series per release in the record, none for others.
+func (h *halts) setLocked(rec map[string]haltEntry) {
+	for r := range h.record {
+		if _, ok := rec[r]; !ok {
+			h.gauge.DeleteLabelValues(r)
+		}
+	}
+	for r, e := range rec {
+		switch {
+		case e.Halted != nil:
+			h.gauge.WithLabelValues(r).Set(1)
+		case len(e.Failures) > 0:
+			h.gauge.WithLabelValues(r).Set(0)
+		default:
+			h.gauge.DeleteLabelValues(r) // proven, nothing failing
+		}
+	}
+	h.record, h.read = rec, h.clock.Now()
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
