@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -35,12 +34,15 @@ import (
 
 // ControllerConfig configures the controller.
 type ControllerConfig struct {
-	// Kube reads the ObjectStores' pull Secrets when they are needed;
-	// nothing caches Secrets for this controller.
-	Kube         kubernetes.Interface
-	Dynamic      dynamic.Interface
-	ObjectStores cache.SharedIndexInformer
-	Fetcher      *Fetcher
+	// Secrets reads the ObjectStores' pull Secrets: the Secret cache every
+	// controller shares (secretcache.Reader), so a sync on every replica
+	// and every resync costs no GET while a Secret's resource version
+	// stays. SecretsSynced tells when what it reads from has synced.
+	Secrets       Secrets
+	SecretsSynced cache.InformerSynced
+	Dynamic       dynamic.Interface
+	ObjectStores  cache.SharedIndexInformer
+	Fetcher       *Fetcher
 	// Keep is how many newer releases must exist before an unreferenced
 	// release is removed from the store.
 	Keep int
@@ -80,6 +82,12 @@ type ControllerConfig struct {
 	Workers         int
 	// Registerer takes the count of recovered panics (nil: not exported).
 	Registerer prometheus.Registerer
+}
+
+// Secrets reads a Secret with its data; the Secret is shared, not to be
+// modified.
+type Secrets interface {
+	Get(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 }
 
 // Controller makes every ObjectStore's release available in this
@@ -153,6 +161,9 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Secrets == nil {
+		return nil, errors.New("binsource: no Secrets reader")
+	}
 	c := &Controller{
 		cfg:          cfg,
 		log:          cfg.Log.With().Str("component", "binsource").Logger(),
@@ -163,8 +174,11 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		unreferenced: map[string]time.Time{},
 		status:       &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder},
 	}
-	if ps := cfg.PlatformsSynced; ps != nil {
-		c.synced = func() bool { return cfg.ObjectStores.HasSynced() && ps() }
+	if ps, ss := cfg.PlatformsSynced, cfg.SecretsSynced; ps != nil || ss != nil {
+		// A sync before the Secrets are listed would find no pull Secret.
+		c.synced = func() bool {
+			return cfg.ObjectStores.HasSynced() && (ps == nil || ps()) && (ss == nil || ss())
+		}
 	}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		// Registries come and go outside the cluster: retry from 5 s,
@@ -294,7 +308,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	var secrets []*corev1.Secret
 	for _, ref := range store.Spec.ImagePullSecrets {
-		s, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		s, err := c.cfg.Secrets.Get(ctx, store.Namespace, ref.Name)
 		if apierrors.IsNotFound(err) {
 			return c.fail(ctx, u, image, reasonf(errPullSecret, "pull Secret %s not found in namespace %s", ref.Name, store.Namespace))
 		}

@@ -199,8 +199,11 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		operatorCA = cert
 	}
 	// One reader of Secrets' data for every controller: each version is
-	// fetched once, whoever asks.
+	// fetched once, whoever asks, and only what ObjectStores read is kept.
 	secretData := mountsecret.NewSecretReader(secrets.GetIndexer(), k.client)
+	if err := secretData.Track(stores, apiv1.SecretIndex((*apiv1.ObjectStore).SecretsRead)); err != nil {
+		return err
+	}
 	w.mount, err = mountsecret.New(mountsecret.Config{
 		Kube: k.client, Dynamic: k.dynamic,
 		Secrets: secrets, Reader: secretData, StatefulSets: tenantSets, ObjectStores: stores,
@@ -211,7 +214,8 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, cfg config, k 
 		return err
 	}
 	w.binaries, err = binsource.NewController(binsource.ControllerConfig{
-		Kube: k.client, Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
+		Secrets: secretData, SecretsSynced: secrets.HasSynced,
+		Dynamic: k.dynamic, ObjectStores: stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
 		Recorder: recorder, Remedy: binaryRemedy, Log: log, Registerer: reg, Workers: cfg.binaryWorkers,
 		UpdateURL: cfg.podUpdateURL(), URLKey: urlKey, Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
 		// The updater waits for the store; it is built next, before
