@@ -22,7 +22,7 @@ import (
 // ServiceAccount "operator" of cluster.AuditedNamespace (bound to
 // cluster-admin: the chart's RBAC is the Helm tests' business), so the
 // apiserver's audit log holds its requests and nobody else's.
-func auditedOperatorEnv(t *testing.T, extra ...string) []string {
+func auditedOperatorEnv(t testing.TB, extra ...string) []string {
 	t.Helper()
 	cs := adminClient(t)
 	ns := cluster.AuditedNamespace
@@ -60,11 +60,15 @@ type auditEvent struct {
 		Resource string `json:"resource"`
 	} `json:"objectRef"`
 	Received time.Time `json:"requestReceivedTimestamp"`
+	// A long-running request (a watch) is logged when its response
+	// starts and again when it completes, under one audit ID.
+	AuditID string `json:"auditID"`
+	Stage   string `json:"stage"`
 }
 
 // auditedRequests returns the audited operator's requests the apiserver
 // received in [from, to).
-func auditedRequests(t *testing.T, from, to time.Time) []auditEvent {
+func auditedRequests(t testing.TB, from, to time.Time) []auditEvent {
 	t.Helper()
 	f, err := os.Open(testCluster.AuditLog)
 	require.NoError(t, err)
