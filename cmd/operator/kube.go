@@ -42,8 +42,9 @@ import (
 	"github.com/object-store-operator/operator/updates"
 )
 
-// The namespace claim: renewed and read every claimInterval; a claim not
-// renewed for claimDuration is dead (internal/claim).
+// The namespace claim: read every claimInterval until held, then every
+// quarter of claimDuration; a claim not renewed for claimDuration is dead
+// (internal/claim).
 const (
 	claimDuration = 30 * time.Second
 	claimInterval = 2 * time.Second
