@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/minio/madmin-go/v3"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -55,126 +56,189 @@ func BenchmarkSteadyStateAPIRate(b *testing.B) {
 	}
 	const resync = 30 * time.Second
 	for b.Loop() {
-		ctx := b.Context()
-		ensureCRD(b)
-		cs, d := adminClient(b), dyn(b)
-		env := auditedOperatorEnv(b)
-		opNS := cluster.AuditedNamespace
-
-		reg := startRegistry(b)
-		trustCA(b, opNS, "aistor-ca-tls-registry", reg.caPEM)
-		older, _ := minioReleases(b)
-		image := reg.pushImage(b, "minio/aistor:"+older, imageSpec{binary: randomBytes(b, 64<<10), releaseLbl: older})
-		admin, adminRequests := currentAdmin(b, older, 4)
-		now := time.Now()
-		opCert, opKey, _ := testutil.KeyPair(b, nil, append(serviceDNSNames(opNS), "127.0.0.1"), now.Add(-time.Hour), now.Add(24*time.Hour))
-		putNamedSecret(b, opNS, customSecret, map[string][]byte{"tls.crt": opCert, "tls.key": opKey, "ca.crt": opCert})
-
-		var nss []string
-		for range namespaces {
-			nss = append(nss, operatorNamespace(b))
-		}
-		auth := base64.StdEncoding.EncodeToString([]byte(reg.user + ":" + reg.pass))
-		pull, err := json.Marshal(map[string]any{"auths": map[string]any{reg.host: map[string]string{"auth": auth}}})
-		require.NoError(b, err)
-		parallel(b, nss, func(ns string) error {
-			caPEM, _, _ := testutil.KeyPair(b, nil, []string{"shared-ca"}, now.Add(-time.Hour), now.Add(24*time.Hour))
-			secrets := []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "shared-ca"}, Data: map[string][]byte{"ca.crt": caPEM}}}
-			for i := range perNamespace {
-				name := fmt.Sprintf("store-%02d", i)
-				certPEM, keyPEM, _ := testutil.KeyPair(b, nil, []string{name + "." + ns + ".svc"}, now.Add(-time.Hour), now.Add(24*time.Hour))
-				secrets = append(secrets,
-					&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-tls"}, Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}},
-					&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-env"}, Data: map[string][]byte{apiv1.ConfigEnvKey: []byte(
-						"export MINIO_ROOT_USER=admin\nexport MINIO_ROOT_PASSWORD=secret12345\n")}},
-					&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-pull"}, Type: corev1.SecretTypeDockerConfigJson,
-						Data: map[string][]byte{corev1.DockerConfigJsonKey: pull}})
-			}
-			for _, s := range secrets {
-				if _, err := cs.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-					return err
-				}
-			}
-			for i := range perNamespace {
-				name := fmt.Sprintf("store-%02d", i)
-				u := &unstructured.Unstructured{Object: map[string]any{
-					"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
-					"metadata": map[string]any{"name": name, "namespace": ns},
-					"spec": map[string]any{
-						"image":            image,
-						"imagePullSecrets": []any{map[string]any{"name": name + "-pull"}},
-						"configuration":    map[string]any{"name": name + "-env"},
-						"certificates": map[string]any{
-							"server":     []any{map[string]any{"name": name + "-tls"}},
-							"trustedCAs": []any{map[string]any{"name": "shared-ca"}},
-						},
-						"updates": map[string]any{"endpoint": admin.URL},
-					},
-				}}
-				if _, err := d.Resource(apiv1.Resource).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-					return err
-				}
-				// No replicas: the pods would only load the control plane.
-				zero := int32(0)
-				labels := map[string]string{"app": apiv1.ObjectStoreLabelValue(name)}
-				if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
-					ObjectMeta: metav1.ObjectMeta{Name: poolName(name),
-						Labels:      map[string]string{apiv1.ObjectStoreLabel: apiv1.ObjectStoreLabelValue(name)},
-						Annotations: map[string]string{apiv1.ObjectStoreNameAnnotation: name}},
-					Spec: appsv1.StatefulSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels},
-						Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-							Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "minio", Image: image}}}}},
-				}, metav1.CreateOptions{}); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-
-		upgradePort := freePorts(b, 1)[0]
-		env = append(env, "OPERATOR_RESYNC_PERIOD="+resync.String(), "OPERATOR_LOG_LEVEL=warn",
-			"OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret,
-			fmt.Sprintf("OPERATOR_UPGRADE_ADDRESS=127.0.0.1:%d", upgradePort),
-			fmt.Sprintf("OPERATOR_UPDATE_URL=https://127.0.0.1:%d/webhook/v1/update", upgradePort),
-			// The fake admin API answers on loopback.
-			"OPERATOR_ALLOWED_UPDATE_ENDPOINTS=127.0.0.0/8")
-		start := time.Now()
-		op := startOperator(b, env)
-		waitFleetSettled(b, nss, perNamespace)
-		settle := time.Since(start)
+		f := startFleet(b, namespaces, perNamespace, resync)
 
 		// The first resync after the fleet settled, then the window.
 		time.Sleep(resync + 5*time.Second)
-		adminBefore := adminRequests.Load()
-		cpuBefore := procCPUSeconds(b, op.cmd.Process.Pid)
+		adminBefore := f.adminRequests.Load()
+		cpuBefore := procCPUSeconds(b, f.op.cmd.Process.Pid)
 		from := time.Now()
 		time.Sleep(window)
 		to := time.Now()
-		cpu := procCPUSeconds(b, op.cmd.Process.Pid) - cpuBefore
-		adminCalls := float64(adminRequests.Load() - adminBefore)
-		seen := map[string]bool{}
-		byKind := map[string]int{}
-		for _, ev := range auditedRequests(b, from, to) {
-			if seen[ev.AuditID] {
-				continue // a watch's second stage
-			}
-			seen[ev.AuditID] = true
-			byKind[ev.Verb+" "+ev.ObjectRef.Resource]++
-		}
-		var kinds []string
-		for k, n := range byKind {
-			kinds = append(kinds, fmt.Sprintf("%s: %d", k, n))
-		}
-		sort.Strings(kinds)
+		cpu := procCPUSeconds(b, f.op.cmd.Process.Pid) - cpuBefore
+		adminCalls := float64(f.adminRequests.Load() - adminBefore)
+		requests := distinctRequests(b, from, to)
 		b.Logf("%d ObjectStores settled in %s; in %s of steady state the operator made %d requests (%s)",
-			namespaces*perNamespace, settle.Round(time.Second), window, len(seen), strings.Join(kinds, ", "))
+			namespaces*perNamespace, f.settle.Round(time.Second), window, requests.total, requests)
 
-		b.ReportMetric(float64(len(seen))/to.Sub(from).Seconds(), "api-req/s")
+		b.ReportMetric(float64(requests.total)/to.Sub(from).Seconds(), "api-req/s")
 		b.ReportMetric(adminCalls/to.Sub(from).Seconds(), "admin-req/s")
 		b.ReportMetric(100*cpu/to.Sub(from).Seconds(), "cpu-%")
-		b.ReportMetric(float64(procStatusKiB(b, op.cmd.Process.Pid, "VmRSS"))/1024, "rss-MiB")
-		b.ReportMetric(settle.Seconds(), "settle-s")
+		b.ReportMetric(float64(procStatusKiB(b, f.op.cmd.Process.Pid, "VmRSS"))/1024, "rss-MiB")
+		b.ReportMetric(f.settle.Seconds(), "settle-s")
 	}
+}
+
+// TestIdleFleetReadsNothingButLeases: ten Current ObjectStores (each with
+// its configuration, pull and certificate Secrets, a StatefulSet and the
+// fake admin API) resynced every 3 s: once settled, the operator's only
+// requests over three resyncs of everything (every controller syncs every
+// ObjectStore; the updater asks each tenant's admin API, which counts
+// them) are its leases: leader election and the namespace claim. A pull
+// Secret read on every sync was two GETs per ObjectStore per resync.
+func TestIdleFleetReadsNothingButLeases(t *testing.T) {
+	const stores = 10
+	f := startFleet(t, 2, stores/2, 3*time.Second)
+	resyncs := func(n int) {
+		t.Helper()
+		base := f.adminRequests.Load()
+		require.Eventually(t, func() bool { return f.adminRequests.Load() >= base+int64(n*stores) }, time.Duration(n)*10*time.Second,
+			50*time.Millisecond, "%d resync(s): every tenant's admin API asked", n)
+	}
+	resyncs(1) // past the settling
+	from := time.Now()
+	resyncs(3)
+	to := time.Now()
+	requests := distinctRequests(t, from, to)
+	t.Logf("in %s (three resyncs): %s", to.Sub(from).Round(time.Millisecond), requests)
+	for kind, n := range requests.byKind {
+		if !strings.HasSuffix(kind, " leases") {
+			t.Errorf("%d requests %q at steady state", n, kind)
+		}
+	}
+	// Leader election renews every 2 s; the claim is read every 7.5 s.
+	assert.LessOrEqual(t, float64(requests.total), 1+to.Sub(from).Seconds()*(0.5+0.3))
+	assert.True(t, f.op.alive())
+}
+
+// fleet is an audited operator over namespaces x perNamespace Current
+// ObjectStores (see BenchmarkSteadyStateAPIRate), settled.
+type fleet struct {
+	op            *operator
+	adminRequests *atomic.Int64
+	settle        time.Duration
+}
+
+func startFleet(b testing.TB, namespaces, perNamespace int, resync time.Duration) *fleet {
+	b.Helper()
+	ctx := b.Context()
+	ensureCRD(b)
+	cs, d := adminClient(b), dyn(b)
+	env := auditedOperatorEnv(b)
+	opNS := cluster.AuditedNamespace
+
+	reg := startRegistry(b)
+	trustCA(b, opNS, "aistor-ca-tls-registry", reg.caPEM)
+	older, _ := minioReleases(b)
+	image := reg.pushImage(b, "minio/aistor:"+older, imageSpec{binary: randomBytes(b, 64<<10), releaseLbl: older})
+	admin, adminRequests := currentAdmin(b, older, 4)
+	now := time.Now()
+	opCert, opKey, _ := testutil.KeyPair(b, nil, append(serviceDNSNames(opNS), "127.0.0.1"), now.Add(-time.Hour), now.Add(24*time.Hour))
+	putNamedSecret(b, opNS, customSecret, map[string][]byte{"tls.crt": opCert, "tls.key": opKey, "ca.crt": opCert})
+
+	var nss []string
+	for range namespaces {
+		nss = append(nss, operatorNamespace(b))
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte(reg.user + ":" + reg.pass))
+	pull, err := json.Marshal(map[string]any{"auths": map[string]any{reg.host: map[string]string{"auth": auth}}})
+	require.NoError(b, err)
+	parallel(b, nss, func(ns string) error {
+		caPEM, _, _ := testutil.KeyPair(b, nil, []string{"shared-ca"}, now.Add(-time.Hour), now.Add(24*time.Hour))
+		secrets := []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "shared-ca"}, Data: map[string][]byte{"ca.crt": caPEM}}}
+		for i := range perNamespace {
+			name := fmt.Sprintf("store-%02d", i)
+			certPEM, keyPEM, _ := testutil.KeyPair(b, nil, []string{name + "." + ns + ".svc"}, now.Add(-time.Hour), now.Add(24*time.Hour))
+			secrets = append(secrets,
+				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-tls"}, Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}},
+				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-env"}, Data: map[string][]byte{apiv1.ConfigEnvKey: []byte(
+					"export MINIO_ROOT_USER=admin\nexport MINIO_ROOT_PASSWORD=secret12345\n")}},
+				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-pull"}, Type: corev1.SecretTypeDockerConfigJson,
+					Data: map[string][]byte{corev1.DockerConfigJsonKey: pull}})
+		}
+		for _, s := range secrets {
+			if _, err := cs.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		for i := range perNamespace {
+			name := fmt.Sprintf("store-%02d", i)
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
+				"metadata": map[string]any{"name": name, "namespace": ns},
+				"spec": map[string]any{
+					"image":            image,
+					"imagePullSecrets": []any{map[string]any{"name": name + "-pull"}},
+					"configuration":    map[string]any{"name": name + "-env"},
+					"certificates": map[string]any{
+						"server":     []any{map[string]any{"name": name + "-tls"}},
+						"trustedCAs": []any{map[string]any{"name": "shared-ca"}},
+					},
+					"updates": map[string]any{"endpoint": admin.URL},
+				},
+			}}
+			if _, err := d.Resource(apiv1.Resource).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			// No replicas: the pods would only load the control plane.
+			zero := int32(0)
+			labels := map[string]string{"app": apiv1.ObjectStoreLabelValue(name)}
+			if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
+				ObjectMeta: metav1.ObjectMeta{Name: poolName(name),
+					Labels:      map[string]string{apiv1.ObjectStoreLabel: apiv1.ObjectStoreLabelValue(name)},
+					Annotations: map[string]string{apiv1.ObjectStoreNameAnnotation: name}},
+				Spec: appsv1.StatefulSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "minio", Image: image}}}}},
+			}, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
+	upgradePort := freePorts(b, 1)[0]
+	env = append(env, "OPERATOR_RESYNC_PERIOD="+resync.String(), "OPERATOR_LOG_LEVEL=warn",
+		"OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret,
+		fmt.Sprintf("OPERATOR_UPGRADE_ADDRESS=127.0.0.1:%d", upgradePort),
+		fmt.Sprintf("OPERATOR_UPDATE_URL=https://127.0.0.1:%d/webhook/v1/update", upgradePort),
+		// The fake admin API answers on loopback.
+		"OPERATOR_ALLOWED_UPDATE_ENDPOINTS=127.0.0.0/8")
+	start := time.Now()
+	op := startOperator(b, env)
+	waitFleetSettled(b, nss, perNamespace)
+	return &fleet{op: op, adminRequests: adminRequests, settle: time.Since(start)}
+}
+
+// requestCount is the audited operator's requests by verb and resource.
+type requestCount struct {
+	total  int
+	byKind map[string]int
+}
+
+func (r requestCount) String() string {
+	var kinds []string
+	for k, n := range r.byKind {
+		kinds = append(kinds, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(kinds)
+	return strings.Join(kinds, ", ")
+}
+
+// distinctRequests counts the audited operator's requests received in
+// [from, to), a watch once.
+func distinctRequests(t testing.TB, from, to time.Time) requestCount {
+	seen := map[string]bool{}
+	r := requestCount{byKind: map[string]int{}}
+	for _, ev := range auditedRequests(t, from, to) {
+		if seen[ev.AuditID] {
+			continue // a watch's second stage
+		}
+		seen[ev.AuditID] = true
+		r.total++
+		r.byKind[ev.Verb+" "+ev.ObjectRef.Resource]++
+	}
+	return r
 }
 
 // waitFleetSettled polls until every ObjectStore of nss (perNamespace
