@@ -64,7 +64,8 @@ type auditEvent struct {
 	} `json:"user"`
 	Verb      string `json:"verb"`
 	ObjectRef struct {
-		Resource string `json:"resource"`
+		Resource  string `json:"resource"`
+		Namespace string `json:"namespace"`
 	} `json:"objectRef"`
 	Received time.Time `json:"requestReceivedTimestamp"`
 	// A long-running request (a watch) is logged when its response
