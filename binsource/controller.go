@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -36,12 +35,15 @@ import (
 
 // ControllerConfig configures the controller.
 type ControllerConfig struct {
-	// Kube reads the ObjectStores' pull Secrets when they are needed;
-	// nothing caches Secrets for this controller.
-	Kube         kubernetes.Interface
-	Dynamic      dynamic.Interface
-	ObjectStores cache.SharedIndexInformer
-	Fetcher      *Fetcher
+	// Secrets reads the ObjectStores' pull Secrets: the Secret cache every
+	// controller shares (secretcache.Reader), so a sync on every replica
+	// and every resync costs no GET while a Secret's resource version
+	// stays. SecretsSynced tells when what it reads from has synced.
+	Secrets       Secrets
+	SecretsSynced cache.InformerSynced
+	Dynamic       dynamic.Interface
+	ObjectStores  cache.SharedIndexInformer
+	Fetcher       *Fetcher
 	// Keep is how many newer releases must exist before an unreferenced
 	// release is removed from the store.
 	Keep int
@@ -82,6 +84,12 @@ type ControllerConfig struct {
 	Workers         int
 	// Registerer takes the count of recovered panics (nil: not exported).
 	Registerer prometheus.Registerer
+}
+
+// Secrets reads a Secret with its data; the Secret is shared, not to be
+// modified.
+type Secrets interface {
+	Get(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 }
 
 // Controller makes every ObjectStore's release available in this
@@ -148,6 +156,9 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Secrets == nil {
+		return nil, errors.New("binsource: no Secrets reader")
+	}
 	c := &Controller{
 		cfg:          cfg,
 		log:          cfg.Log.With().Str("component", "binsource").Logger(),
@@ -157,8 +168,11 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		status:       &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons},
 	}
 	var synced []cache.InformerSynced
-	if cfg.PlatformsSynced != nil {
-		synced = append(synced, cfg.PlatformsSynced)
+	// A sync before the Secrets are listed would find no pull Secret.
+	for _, s := range []cache.InformerSynced{cfg.PlatformsSynced, cfg.SecretsSynced} {
+		if s != nil {
+			synced = append(synced, s)
+		}
 	}
 	var err error
 	// Status writes do not change what to fetch: the Loop's default
@@ -277,7 +291,7 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	}
 	var secrets []*corev1.Secret
 	for _, ref := range store.Spec.ImagePullSecrets {
-		s, err := c.cfg.Kube.CoreV1().Secrets(store.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		s, err := c.cfg.Secrets.Get(ctx, store.Namespace, ref.Name)
 		if apierrors.IsNotFound(err) {
 			return c.fail(ctx, u, image, reasonf(errPullSecret, "pull Secret %s not found in namespace %s", ref.Name, store.Namespace))
 		}

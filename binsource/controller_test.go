@@ -16,11 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/reason/reasontest"
+	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/internal/testutil"
 )
 
@@ -42,12 +44,20 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 	fetcher, err := NewFetcher(FetcherConfig{Store: bs, PullTimeout: time.Second})
 	require.NoError(t, err)
 	f := &controllerFixture{kube: fake.NewClientset(objs...)}
+	// The shared Secret cache over a metadata informer that holds objs'
+	// Secrets.
+	meta := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, o := range objs {
+		if s, ok := o.(*corev1.Secret); ok {
+			require.NoError(t, meta.Add(&metav1.PartialObjectMetadata{ObjectMeta: s.ObjectMeta}))
+		}
+	}
 	f.dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, store)
 	f.dynamic.PrependReactor("patch", "objectstores", testutil.ApplyStatusConditions(f.dynamic, v1.Resource))
 	stores := testutil.SyncedInformer()
 	f.c, err = NewController(ControllerConfig{
-		Kube: f.kube, Dynamic: f.dynamic, ObjectStores: stores, Fetcher: fetcher, Recorder: record.NewFakeRecorder(10),
+		Secrets: secretcache.NewReader(meta, f.kube, func(map[string][]byte) string { return "" }), Dynamic: f.dynamic, ObjectStores: stores, Fetcher: fetcher, Recorder: record.NewFakeRecorder(10),
 		Reasons: reasontest.Spelled(t, Reasons()), Log: zerolog.Nop(),
 	})
 	require.NoError(t, err)
@@ -112,7 +122,7 @@ func TestSyncWithAMissingPullSecretReportsItAndPullsNothing(t *testing.T) {
 	f.lead(t)
 	err := f.c.sync(context.Background(), "t/s")
 	require.Error(t, err, "retried with backoff: the Secret may be created any time")
-	assert.Equal(t, []string{"get secrets", "patch objectstores/status"}, f.actions())
+	assert.Equal(t, []string{"patch objectstores/status"}, f.actions(), "the Secret cache knows it is missing: no GET")
 	c := condition(t, f)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Equal(t, "PullSecretUnusable", c.Reason)
@@ -136,7 +146,7 @@ func TestSyncWithAPullSecretOfTheWrongTypeSaysSo(t *testing.T) {
 func TestSyncWhileFollowingResolvesButWritesNothing(t *testing.T) {
 	f := newControllerFixture(t, objectStoreWithImage("registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", "regcred"))
 	require.Error(t, f.c.sync(context.Background(), "t/s"))
-	assert.Equal(t, []string{"get secrets"}, f.actions(), "every replica resolves; only the leader writes the condition")
+	assert.Empty(t, f.actions(), "every replica resolves; only the leader writes the condition")
 	_, ok := f.c.Resolution("t/s", "registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z")
 	assert.True(t, ok, "what it found is kept for when it leads")
 }
@@ -225,4 +235,18 @@ func TestSyncsDoNotWaitForARegistryThatNeverAnswers(t *testing.T) {
 	require.Error(t, f.c.sync(t.Context(), "t/s"))
 	assert.Equal(t, "PullTimeout", condition(t, f).Reason)
 	assert.False(t, f.c.pulling("t/s"), "the result was taken")
+}
+
+// TestPullSecretsAreReadOncePerResourceVersion: every replica syncs every
+// ObjectStore on every resync; its pull Secrets come from the shared
+// Secret cache, read from the apiserver once per resource version, not
+// once per sync.
+func TestPullSecretsAreReadOncePerResourceVersion(t *testing.T) {
+	wrong := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: "t", ResourceVersion: "1"}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
+	f := newControllerFixture(t, objectStoreWithImage("registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", "regcred"), wrong)
+	for range 3 {
+		require.Error(t, f.c.sync(context.Background(), "t/s"))
+	}
+	assert.Equal(t, []string{"get secrets"}, f.actions(), "one GET for three syncs")
 }

@@ -79,8 +79,10 @@ type Config struct {
 	// informer on v1.Resource.
 	Secrets cache.SharedIndexInformer
 	// Reader reads Secrets' data over Secrets' indexer; nil: one of the
-	// controller's own. Pass one shared with the other controllers that
-	// read referenced Secrets, so each version is fetched once.
+	// controller's own, tracking ObjectStores. Pass one shared with the
+	// other controllers that read referenced Secrets, so each version is
+	// fetched once, tracking ObjectStores (secretcache.Reader.Track) so it
+	// keeps only what they reference.
 	Reader       *secretcache.Reader
 	StatefulSets appsinformers.StatefulSetInformer
 	ObjectStores cache.SharedIndexInformer
@@ -164,6 +166,9 @@ const FieldManager = "object-store-operator-mountsecret"
 func New(cfg Config) (*Controller, error) {
 	if cfg.Reader == nil {
 		cfg.Reader = NewSecretReader(cfg.Secrets.GetIndexer(), cfg.Kube)
+		if err := cfg.Reader.Track(cfg.ObjectStores, v1.SecretIndex((*v1.ObjectStore).SecretsRead)); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
@@ -219,16 +224,6 @@ func New(cfg Config) (*Controller, error) {
 		informer cache.SharedInformer
 		h        cache.ResourceEventHandler
 	}{
-		// The Loop queues the ObjectStore itself.
-		{cfg.ObjectStores, cache.ResourceEventHandlerFuncs{
-			UpdateFunc: func(old, obj any) {
-				// References are in the spec: status writes change none.
-				if controller.SpecChangedOrResync(old, obj) {
-					c.forgetUnreferenced(old)
-				}
-			},
-			DeleteFunc: c.forgetUnreferenced,
-		}},
 		{cfg.Secrets, cache.ResourceEventHandlerFuncs{
 			AddFunc: c.secretChanged,
 			UpdateFunc: func(old, obj any) {
@@ -274,26 +269,6 @@ func (c *Controller) secretChanged(obj any) {
 	// The generated Secret itself: deleted or edited by hand.
 	if ref := metav1.GetControllerOf(s); ref != nil && ref.Kind == v1.Kind && strings.HasPrefix(ref.APIVersion, v1.GroupVersion.Group+"/") {
 		c.queue.Add(s.GetNamespace() + "/" + ref.Name)
-	}
-}
-
-// forgetUnreferenced drops the kept data of the Secrets obj (an
-// ObjectStore as it was) referenced that no ObjectStore references now.
-func (c *Controller) forgetUnreferenced(obj any) {
-	obj = controller.Unwrap(obj)
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return
-	}
-	store, err := v1.FromUnstructured(u)
-	if err != nil {
-		return
-	}
-	for _, name := range store.ReferencedSecrets() {
-		key := store.Namespace + "/" + name
-		if referrers, err := c.stores.IndexKeys(secretRefIndex, key); err == nil && len(referrers) == 0 {
-			c.secrets.Forget(key)
-		}
 	}
 }
 

@@ -217,6 +217,32 @@ func (o *ObjectStore) ReferencedSecrets() []string {
 	return out
 }
 
+// SecretsRead returns every Secret the operator reads for the ObjectStore,
+// once each: the certificates (ReferencedSecrets), the configuration, the
+// pull Secrets and the generated Secret. The Secret cache keeps the data
+// of these alone (secretcache.Reader.Track).
+func (o *ObjectStore) SecretsRead() []string {
+	out := o.ReferencedSecrets()
+	seen := map[string]bool{}
+	for _, name := range out {
+		seen[name] = true
+	}
+	names := []string{GeneratedSecretName(o.Name)}
+	if o.Spec.Configuration != nil {
+		names = append(names, o.Spec.Configuration.Name)
+	}
+	for _, r := range o.Spec.ImagePullSecrets {
+		names = append(names, r.Name)
+	}
+	for _, name := range names {
+		if name != "" && !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // GeneratedSecretName is the mount Secret of the ObjectStore called name.
 func GeneratedSecretName(name string) string { return name + "-generated" }
 

@@ -44,8 +44,9 @@ import (
 	"github.com/object-store-operator/operator/updates"
 )
 
-// The namespace claim: renewed and read every claimInterval; a claim not
-// renewed for claimDuration is dead (internal/claim).
+// The namespace claim: read every claimInterval until held, then every
+// quarter of claimDuration; a claim not renewed for claimDuration is dead
+// (internal/claim).
 const (
 	claimDuration = 30 * time.Second
 	claimInterval = 2 * time.Second
@@ -169,6 +170,10 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) error
 	// One reader of Secrets' data for every controller: each version is
 	// fetched once, whoever asks.
 	secretData := mountsecret.NewSecretReader(inf.secrets.GetIndexer(), p.k.client)
+	// Only what ObjectStores read is kept.
+	if err := secretData.Track(inf.stores, apiv1.SecretIndex((*apiv1.ObjectStore).SecretsRead)); err != nil {
+		return err
+	}
 	operatorCA := certificateAs[mountsecret.CABundleSource](p.cert)
 	if p.cert != nil && p.cfg.trustBundle {
 		// The certificate signals one reader; both consumers get their own
@@ -182,7 +187,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) error
 	if w.mount, err = p.mountSecret(inf, secretData, operatorCA, recorder); err != nil {
 		return err
 	}
-	if w.binaries, err = p.binarySource(inf, fetcher, where, urlKey, recorder, resolved.notify); err != nil {
+	if w.binaries, err = p.binarySource(inf, fetcher, where, secretData, urlKey, recorder, resolved.notify); err != nil {
 		return err
 	}
 	if w.updates, err = p.updater(inf, where, secretData, w.binaries, recorder); err != nil {
@@ -313,11 +318,11 @@ func (p parts) mountSecret(inf informerSet, secretData *secretcache.Reader, oper
 	})
 }
 
-func (p parts) binarySource(inf informerSet, fetcher *binsource.Fetcher, where *placement.Source, urlKey []byte,
-	recorder record.EventRecorder, resolved func(key string)) (*binsource.Controller, error) {
+func (p parts) binarySource(inf informerSet, fetcher *binsource.Fetcher, where *placement.Source, secretData *secretcache.Reader,
+	urlKey []byte, recorder record.EventRecorder, resolved func(key string)) (*binsource.Controller, error) {
 	cfg := p.cfg
 	return binsource.NewController(binsource.ControllerConfig{
-		Kube: p.k.client, Dynamic: p.k.dynamic, ObjectStores: inf.stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
+		Secrets: secretData, SecretsSynced: inf.secrets.HasSynced, Dynamic: p.k.dynamic, ObjectStores: inf.stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
 		Recorder: recorder, Reasons: cfg.why.binaries, Log: p.log, Registerer: p.reg, Workers: cfg.binaryWorkers,
 		UpdateURL: cfg.podUpdateURL(), URLKey: urlKey, Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
 		Resolved: resolved,

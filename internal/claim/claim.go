@@ -88,7 +88,9 @@ type Config struct {
 	User string
 	// Duration is how long a claim lives without being renewed.
 	Duration time.Duration
-	// Interval is how often claims are renewed and read.
+	// Interval is how often claims are read (and renewed, see ensure)
+	// until this install holds its namespaces; while it holds them, every
+	// quarter of Duration (heldInterval).
 	Interval   time.Duration
 	Clock      clock.WithTicker
 	Registerer prometheus.Registerer
@@ -195,14 +197,19 @@ func New(cfg Config) (*Keeper, error) {
 // Scope is what the claim holds: All or the sorted namespaces.
 func (k *Keeper) Scope() string { return k.scope }
 
-// Run renews the claim and reads the others' every Interval until ctx
-// ends, then releases the claim if this replica renewed it last.
+// Run renews the claim and reads the others' (every Interval, or
+// heldInterval while held) until ctx ends, then releases the claim if this
+// replica renewed it last.
 func (k *Keeper) Run(ctx context.Context) error {
 	defer k.release(ctx)
 	t := k.cfg.Clock.NewTicker(k.cfg.Interval)
 	defer t.Stop()
+	var last time.Time
 	for {
-		k.check(ctx)
+		if k.due(last) {
+			k.check(ctx)
+			last = k.cfg.Clock.Now()
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -210,6 +217,26 @@ func (k *Keeper) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// due reports whether the claims are to be read again, last read at
+// last. Until this install holds its namespaces it reads every Interval,
+// to start (or take over from an install that stopped) soon. While it
+// holds them a quarter of Duration is soon enough: its claim, renewed
+// once older than a third of Duration, stays live, and an older claim
+// appearing (rare: a slow first write) ends the term within it. Every
+// replica reads all the time, so this is what an idle fleet costs the
+// apiserver: a list every 2 s was half a request per second per replica.
+func (k *Keeper) due(last time.Time) bool {
+	if last.IsZero() {
+		return true
+	}
+	held, _ := k.snapshot()
+	return !held || k.cfg.Clock.Since(last) >= k.heldInterval()
+}
+
+// heldInterval is how often claims are read while this install holds its
+// namespaces.
+func (k *Keeper) heldInterval() time.Duration { return max(k.cfg.Interval, k.cfg.Duration/4) }
 
 // Ready is nil while this install holds its namespaces.
 func (k *Keeper) Ready() error {

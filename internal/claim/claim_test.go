@@ -355,3 +355,35 @@ func TestAClaimThatLostItsLabelIsLabelledAgain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "true", l.Labels[Label], "others find it again")
 }
+
+// TestAHeldClaimIsReadEveryQuarterOfItsDuration: until it holds its
+// namespaces an install reads the claims every Interval; holding them,
+// every quarter of Duration (an idle fleet's fixed cost on the
+// apiserver), and its claim stays live to the others all the same.
+func TestAHeldClaimIsReadEveryQuarterOfItsDuration(t *testing.T) {
+	a := newAPI(t)
+	k := a.keeper(t, "ops-a", "tenant-a")
+	other := a.keeper(t, "ops-b", "tenant-b")
+	assert.True(t, k.due(time.Time{}), "the first read is at once")
+	last := a.clock.Now()
+	a.step(t.Context(), k)
+	assert.True(t, k.due(last), "not held yet: read again after an Interval")
+	for range 2 {
+		a.step(t.Context(), k, other)
+	}
+	require.NoError(t, k.Ready())
+
+	for range 20 { // 2.5 minutes
+		last = a.clock.Now()
+		k.check(t.Context())
+		other.check(t.Context())
+		require.NoError(t, k.Ready())
+		a.clock.Step(2 * time.Second)
+		assert.False(t, k.due(last), "held: not read again after an Interval")
+		a.clock.Step(5500 * time.Millisecond)
+		assert.True(t, k.due(last), "held: read again after a quarter of the claim's 30 s")
+		own, err := a.client.CoordinationV1().Leases("ops-a").Get(t.Context(), LeaseName, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.LessOrEqual(t, a.clock.Since(own.Spec.RenewTime.Time), 30*time.Second/2, "renewed well within its duration")
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -21,7 +22,9 @@ import (
 // TrimMetadata) tells which Secrets exist and their resource
 // versions; data is fetched with a GET for the Secrets a sync asks for and
 // kept while the resource version stays. Memory grows with what tenants
-// reference, not with Helm release Secrets and the like.
+// reference, not with Helm release Secrets and the like: once tracking
+// (Track), only a Secret some ObjectStore references is kept, and it is
+// dropped when the last one stops referencing it.
 type Reader struct {
 	meta   cache.Indexer // *metav1.PartialObjectMetadata
 	client kubernetes.Interface
@@ -32,8 +35,72 @@ type Reader struct {
 	// every one of them is queued at once.
 	reads singleflight.Group
 
+	// stores is the ObjectStores' indexer once Track was called: a Secret
+	// no ObjectStore references is read, not kept.
+	stores cache.Indexer
+
 	mu   sync.Mutex
 	data map[viewKey]cachedSecret
+}
+
+// referencesIndex files an ObjectStore under every Secret it references
+// (Track).
+const referencesIndex = "secretcache.references"
+
+// Track keeps only the data of Secrets that objects of stores reference:
+// refs is an index function returning the namespace/name of every Secret
+// an object references. What a Secret no object references any more
+// holds is dropped when the last one changes its references or goes.
+// Call it before stores runs.
+func (r *Reader) Track(stores cache.SharedIndexInformer, refs cache.IndexFunc) error {
+	if err := stores.AddIndexers(cache.Indexers{referencesIndex: refs}); err != nil {
+		return fmt.Errorf("index ObjectStores by the Secrets they reference: %w", err)
+	}
+	r.stores = stores.GetIndexer()
+	// The informer updates its indexer before it calls handlers: a
+	// reference gone is gone from the index here.
+	forget := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		keys, err := refs(obj)
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, key := range keys {
+			if !r.referenced(key) {
+				delete(r.data, viewKey{key, true})
+				delete(r.data, viewKey{key, false})
+			}
+		}
+	}
+	_, err := stores.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			// References are in the spec: a status write changes none.
+			o, err1 := meta.Accessor(old)
+			n, err2 := meta.Accessor(obj)
+			if err1 != nil || err2 != nil || o.GetGeneration() != n.GetGeneration() {
+				forget(old)
+			}
+		},
+		DeleteFunc: forget,
+	})
+	if err != nil {
+		return fmt.Errorf("Secret cache ObjectStore handler: %w", err)
+	}
+	return nil
+}
+
+// referenced reports whether some object references the Secret key
+// (always, untracked).
+func (r *Reader) referenced(key string) bool {
+	if r.stores == nil {
+		return true
+	}
+	refs, err := r.stores.IndexKeys(referencesIndex, key)
+	return err == nil && len(refs) > 0
 }
 
 // viewKey names one view of a Secret: with its data (a referenced
@@ -112,7 +179,8 @@ func (r *Reader) lookup(ctx context.Context, namespace, name string, data bool) 
 	return v.(cachedSecret), nil
 }
 
-// Remember keeps s, as read or as written by a controller: with its
+// Remember keeps s (when some ObjectStore references it, once
+// tracking), as read or as written by a controller: with its
 // data and the little metadata assemble reads, or (data false) with its
 // metadata and the digest of its data. Annotations of a referenced Secret
 // are dropped: kubectl's last-applied-configuration repeats its data. A
@@ -131,8 +199,13 @@ func (r *Reader) Remember(s *corev1.Secret, data bool) cachedSecret {
 		slim.ManagedFields, slim.Data, slim.StringData = nil, nil, nil
 		c.secret = &slim
 	}
+	key := s.Namespace + "/" + s.Name
 	r.mu.Lock()
-	r.data[viewKey{s.Namespace + "/" + s.Name, data}] = c
+	// Checked under the lock the forgetting handler holds: a reference
+	// dropped after this check is forgotten by that handler.
+	if r.referenced(key) {
+		r.data[viewKey{key, data}] = c
+	}
 	r.mu.Unlock()
 	return c
 }

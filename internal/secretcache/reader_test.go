@@ -4,17 +4,23 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	fcache "k8s.io/client-go/tools/cache/testing"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
 )
 
 // readerFixture is a Reader over a fake apiserver whose metadata
@@ -148,4 +154,58 @@ func contentHash(data map[string][]byte) string {
 		h.Write(data[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// objectStore is an ObjectStore in namespace t named name whose spec
+// references pull (a pull Secret) and config (its configuration).
+func objectStore(name, pull, config string, generation int64) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
+		"metadata": map[string]any{"name": name, "namespace": "t", "generation": generation, "resourceVersion": fmt.Sprint(generation)},
+		"spec": map[string]any{
+			"imagePullSecrets": []any{map[string]any{"name": pull}},
+			"configuration":    map[string]any{"name": config},
+		},
+	}}
+}
+
+// TestTrackedReaderKeepsOnlyReferencedSecrets: tracking the ObjectStores,
+// the reader keeps a Secret's data while some ObjectStore references it
+// (its configuration, pull Secrets, certificates or generated Secret) and
+// drops it when the last reference goes; a Secret nobody references is
+// read, never kept, so a tenant cannot fill the operator's memory with
+// Secrets by naming them once.
+func TestTrackedReaderKeepsOnlyReferencedSecrets(t *testing.T) {
+	f := newReaderFixture(t)
+	source := fcache.NewFakeControllerSource()
+	stores := cache.NewSharedIndexInformer(source, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	require.NoError(t, f.r.Track(stores, v1.SecretIndex((*v1.ObjectStore).SecretsRead)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go stores.Run(ctx.Done())
+	for _, name := range []string{"pull-a", "pull-b", "env", "unrelated"} {
+		f.put(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "t"}, Data: map[string][]byte{"v": []byte("1")}})
+	}
+	source.Add(objectStore("a", "pull-a", "env", 1))
+	source.Add(objectStore("b", "pull-b", "env", 1))
+	require.Eventually(t, func() bool { return len(stores.GetIndexer().ListKeys()) == 2 }, 5*time.Second, time.Millisecond)
+	read := func(names ...string) {
+		t.Helper()
+		for _, name := range names {
+			_, err := f.r.Get(context.Background(), "t", name)
+			require.NoError(t, err)
+		}
+	}
+	read("pull-a", "pull-b", "env", "unrelated")
+	assert.Equal(t, 3, f.r.Kept(), "the three referenced Secrets are kept")
+	f.client.ClearActions()
+	read("pull-a", "pull-b", "env", "unrelated")
+	assert.Equal(t, 1, f.gets(), "only the unreferenced Secret is read again")
+
+	// a stops using pull-a: dropped; env is still b's.
+	source.Modify(objectStore("a", "pull-b", "env", 2))
+	require.Eventually(t, func() bool { return f.r.Kept() == 2 }, 5*time.Second, time.Millisecond, "pull-a dropped")
+	source.Delete(objectStore("a", "pull-b", "env", 2))
+	source.Delete(objectStore("b", "pull-b", "env", 1))
+	require.Eventually(t, func() bool { return f.r.Kept() == 0 }, 5*time.Second, time.Millisecond, "nothing kept once no ObjectStore references it")
 }

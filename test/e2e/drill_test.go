@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/object-store-operator/operator/test/cluster"
@@ -22,10 +24,16 @@ import (
 // ServiceAccount "operator" of cluster.AuditedNamespace (bound to
 // cluster-admin: the chart's RBAC is the Helm tests' business), so the
 // apiserver's audit log holds its requests and nobody else's.
-func auditedOperatorEnv(t *testing.T, extra ...string) []string {
+func auditedOperatorEnv(t testing.TB, extra ...string) []string {
 	t.Helper()
 	cs := adminClient(t)
 	ns := cluster.AuditedNamespace
+	// The previous audited test's namespace may still be terminating (its
+	// operator's objects go first; longer on a loaded machine).
+	require.Eventually(t, func() bool {
+		_, err := cs.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 3*time.Minute, 100*time.Millisecond, "namespace %s of an earlier audited test gone", ns)
 	_, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err, "one test at a time runs an audited operator")
 	_, err = cs.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "operator"}}, metav1.CreateOptions{})
@@ -38,12 +46,11 @@ func auditedOperatorEnv(t *testing.T, extra ...string) []string {
 	_, err = cs.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = cs.RbacV1().ClusterRoleBindings().Delete(t.Context(), binding.Name, metav1.DeleteOptions{})
-		_ = cs.CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{})
-		require.Eventually(t, func() bool {
-			_, err := cs.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
-			return err != nil
-		}, time.Minute, 100*time.Millisecond, "namespace %s gone for the next audited test", ns)
+		// Not t.Context(): it is cancelled before cleanups run, and the
+		// namespace and the binding stayed for the next audited test.
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		_ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		// The next audited test waits for it to be gone.
 	})
 	kubeconfig, _, err := testCluster.ServiceAccountKubeconfig(t.Context(), ns, "operator")
 	require.NoError(t, err)
@@ -57,14 +64,19 @@ type auditEvent struct {
 	} `json:"user"`
 	Verb      string `json:"verb"`
 	ObjectRef struct {
-		Resource string `json:"resource"`
+		Resource  string `json:"resource"`
+		Namespace string `json:"namespace"`
 	} `json:"objectRef"`
 	Received time.Time `json:"requestReceivedTimestamp"`
+	// A long-running request (a watch) is logged when its response
+	// starts and again when it completes, under one audit ID.
+	AuditID string `json:"auditID"`
+	Stage   string `json:"stage"`
 }
 
 // auditedRequests returns the audited operator's requests the apiserver
 // received in [from, to).
-func auditedRequests(t *testing.T, from, to time.Time) []auditEvent {
+func auditedRequests(t testing.TB, from, to time.Time) []auditEvent {
 	t.Helper()
 	f, err := os.Open(testCluster.AuditLog)
 	require.NoError(t, err)
