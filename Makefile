@@ -66,9 +66,9 @@ bench-pull: tools
 bench-update: tools
 	$(GO) test ./test/e2e -run '^$$' -bench BenchmarkImageChangeToUpdatedInPlace -benchtime 1x -timeout 20m
 
-## bench-fleet: 20 real single-node MinIO tenants change image at once: never more than 4 updates in flight, seconds until all current, the operator's CPU seconds and peak RSS; then with MinIO's update disabled on all 20, the failure budget halts the release after 3 and 17 are never called
+## bench-fleet: 20 real single-node MinIO tenants change image at once: never more than 4 updates in flight, seconds until all current, the operator's CPU seconds and peak RSS; then with MinIO's update disabled on all 20, the failure budget halts the release after 3 and 17 are never called; and 1,000 Current ObjectStores against a fake admin API: the operator's API requests per second at steady state
 bench-fleet: tools
-	$(GO) test ./test/e2e -run '^$$' -bench 'BenchmarkFleetOfTwentyUpdates|BenchmarkFleetOfTwentyHalts' -benchtime 1x -timeout 30m
+	$(GO) test ./test/e2e -run '^$$' -bench 'BenchmarkFleetOfTwentyUpdates|BenchmarkFleetOfTwentyHalts|BenchmarkSteadyStateAPIRate' -benchtime 1x -timeout 60m
 
 ## bench-rotation: a custom certificate Secret updated -> the new certificate served (20 rotations; median and max)
 bench-rotation: tools
