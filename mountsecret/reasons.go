@@ -36,6 +36,9 @@ const (
 	ReasonRestartsPaused = "RestartsPaused"
 	ReasonRestartQueued  = "RestartQueued"
 	ReasonOutsideWindow  = "OutsideWindow"
+	// ReasonInvalidWindow: spec.updates.window does not parse; restarts
+	// wait until it does.
+	ReasonInvalidWindow = "InvalidWindow"
 )
 
 // Reasons is every reason this controller reports, with its Event
@@ -54,6 +57,8 @@ func Reasons() []reason.Reason {
 		{Name: ReasonRestartsPaused, Severity: reason.Normal},
 		{Name: ReasonRestartQueued, Severity: reason.Normal},
 		{Name: ReasonOutsideWindow, Severity: reason.Normal},
+		{Name: ReasonInvalidWindow, Severity: reason.Warning,
+			Remedy: "spec.updates.window takes a five-field cron schedule, read in UTC (\"0 2 * * *\"), and a duration (\"2h\")"},
 		{Name: controller.ReasonInternalError, Severity: reason.Warning},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/window"
 )
 
 // A tenant's certificate restart waits for a pause (ReasonRestartsPaused),
@@ -44,7 +45,7 @@ func holdRestart(paused bool, w windowState, now time.Time, changed string) *hol
 	case paused:
 		return &hold{reason: ReasonRestartsPaused, message: fmt.Sprintf("%s; restarts are paused by the annotation %s=true: remove it to restart", changed, v1.RestartsPausedAnnotation)}
 	case w.err != nil:
-		return &hold{reason: ReasonInvalidSpec, message: fmt.Sprintf("%s; spec.updates.window: %v", changed, w.err)}
+		return &hold{reason: ReasonInvalidWindow, message: fmt.Sprintf("%s; restarts wait for a valid window: %v", changed, w.err)}
 	case w.configured && !w.open && w.next.IsZero():
 		return &hold{reason: ReasonOutsideWindow, message: changed + "; spec.updates.window never opens: restarts wait until it is changed"}
 	case w.configured && !w.open:
@@ -270,7 +271,16 @@ func rolling(s *appsv1.StatefulSet) bool {
 		(s.Status.UpdateRevision != "" && s.Status.CurrentRevision != s.Status.UpdateRevision)
 }
 
-// windowOf is the tenant's maintenance window as of now.
+// windowOf is the tenant's maintenance window (spec.updates.window, the
+// one its updates keep too) as of now.
 func windowOf(store *v1.ObjectStore, now time.Time) windowState {
-	return windowState{}
+	w := store.Spec.Updates.Window
+	if w == nil {
+		return windowState{}
+	}
+	win, err := window.Parse(w.Schedule, w.Duration)
+	if err != nil {
+		return windowState{configured: true, err: err}
+	}
+	return windowState{configured: true, open: win.Open(now), next: win.NextOpen(now)}
 }

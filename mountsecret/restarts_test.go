@@ -40,7 +40,7 @@ func TestHoldRestart(t *testing.T) {
 		{name: "paused inside its window", paused: true, window: windowState{configured: true, open: true}, reason: ReasonRestartsPaused},
 		{name: "before its window", window: windowState{configured: true, next: opens}, reason: ReasonOutsideWindow, after: 30 * time.Minute},
 		{name: "a window that never opens", window: windowState{configured: true}, reason: ReasonOutsideWindow},
-		{name: "a window that does not parse", window: windowState{configured: true, err: errors.New("bad cron")}, reason: "InvalidSpec"},
+		{name: "a window that does not parse", window: windowState{configured: true, err: errors.New("bad cron")}, reason: ReasonInvalidWindow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := holdRestart(tc.paused, tc.window, now, "referenced content changed: ca.crt")
@@ -479,4 +479,32 @@ func TestARestartWhoseWritesFailIsLookedAtWhenItTimesOut(t *testing.T) {
 	require.True(t, held)
 	require.Eventually(t, func() bool { return f.c.queue.Len() == 1 }, 5*time.Second, 10*time.Millisecond,
 		"t/s is synced again when its slot times out")
+}
+
+// TestARestartWaitsForTheTenantsWindow: spec.updates.window holds a
+// certificate restart as it holds an update: outside it nothing of the
+// tenant changes and the condition says when it opens; inside it, the
+// restart goes ahead.
+func TestARestartWaitsForTheTenantsWindow(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 25, 1, 30, 0, 0, time.UTC))
+	f, _ := rotatedFixture(t, func(c *Config) { c.Clock = clk }, nil)
+	u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedStringMap(u.Object, map[string]string{"schedule": "0 2 * * *", "duration": "1h"},
+		"spec", "updates", "window"))
+	_, err = f.dynamic.Resource(v1.Resource).Namespace("t").Update(context.Background(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.catchUp()
+
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Equal(t, []string{"get secrets", "patch objectstores/status"}, f.actions(), "outside the window: only the condition")
+	c := certificatesReady(t, f)
+	assert.Equal(t, ReasonOutsideWindow, c.Reason)
+	assert.Contains(t, c.Message, "2026-11-25T02:00:00Z", "when the window opens")
+
+	f.catchUp()
+	clk.SetTime(time.Date(2026, 11, 25, 2, 10, 0, 0, time.UTC))
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.Contains(t, f.actions(), "patch statefulsets", "inside the window the restart goes ahead")
+	assert.Equal(t, ReasonCertificatesAssembled, certificatesReady(t, f).Reason)
 }
