@@ -37,13 +37,7 @@ var podHost = serviceName + "." + opNamespace + ".svc.cluster.local"
 // testKey signs the releases the tests publish; every operator the tests
 // start trusts it (OPERATOR_MINISIGN_PUBKEYS), as a MinIO pod would with
 // MINIO_UPDATE_MINISIGN_PUBKEY.
-var testKey = func() binstoretest.Key {
-	pub, priv, err := minisign.GenerateKey(rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	return binstoretest.Key{Public: pub, Private: priv}
-}()
+var testKey = binstoretest.PackageKey()
 
 // writeRelease lays out a signed release the way MinIO publishes it.
 func writeRelease(t testing.TB, dir, platform string, content []byte) string {
