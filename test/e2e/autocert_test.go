@@ -146,7 +146,6 @@ func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
 	start := time.Now()
 	op := startOperator(t, k8sEnv(ns))
 	t.Logf("operator start -> kubelet-signed certificate served: %s", time.Since(start).Round(time.Millisecond))
-	assert.Contains(t, op.logs.String(), "Upgrade server Autocert is enabled, starting certificate setup")
 
 	leaf, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err, "the served certificate verifies against the kubelet-serving CA for the service name")
@@ -241,12 +240,13 @@ func TestAutocertDeniedCSRIsExplainedAndRetried(t *testing.T) {
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond)
 	name := denied.Load().(string)
-	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), "CSR "+name+" was denied") }, 10*time.Second, 20*time.Millisecond)
-	logs := op.logs.String()
-	assert.Contains(t, logs, `"csr":"`+name+`"`)
-	assert.Contains(t, logs, `"signer":"kubernetes.io/kubelet-serving"`)
-	assert.Contains(t, logs, "not on the allow list")
-	assert.Contains(t, logs, "OPERATOR_CUSTOM_TLS_SECRET_NAME", "the remedy")
+	require.Eventually(t, func() bool { return counter(t, op, `objectstore_operator_csr_total{outcome="denied"}`) >= 1 }, 10*time.Second, 20*time.Millisecond)
+	// docs/troubleshooting.md: grep "autocert could not get a serving certificate".
+	line := op.waitDocumentedLine(t, "autocert could not get a serving certificate", "CSR "+name+" was denied")
+	assert.Contains(t, line, `"csr":"`+name+`"`)
+	assert.Contains(t, line, `"signer":"kubernetes.io/kubelet-serving"`)
+	assert.Contains(t, line, "not on the allow list")
+	assert.Contains(t, line, "OPERATOR_CUSTOM_TLS_SECRET_NAME", "the remedy")
 	assert.True(t, op.alive(), "a denied CSR never stops the operator")
 	require.Eventually(t, func() bool {
 		_, err := cs.CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
@@ -258,10 +258,11 @@ func TestAutocertDeniedCSRIsExplainedAndRetried(t *testing.T) {
 func TestAutocertSignerThatNeverSignsTimesOut(t *testing.T) {
 	ns := operatorNamespace(t)
 	op := launchOperator(t, k8sEnv(ns, "OPERATOR_CSR_SIGNER_NAME=example.com/nobody", "OPERATOR_AUTOCERT_TIMEOUT=2s"))
-	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), "not signed within 2s") }, 15*time.Second, 50*time.Millisecond)
-	logs := op.logs.String()
-	assert.Contains(t, logs, "for signer example.com/nobody")
-	assert.Contains(t, logs, "approved but not signed")
+	require.Eventually(t, func() bool { return counter(t, op, `objectstore_operator_csr_total{outcome="timeout"}`) >= 1 }, 15*time.Second, 50*time.Millisecond)
+	// docs/troubleshooting.md: grep "autocert could not get a serving certificate".
+	line := op.waitDocumentedLine(t, "autocert could not get a serving certificate", "not signed within 2s")
+	assert.Contains(t, line, "for signer example.com/nobody")
+	assert.Contains(t, line, "approved but not signed")
 	assert.True(t, op.alive())
 	assert.False(t, op.ready())
 }

@@ -49,7 +49,8 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 	assert.Contains(t, line, customSecret)
 	assert.Contains(t, line, names[0])
 	assert.Contains(t, line, "notAfter")
-	assert.NotContains(t, op.logs.String(), "Autocert is enabled")
+	assert.Equal(t, 1.0, counter(t, op, `objectstore_operator_serving_certificate_source{source="custom certificate"}`))
+	assert.Zero(t, counter(t, op, `objectstore_operator_serving_certificate_source{source="autocert certificate"}`))
 	assert.Empty(t, operatorCSRs(t, ns), "custom mode files no CSR")
 
 	// MinIO-style keys work too, and the change is live.

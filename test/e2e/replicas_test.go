@@ -27,15 +27,16 @@ func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "both replicas serve the Secret's certificate")
 	assert.Equal(t, 1, csrs.filed(), "only the leader files a CSR")
 
+	// objectstore_operator_leader says which replica leads.
 	leader, follower := a, b
-	if !strings.Contains(a.logs.String(), "became leader") {
+	if counter(t, a, "objectstore_operator_leader") != 1 {
 		leader, follower = b, a
 	}
-	require.Contains(t, leader.logs.String(), "became leader")
-	require.NotContains(t, follower.logs.String(), "became leader")
+	require.Equal(t, 1.0, counter(t, leader, "objectstore_operator_leader"))
+	require.Equal(t, 0.0, counter(t, follower, "objectstore_operator_leader"))
 
 	require.NoError(t, leader.cmd.Process.Signal(syscall.SIGKILL))
-	require.Eventually(t, func() bool { return strings.Contains(follower.logs.String(), "became leader") },
+	require.Eventually(t, func() bool { return counter(t, follower, "objectstore_operator_leader") == 1 },
 		15*time.Second, 50*time.Millisecond, "the surviving replica takes over once the lease expires")
 
 	// The new leader does the leader's work: a deleted Secret is reissued.
@@ -73,9 +74,9 @@ func TestLeaderThatLeadsAgainStillIssues(t *testing.T) {
 	lease.Spec.HolderIdentity, lease.Spec.RenewTime, lease.Spec.AcquireTime, lease.Spec.LeaseDurationSeconds = &thief, &now, &now, &duration
 	_, err = leases.Update(t.Context(), lease, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), "no longer leader") }, 20*time.Second, 50*time.Millisecond)
-	require.Eventually(t, func() bool { return strings.Count(op.logs.String(), "became leader") >= 2 },
-		20*time.Second, 50*time.Millisecond, "leadership lost and won back")
+	require.Eventually(t, func() bool { return counter(t, op, "objectstore_operator_leader") == 0 }, 20*time.Second, 50*time.Millisecond, "leadership lost")
+	require.Eventually(t, func() bool { return counter(t, op, "objectstore_operator_leader") == 1 },
+		20*time.Second, 50*time.Millisecond, "leadership won back")
 
 	require.NoError(t, adminClient(t).CoreV1().Secrets(ns).Delete(t.Context(), autocertSecret, metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {
