@@ -57,6 +57,13 @@ func k8sEnv(ns string, extra ...string) []string {
 	}, extra...)
 }
 
+// soloEnv is k8sEnv for an operator that reconciles no ObjectStore but
+// those of its own namespace (none): a test that runs it may run in
+// parallel with tests whose tenants it would otherwise act on.
+func soloEnv(ns string, extra ...string) []string {
+	return k8sEnv(ns, append([]string{"OPERATOR_WATCH_NAMESPACES=" + ns}, extra...)...)
+}
+
 // operatorCSRs lists the CSRs autocert filed for namespace ns.
 func operatorCSRs(t *testing.T, ns string) []certificatesv1.CertificateSigningRequest {
 	t.Helper()
@@ -141,10 +148,11 @@ func secretLeaf(t *testing.T, s *corev1.Secret) *x509.Certificate {
 }
 
 func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
 	csrs := recordCSRs(t, ns)
 	start := time.Now()
-	op := startOperator(t, k8sEnv(ns))
+	op := startOperator(t, soloEnv(ns))
 	t.Logf("operator start -> kubelet-signed certificate served: %s", time.Since(start).Round(time.Millisecond))
 
 	leaf, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
@@ -181,7 +189,7 @@ func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 
 	op.stop()
-	again := startOperator(t, k8sEnv(ns))
+	again := startOperator(t, soloEnv(ns))
 	reused, err := servedLeaf(again, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err)
 	assert.Equal(t, leaf.SerialNumber, reused.SerialNumber, "restart serves the stored certificate")
@@ -189,10 +197,11 @@ func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
 }
 
 func TestAutocertRenewsWithoutAFailedHandshake(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
 	// The signer issues exactly the requested 10 min; renewing 9m57s before
 	// expiry renews about every 3 s.
-	op := startOperator(t, k8sEnv(ns, "OPERATOR_AUTOCERT_EXPIRATION=10m", "OPERATOR_AUTOCERT_RENEW_BEFORE=9m57s"))
+	op := startOperator(t, soloEnv(ns, "OPERATOR_AUTOCERT_EXPIRATION=10m", "OPERATOR_AUTOCERT_RENEW_BEFORE=9m57s"))
 	first, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err)
 
@@ -222,8 +231,9 @@ func TestAutocertRenewsWithoutAFailedHandshake(t *testing.T) {
 }
 
 func TestAutocertDeniedCSRIsExplainedAndRetried(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
-	op := launchOperator(t, k8sEnv(ns, "OPERATOR_AUTOCERT_APPROVE=off"))
+	op := launchOperator(t, soloEnv(ns, "OPERATOR_AUTOCERT_APPROVE=off"))
 	cs := adminClient(t)
 	var denied atomic.Value
 	require.Eventually(t, func() bool {
@@ -256,8 +266,9 @@ func TestAutocertDeniedCSRIsExplainedAndRetried(t *testing.T) {
 }
 
 func TestAutocertSignerThatNeverSignsTimesOut(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
-	op := launchOperator(t, k8sEnv(ns, "OPERATOR_CSR_SIGNER_NAME=example.com/nobody", "OPERATOR_AUTOCERT_TIMEOUT=2s"))
+	op := launchOperator(t, soloEnv(ns, "OPERATOR_CSR_SIGNER_NAME=example.com/nobody", "OPERATOR_AUTOCERT_TIMEOUT=2s"))
 	require.Eventually(t, func() bool { return counter(t, op, `objectstore_operator_csr_total{outcome="timeout"}`) >= 1 }, 15*time.Second, 50*time.Millisecond)
 	// docs/troubleshooting.md: grep "autocert could not get a serving certificate".
 	line := op.waitDocumentedLine(t, "autocert could not get a serving certificate", "not signed within 2s")
@@ -268,12 +279,13 @@ func TestAutocertSignerThatNeverSignsTimesOut(t *testing.T) {
 }
 
 func TestServingCASecretGivesPodsTheRightCA(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
 	// docs/tls.md's command.
 	caFile := filepath.Join(t.TempDir(), "kubelet-ca.crt")
 	require.NoError(t, os.WriteFile(caFile, testCluster.KubeletServingCA, 0o600))
 	kubectl(t, "create", "secret", "generic", "kubelet-serving-ca", "-n", ns, "--from-file=ca.crt="+caFile)
-	op := startOperator(t, k8sEnv(ns, "OPERATOR_SERVING_CA_SECRET=kubelet-serving-ca"))
+	op := startOperator(t, soloEnv(ns, "OPERATOR_SERVING_CA_SECRET=kubelet-serving-ca"))
 
 	secret, err := adminClient(t).CoreV1().Secrets(ns).Get(t.Context(), autocertSecret, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -290,8 +302,9 @@ func curl(op *operator, host, caFile string) ([]byte, error) {
 // TestAutocertApprovalByAnAdmin is docs/troubleshooting.md's flow with
 // OPERATOR_AUTOCERT_APPROVE=off: an admin approves with kubectl.
 func TestAutocertApprovalByAnAdmin(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
-	op := launchOperator(t, k8sEnv(ns, "OPERATOR_AUTOCERT_APPROVE=off"))
+	op := launchOperator(t, soloEnv(ns, "OPERATOR_AUTOCERT_APPROVE=off"))
 	var name string
 	require.Eventually(t, func() bool {
 		if csrs := operatorCSRs(t, ns); len(csrs) > 0 {

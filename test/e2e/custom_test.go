@@ -30,13 +30,14 @@ func waitServed(t testing.TB, op *operator, ns string, serial *big.Int) time.Dur
 }
 
 func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
 	names := serviceDNSNames(ns)
 	now := time.Now()
 	certPEM, keyPEM, serial := testutil.KeyPair(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
 	// cert-manager's shape: kubernetes.io/tls keys plus ca.crt.
 	putNamedSecret(t, ns, customSecret, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": certPEM})
-	op := startOperator(t, k8sEnv(ns, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret))
+	op := startOperator(t, soloEnv(ns, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret))
 	waitServed(t, op, ns, serial)
 
 	var line string
@@ -112,6 +113,7 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 }
 
 func TestPlainHTTPWhenAutocertDisabledWithoutSecret(t *testing.T) {
+	t.Parallel() // no Kubernetes, nothing shared
 	dir := t.TempDir()
 	op := startOperator(t, []string{"OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_UPDATE_DIR=" + dir})
 	out, err := execOutput("curl", "-sS", "--fail", "http://"+op.upgradeAddr+"/webhook/v1/update")

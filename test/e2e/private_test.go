@@ -122,6 +122,7 @@ func TestPlatformKeySignsForEachTenant(t *testing.T) {
 // a repository that refuses anonymous reads; the real MinIO nodes update in
 // place from the tenant's own private URL, and nothing else serves it.
 func TestRealMinIOUpdatesInPlaceFromAPrivateURL(t *testing.T) {
+	t.Parallel()
 	e := newUpdateEnv(t, updateOpts{newRepo: privateRepos + "licensed/aistor"})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	e.minio.warm(t)

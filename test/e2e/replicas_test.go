@@ -13,9 +13,10 @@ import (
 )
 
 func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
 	csrs := recordCSRs(t, ns)
-	env := k8sEnv(ns, "OPERATOR_LEASE_DURATION=3s", "OPERATOR_LEASE_RENEW_DEADLINE=2s", "OPERATOR_LEASE_RETRY_PERIOD=200ms")
+	env := soloEnv(ns, "OPERATOR_LEASE_DURATION=3s", "OPERATOR_LEASE_RENEW_DEADLINE=2s", "OPERATOR_LEASE_RETRY_PERIOD=200ms")
 	a := startOperator(t, env)
 	b := startOperator(t, env)
 
@@ -59,9 +60,10 @@ func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
 // (here: its Lease is deleted) and wins it back must do the leader's work
 // again in the new term.
 func TestLeaderThatLeadsAgainStillIssues(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
 	csrs := recordCSRs(t, ns)
-	op := startOperator(t, k8sEnv(ns, "OPERATOR_LEASE_DURATION=3s", "OPERATOR_LEASE_RENEW_DEADLINE=2s", "OPERATOR_LEASE_RETRY_PERIOD=200ms"))
+	op := startOperator(t, soloEnv(ns, "OPERATOR_LEASE_DURATION=3s", "OPERATOR_LEASE_RENEW_DEADLINE=2s", "OPERATOR_LEASE_RETRY_PERIOD=200ms"))
 	first, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err)
 
