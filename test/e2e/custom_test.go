@@ -91,7 +91,8 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
 			putNamedSecret(t, ns, customSecret, tt.data)
-			require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), tt.reason) }, 5*time.Second, 10*time.Millisecond)
+			// docs/troubleshooting.md: grep for "rejected"; the reason says why.
+			op.waitDocumentedLine(t, "TLS custom certificate rejected", tt.reason)
 			leaf, err := servedLeaf(op, ns, nil)
 			require.NoError(t, err)
 			assert.Equal(t, serial2, leaf.SerialNumber, "the last good certificate keeps serving")
@@ -100,7 +101,8 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 	}
 	t.Run("Secret deleted", func(t *testing.T) {
 		require.NoError(t, adminClient(t).CoreV1().Secrets(ns).Delete(t.Context(), customSecret, metav1.DeleteOptions{}))
-		require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), "does not exist") }, 5*time.Second, 10*time.Millisecond)
+		op.waitDocumentedLine(t, "TLS custom certificate rejected", "does not exist")
+		assert.Equal(t, 1.0, counter(t, op, `objectstore_operator_serving_certificate_rejected_total{reason="deleted"}`))
 		leaf, err := servedLeaf(op, ns, nil)
 		require.NoError(t, err)
 		assert.Equal(t, serial2, leaf.SerialNumber)
