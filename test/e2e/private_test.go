@@ -24,7 +24,8 @@ import (
 // MinIO's update client walks it. Another ObjectStore of the same image
 // gets another URL, and neither component opens the other's.
 func TestPrivateBinaryIsServedOnlyAtItsTenantsURL(t *testing.T) {
-	e := newBinEnv(t)
+	t.Parallel()
+	e := newSoloBinEnv(t)
 	licensed := randomBytes(t, 1<<20)
 	image := e.reg.pushImage(t, privateRepos+"licensed/minio:"+release, imageSpec{binary: licensed, releaseLbl: release})
 	e.objectStore(t, "licensed", image, "regcred")

@@ -68,7 +68,8 @@ func TestOneTenantCannotPlantABinaryForAnother(t *testing.T) {
 // digest of the layer that holds the binary (validly signed bytes even);
 // the pinned reference's digest check stops it.
 func TestSwappedBlobLandsNothing(t *testing.T) {
-	e := newBinEnv(t)
+	t.Parallel()
+	e := newSoloBinEnv(t)
 	image := e.reg.pushImage(t, "minio/swapped:"+release, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release})
 	ref, err := name.ParseReference(image)
 	require.NoError(t, err)
