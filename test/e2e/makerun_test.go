@@ -22,10 +22,6 @@ import (
 // updates the demo MinIO in place (the first time), Ctrl-C stops everything
 // it started, and a second run works too.
 func TestMakeRunComesUpAndGoesDownCleanlyTwice(t *testing.T) {
-	// Its own control plane, directory and ports: nothing shared with the
-	// other tests.
-	t.Parallel()
-	minioSlot(t)
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
 	runBin := filepath.Join(t.TempDir(), "run")
