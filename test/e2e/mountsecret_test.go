@@ -177,12 +177,15 @@ func newTenant(t *testing.T, extraEnv ...string) *tenant {
 	ca, _, _ := testutil.KeyPair(t, nil, []string{"kms-ca"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	putNamedSecret(t, ns, "kms-ca", map[string][]byte{"ca.crt": ca})
 	statefulSet(t, ns, tn.store)
-	tn.op = startOperator(t, k8sEnv(opNS, extraEnv...))
+	// The operator reconciles the tenant's namespace only: the tests that
+	// use newTenant may run in parallel.
+	tn.op = startOperator(t, k8sEnv(opNS, append([]string{"OPERATOR_WATCH_NAMESPACES=" + ns}, extraEnv...)...))
 	applyYAML(t, objectStoreYAML(ns, tn.store, []string{"tenant-a-tls", "tenant-a-extra-tls"}, []string{"tenant-a-client"}, []string{"kms-ca"}))
 	return tn
 }
 
 func TestMountSecretAssemblesEveryReferencedCertificate(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	var s *corev1.Secret
 	require.Eventually(t, func() bool {
@@ -218,6 +221,7 @@ func TestMountSecretAssemblesEveryReferencedCertificate(t *testing.T) {
 }
 
 func TestMountSecretFollowsRotationDeletionAndHandEdits(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	require.Eventually(t, func() bool { return restartValue(t, tn.ns, tn.store) != "" }, 10*time.Second, 20*time.Millisecond)
 	before := restartValue(t, tn.ns, tn.store)
@@ -270,6 +274,7 @@ func TestMountSecretFollowsRotationDeletionAndHandEdits(t *testing.T) {
 }
 
 func TestMissingSecretWritesNothingAndIsReported(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	require.Eventually(t, func() bool { return condition(t, tn.ns, tn.store).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
 	s, err := generated(t, tn.ns, tn.store)
@@ -301,6 +306,7 @@ func TestMissingSecretWritesNothingAndIsReported(t *testing.T) {
 }
 
 func TestDeletingTheObjectStoreCollectsItsSecret(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	require.Eventually(t, func() bool { _, err := generated(t, tn.ns, tn.store); return err == nil }, 10*time.Second, 20*time.Millisecond)
 	kubectl(t, "delete", "objectstore", tn.store, "-n", tn.ns)
