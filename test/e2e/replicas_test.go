@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
@@ -69,13 +70,19 @@ func TestLeaderThatLeadsAgainStillIssues(t *testing.T) {
 
 	// Another holder takes the Lease: the operator cannot renew, steps down,
 	// and wins it back once the thief's lease expires.
+	// The operator renews every 200 ms: a renewal between the read and the
+	// write is a conflict, and the theft is tried again.
 	leases := adminClient(t).CoordinationV1().Leases(ns)
-	lease, err := leases.Get(t.Context(), "object-store-operator", metav1.GetOptions{})
-	require.NoError(t, err)
-	thief, now, duration := "thief", metav1.NewMicroTime(time.Now()), int32(3)
-	lease.Spec.HolderIdentity, lease.Spec.RenewTime, lease.Spec.AcquireTime, lease.Spec.LeaseDurationSeconds = &thief, &now, &now, &duration
-	_, err = leases.Update(t.Context(), lease, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		lease, err := leases.Get(t.Context(), "object-store-operator", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		thief, now, duration := "thief", metav1.NewMicroTime(time.Now()), int32(3)
+		lease.Spec.HolderIdentity, lease.Spec.RenewTime, lease.Spec.AcquireTime, lease.Spec.LeaseDurationSeconds = &thief, &now, &now, &duration
+		_, err = leases.Update(t.Context(), lease, metav1.UpdateOptions{})
+		return err
+	}))
 	require.Eventually(t, func() bool { return counter(t, op, "objectstore_operator_leader") == 0 }, 20*time.Second, 50*time.Millisecond, "leadership lost")
 	require.Eventually(t, func() bool { return counter(t, op, "objectstore_operator_leader") == 1 },
 		20*time.Second, 50*time.Millisecond, "leadership won back")
