@@ -13,9 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
@@ -26,14 +23,11 @@ import (
 	"github.com/object-store-operator/operator/internal/testutil"
 )
 
-// controllerFixture is kubernetes/sample-controller's shape: fake clients
-// preloaded, the ObjectStore informer's indexer filled by hand, one sync
-// called directly and the API actions it took checked. The pull Secret
-// cases never reach a registry.
+// controllerFixture is testutil.FakeAPI with the controller over it; the
+// pull Secret cases never reach a registry.
 type controllerFixture struct {
-	kube    *fake.Clientset
-	dynamic *dynamicfake.FakeDynamicClient
-	c       *Controller
+	*testutil.FakeAPI
+	c *Controller
 }
 
 func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs ...runtime.Object) *controllerFixture {
@@ -43,7 +37,7 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 	t.Cleanup(func() { bs.Close() })
 	fetcher, err := NewFetcher(FetcherConfig{Store: bs, PullTimeout: time.Second})
 	require.NoError(t, err)
-	f := &controllerFixture{kube: fake.NewClientset(objs...)}
+	f := &controllerFixture{FakeAPI: testutil.NewFakeAPI([]*unstructured.Unstructured{store}, objs...)}
 	// The shared Secret cache over a metadata informer that holds objs'
 	// Secrets.
 	meta := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
@@ -52,12 +46,10 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 			require.NoError(t, meta.Add(&metav1.PartialObjectMetadata{ObjectMeta: s.ObjectMeta}))
 		}
 	}
-	f.dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, store)
-	f.dynamic.PrependReactor("patch", "objectstores", testutil.ApplyStatusConditions(f.dynamic, v1.Resource))
 	stores := testutil.SyncedInformer()
 	f.c, err = NewController(ControllerConfig{
-		Secrets: secretcache.NewReader(meta, f.kube, func(map[string][]byte) string { return "" }), Dynamic: f.dynamic, ObjectStores: stores, Fetcher: fetcher, Recorder: record.NewFakeRecorder(10),
+		Secrets: secretcache.NewReader(meta, f.Kube, func(map[string][]byte) string { return "" }), Dynamic: f.Dynamic,
+		ObjectStores: stores, Fetcher: fetcher, Recorder: record.NewFakeRecorder(10),
 		Reasons: reasontest.Spelled(t, Reasons()), Log: zerolog.Nop(),
 	})
 	require.NoError(t, err)
@@ -66,30 +58,14 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 }
 
 func (f *controllerFixture) lead(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go f.c.Lead(ctx)
-	// The term queues every key; these tests sync by hand, so the queue
-	// is emptied for what the syncs queue.
-	require.Eventually(t, func() bool {
+	testutil.Lead(t, f.c.Lead, func() bool {
+		// The term queues every key; these tests sync by hand.
 		return f.c.loop.Term().Context() != nil && f.c.queue.Len() == len(f.c.stores.ListKeys())
-	}, time.Second, time.Millisecond)
+	})
 	for f.c.queue.Len() > 0 {
 		key, _ := f.c.queue.Get()
 		f.c.queue.Done(key)
 	}
-}
-
-func (f *controllerFixture) actions() []string {
-	var out []string
-	for _, a := range append(f.kube.Actions(), f.dynamic.Actions()...) {
-		verb := a.GetVerb() + " " + a.GetResource().Resource
-		if s := a.GetSubresource(); s != "" {
-			verb += "/" + s
-		}
-		out = append(out, verb)
-	}
-	return out
 }
 
 func objectStoreWithImage(image string, pullSecrets ...string) *unstructured.Unstructured {
@@ -101,20 +77,12 @@ func objectStoreWithImage(image string, pullSecrets ...string) *unstructured.Uns
 	if refs != nil {
 		spec["imagePullSecrets"] = refs
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
-		"metadata": map[string]any{"name": "s", "namespace": "t"}, "spec": spec,
-	}}
+	return testutil.UnstructuredObjectStore("t", "s", spec)
 }
 
 func condition(t *testing.T, f *controllerFixture) metav1.Condition {
 	t.Helper()
-	u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
-	require.NoError(t, err)
-	store, err := v1.FromUnstructured(u)
-	require.NoError(t, err)
-	require.Len(t, store.Status.Conditions, 1)
-	return store.Status.Conditions[0]
+	return f.Condition(t, "t", "s")
 }
 
 func TestSyncWithAMissingPullSecretReportsItAndPullsNothing(t *testing.T) {
@@ -122,7 +90,7 @@ func TestSyncWithAMissingPullSecretReportsItAndPullsNothing(t *testing.T) {
 	f.lead(t)
 	err := f.c.sync(context.Background(), "t/s")
 	require.Error(t, err, "retried with backoff: the Secret may be created any time")
-	assert.Equal(t, []string{"patch objectstores/status"}, f.actions(), "the Secret cache knows it is missing: no GET")
+	assert.Equal(t, []string{"patch objectstores/status"}, f.Actions(), "the Secret cache knows it is missing: no GET")
 	c := condition(t, f)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Equal(t, "PullSecretUnusable", c.Reason)
@@ -146,7 +114,7 @@ func TestSyncWithAPullSecretOfTheWrongTypeSaysSo(t *testing.T) {
 func TestSyncWhileFollowingResolvesButWritesNothing(t *testing.T) {
 	f := newControllerFixture(t, objectStoreWithImage("registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", "regcred"))
 	require.Error(t, f.c.sync(context.Background(), "t/s"))
-	assert.Empty(t, f.actions(), "every replica resolves; only the leader writes the condition")
+	assert.Empty(t, f.Actions(), "every replica resolves; only the leader writes the condition")
 	_, ok := f.c.Resolution("t/s", "registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z")
 	assert.True(t, ok, "what it found is kept for when it leads")
 }
@@ -155,7 +123,7 @@ func TestSyncOfAnObjectStoreWithoutImageDoesNothing(t *testing.T) {
 	f := newControllerFixture(t, objectStoreWithImage(""))
 	f.lead(t)
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
-	assert.Empty(t, f.actions())
+	assert.Empty(t, f.Actions())
 }
 
 // storeWithStatus is objectStoreWithImage named name, at generation gen,
@@ -226,7 +194,7 @@ func TestSyncsDoNotWaitForARegistryThatNeverAnswers(t *testing.T) {
 	require.NoError(t, f.c.sync(t.Context(), "t/s"))
 	assert.Less(t, time.Since(start), 500*time.Millisecond, "the sync returned without waiting for the registry")
 	assert.True(t, f.c.pulling("t/s"))
-	assert.Empty(t, f.actions(), "nothing to report yet")
+	assert.Empty(t, f.Actions(), "nothing to report yet")
 	require.NoError(t, f.c.sync(t.Context(), "t/s"), "a second sync finds the pull in flight")
 
 	key, _ := f.c.queue.Get() // queued again when the pull ended (its 1 s deadline)
@@ -248,5 +216,5 @@ func TestPullSecretsAreReadOncePerResourceVersion(t *testing.T) {
 	for range 3 {
 		require.Error(t, f.c.sync(context.Background(), "t/s"))
 	}
-	assert.Equal(t, []string{"get secrets"}, f.actions(), "one GET for three syncs")
+	assert.Equal(t, []string{"get secrets"}, f.Actions(), "one GET for three syncs")
 }

@@ -3,7 +3,6 @@ package mountsecret
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -13,11 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
@@ -25,17 +20,15 @@ import (
 	"github.com/object-store-operator/operator/internal/testutil"
 )
 
-// fixture is kubernetes/sample-controller's: fake clients preloaded with
-// the objects, the informers' indexers filled by hand (never started),
-// one sync called directly, and the API actions it took checked.
+// fixture is testutil.FakeAPI with the controller over it and its
+// informers (never started; catchUp fills them).
 type fixture struct {
-	t       *testing.T
-	kube    *fake.Clientset
-	dynamic *dynamicfake.FakeDynamicClient
-	meta    cache.SharedIndexInformer // Secrets, metadata only
-	stores  cache.SharedIndexInformer
-	sets    cache.SharedIndexInformer
-	c       *Controller
+	*testutil.FakeAPI
+	t      *testing.T
+	meta   cache.SharedIndexInformer // Secrets, metadata only
+	stores cache.SharedIndexInformer
+	sets   cache.SharedIndexInformer
+	c      *Controller
 }
 
 // catchUp does what the informers would after the sync's writes: the
@@ -43,21 +36,20 @@ type fixture struct {
 // caches.
 func (f *fixture) catchUp() {
 	f.t.Helper()
-	secrets, err := f.kube.CoreV1().Secrets("t").List(context.Background(), metav1.ListOptions{})
+	secrets, err := f.Kube.CoreV1().Secrets("t").List(context.Background(), metav1.ListOptions{})
 	require.NoError(f.t, err)
 	for i := range secrets.Items {
 		require.NoError(f.t, f.meta.GetIndexer().Update(&metav1.PartialObjectMetadata{ObjectMeta: secrets.Items[i].ObjectMeta}))
 	}
-	u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
+	u, err := f.Dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
 	require.NoError(f.t, err)
 	require.NoError(f.t, f.stores.GetIndexer().Update(u))
-	sets, err := f.kube.AppsV1().StatefulSets("t").List(context.Background(), metav1.ListOptions{})
+	sets, err := f.Kube.AppsV1().StatefulSets("t").List(context.Background(), metav1.ListOptions{})
 	require.NoError(f.t, err)
 	for i := range sets.Items {
 		require.NoError(f.t, f.sets.GetIndexer().Update(&sets.Items[i]))
 	}
-	f.kube.ClearActions()
-	f.dynamic.ClearActions()
+	f.ClearActions()
 }
 
 type staticCA []byte
@@ -82,19 +74,14 @@ func newFixtureWith(t *testing.T, configure func(*Config), store *unstructured.U
 	for _, s := range sets {
 		objs = append(objs, s)
 	}
-	f := &fixture{t: t, kube: fake.NewClientset(objs...)}
-	f.meta = cache.NewSharedIndexInformer(&cache.ListWatch{}, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
-	f.stores = cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
-	scheme := runtime.NewScheme()
-	f.dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
-		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, store)
-	f.dynamic.PrependReactor("patch", "objectstores", testutil.ApplyStatusConditions(f.dynamic, v1.Resource))
-
+	f := &fixture{t: t, FakeAPI: testutil.NewFakeAPI([]*unstructured.Unstructured{store}, objs...)}
+	f.meta = testutil.Informer(&metav1.PartialObjectMetadata{})
+	f.stores = testutil.Informer(&unstructured.Unstructured{})
 	stores, meta := f.stores, f.meta
-	factory := informers.NewSharedInformerFactory(f.kube, 0)
+	factory := informers.NewSharedInformerFactory(f.Kube, 0)
 	f.sets = factory.Apps().V1().StatefulSets().Informer()
 	cfg := Config{
-		Kube: f.kube, Dynamic: f.dynamic, Secrets: meta, StatefulSets: factory.Apps().V1().StatefulSets(),
+		Kube: f.Kube, Dynamic: f.Dynamic, Secrets: meta, StatefulSets: factory.Apps().V1().StatefulSets(),
 		ObjectStores: stores, OperatorCA: staticCA("operator-ca"), Recorder: record.NewFakeRecorder(10), Log: zerolog.Nop(),
 	}
 	if configure != nil {
@@ -115,30 +102,7 @@ func newFixtureWith(t *testing.T, configure func(*Config), store *unstructured.U
 
 // lead makes the controller act as the leader for the rest of the test.
 func (f *fixture) lead() {
-	ctx, cancel := context.WithCancel(context.Background())
-	f.t.Cleanup(cancel)
-	go f.c.loop.Term().Lead(ctx, nil)
-	require.Eventually(f.t, func() bool { return f.c.loop.Term().Context() != nil }, time.Second, time.Millisecond)
-}
-
-// actions lists the API calls made since the last call, as "verb resource".
-func (f *fixture) actions() []string {
-	var out []string
-	for _, list := range [][]k8stesting.Action{f.kube.Actions(), f.dynamic.Actions()} {
-		for _, a := range list {
-			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+subresource(a))
-		}
-	}
-	f.kube.ClearActions()
-	f.dynamic.ClearActions()
-	return out
-}
-
-func subresource(a k8stesting.Action) string {
-	if s := a.GetSubresource(); s != "" {
-		return "/" + s
-	}
-	return ""
+	testutil.Lead(f.t, func(ctx context.Context) { f.c.loop.Term().Lead(ctx, nil) }, func() bool { return f.c.loop.Term().Context() != nil })
 }
 
 func objectStore(refs ...string) *unstructured.Unstructured {
@@ -146,11 +110,9 @@ func objectStore(refs ...string) *unstructured.Unstructured {
 	for _, r := range refs {
 		server = append(server, map[string]any{"name": r})
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
-		"metadata": map[string]any{"name": "s", "namespace": "t", "uid": "uid-of-s"},
-		"spec":     map[string]any{"certificates": map[string]any{"server": server}},
-	}}
+	u := testutil.UnstructuredObjectStore("t", "s", map[string]any{"certificates": map[string]any{"server": server}})
+	u.SetUID("uid-of-s")
+	return u
 }
 
 func tenantStatefulSet() *appsv1.StatefulSet {
@@ -171,8 +133,8 @@ func TestSyncCreatesTheSecretRollsThePodsAndSaysSo(t *testing.T) {
 		"create secrets",            // s-generated
 		"patch statefulsets",        // the restart annotation
 		"patch objectstores/status", // CertificatesReady=True, applied
-	}, f.actions())
-	gen, err := f.kube.CoreV1().Secrets("t").Get(context.Background(), "s-generated", metav1.GetOptions{})
+	}, f.Actions())
+	gen, err := f.Kube.CoreV1().Secrets("t").Get(context.Background(), "s-generated", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, cert, gen.Data[KeyPublicCert])
 	assert.Equal(t, []byte("operator-ca"), gen.Data[KeyOperatorCA])
@@ -181,25 +143,20 @@ func TestSyncCreatesTheSecretRollsThePodsAndSaysSo(t *testing.T) {
 	// Level-based: the same world again (a resync, a restart) is no news.
 	f.catchUp()
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
-	assert.Empty(t, f.actions(), "nothing changed: no read, no write")
+	assert.Empty(t, f.Actions(), "nothing changed: no read, no write")
 }
 
 func TestSyncWhileFollowingDoesNothing(t *testing.T) {
 	f := newFixture(t, objectStore("s-tls"), nil, nil)
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
-	assert.Empty(t, f.actions(), "only the leader reads and writes")
+	assert.Empty(t, f.Actions(), "only the leader reads and writes")
 }
 
 func TestSyncOfAMissingSecretWritesOnlyTheCondition(t *testing.T) {
 	f := newFixture(t, objectStore("absent"), nil, []*appsv1.StatefulSet{tenantStatefulSet()})
 	f.lead()
 	require.NoError(t, f.c.sync(context.Background(), "t/s"), "nothing to retry: the Secret's creation syncs again")
-	assert.Equal(t, []string{"patch objectstores/status"}, f.actions(),
+	assert.Equal(t, []string{"patch objectstores/status"}, f.Actions(),
 		"no GET for a Secret the informer does not know, no generated Secret, no roll")
-	u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
-	require.NoError(t, err)
-	store, err := v1.FromUnstructured(u)
-	require.NoError(t, err)
-	require.Len(t, store.Status.Conditions, 1)
-	assert.Equal(t, "SecretNotFound", store.Status.Conditions[0].Reason)
+	assert.Equal(t, "SecretNotFound", f.Condition(t, "t", "s").Reason)
 }

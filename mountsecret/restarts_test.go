@@ -131,21 +131,21 @@ func rotatedFixture(t *testing.T, configure func(*Config), annotations map[strin
 	require.NoError(t, f.c.sync(context.Background(), "t/s"), "the first restart ends")
 	_, held := f.c.restarts.since("t/s")
 	require.False(t, held)
-	f.actions()
+	f.Actions()
 	drain(f)
 
 	cert2, key2 := pair(t, "s.t.svc")
 	tls = tls.DeepCopy()
 	tls.ResourceVersion = "2"
 	tls.Data = map[string][]byte{"tls.crt": cert2, "tls.key": key2}
-	_, err := f.kube.CoreV1().Secrets("t").Update(context.Background(), tls, metav1.UpdateOptions{})
+	_, err := f.Kube.CoreV1().Secrets("t").Update(context.Background(), tls, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, f.meta.GetIndexer().Update(&metav1.PartialObjectMetadata{ObjectMeta: tls.ObjectMeta}))
 	if annotations != nil {
-		u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
+		u, err := f.Dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.NoError(t, unstructured.SetNestedField(u.Object, annotations, "metadata", "annotations"))
-		_, err = f.dynamic.Resource(v1.Resource).Namespace("t").Update(context.Background(), u, metav1.UpdateOptions{})
+		_, err = f.Dynamic.Resource(v1.Resource).Namespace("t").Update(context.Background(), u, metav1.UpdateOptions{})
 		require.NoError(t, err)
 	}
 	f.catchUp()
@@ -183,7 +183,7 @@ func drain(f *fixture) []string {
 func TestARestartIsOneEventSayingWhatChanged(t *testing.T) {
 	f, _ := rotatedFixture(t, nil, nil)
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
-	assert.Equal(t, []string{"get secrets", "update secrets", "patch statefulsets"}, f.actions()[:3])
+	assert.Equal(t, []string{"get secrets", "update secrets", "patch statefulsets"}, f.Actions()[:3])
 	events := drain(f)
 	restarts := slices.DeleteFunc(slices.Clone(events), func(e string) bool { return !strings.HasPrefix(e, "Normal Restarting ") })
 	require.Len(t, restarts, 1, "one Event per restart: %v", events)
@@ -194,7 +194,7 @@ func TestARestartIsOneEventSayingWhatChanged(t *testing.T) {
 func TestPausedRestartsLeaveTheSecretAndThePodsAsTheyWere(t *testing.T) {
 	f, _ := rotatedFixture(t, nil, map[string]any{v1.RestartsPausedAnnotation: "true"})
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
-	assert.Equal(t, []string{"get secrets", "patch objectstores/status"}, f.actions(),
+	assert.Equal(t, []string{"get secrets", "patch objectstores/status"}, f.Actions(),
 		"the new data is read; only the condition is written")
 	c := certificatesReady(t, f)
 	assert.Equal(t, ReasonRestartsPaused, c.Reason)
@@ -210,7 +210,7 @@ func TestATenantWaitsForARestartSlotAndGetsItWhenTheHolderIsReady(t *testing.T) 
 	require.True(t, ok)
 
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
-	assert.Equal(t, []string{"get secrets", "patch objectstores/status"}, f.actions(), "nothing restarted")
+	assert.Equal(t, []string{"get secrets", "patch objectstores/status"}, f.Actions(), "nothing restarted")
 	c := certificatesReady(t, f)
 	assert.Equal(t, ReasonRestartQueued, c.Reason)
 	assert.Contains(t, c.Message, "u/other")
@@ -219,7 +219,7 @@ func TestATenantWaitsForARestartSlotAndGetsItWhenTheHolderIsReady(t *testing.T) 
 	assert.Equal(t, 1, f.c.queue.Len(), "the waiting tenant is queued again")
 	f.catchUp()
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
-	assert.Contains(t, f.actions(), "patch statefulsets")
+	assert.Contains(t, f.Actions(), "patch statefulsets")
 	_, held := f.c.restarts.since("t/s")
 	assert.True(t, held, "the tenant holds the slot while its pods restart")
 
@@ -235,7 +235,7 @@ func TestATenantWaitsForARestartSlotAndGetsItWhenTheHolderIsReady(t *testing.T) 
 
 func certificatesReady(t *testing.T, f *fixture) metav1.Condition {
 	t.Helper()
-	u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
+	u, err := f.Dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
 	require.NoError(t, err)
 	store, err := v1.FromUnstructured(u)
 	require.NoError(t, err)
@@ -275,7 +275,7 @@ func tenantHoldsTheSlot(t *testing.T, clk *clocktesting.FakePassiveClock) *fixtu
 	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = 10 * time.Minute; c.Clock = clk }
 	f, _ := rotatedFixture(t, one, nil)
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
-	require.Contains(t, f.actions(), "patch statefulsets")
+	require.Contains(t, f.Actions(), "patch statefulsets")
 	f.catchUp()
 	drain(f)
 	_, held := f.c.restarts.since("t/s")
@@ -289,7 +289,7 @@ func tenantHoldsTheSlot(t *testing.T, clk *clocktesting.FakePassiveClock) *fixtu
 func TestATenantThatBreaksItsSecretWhileRestartingStillGivesItsSlotUpAfterTheTimeout(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	f := tenantHoldsTheSlot(t, clk)
-	require.NoError(t, f.kube.CoreV1().Secrets("t").Delete(context.Background(), "s-tls", metav1.DeleteOptions{}))
+	require.NoError(t, f.Kube.CoreV1().Secrets("t").Delete(context.Background(), "s-tls", metav1.DeleteOptions{}))
 	require.NoError(t, f.meta.GetIndexer().Delete(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "s-tls", Namespace: "t"}}))
 
 	clk.SetTime(clk.Now().Add(10 * time.Minute))
@@ -309,16 +309,16 @@ func TestATimedOutTenantDoesNotTakeItsSlotAgainWhileOthersWait(t *testing.T) {
 	ok, _ := f.c.restarts.begin("u/next")
 	require.False(t, ok, "u/next waits for the slot")
 
-	s, err := f.kube.AppsV1().StatefulSets("t").Get(context.Background(), "s-pool-0", metav1.GetOptions{})
+	s, err := f.Kube.AppsV1().StatefulSets("t").Get(context.Background(), "s-pool-0", metav1.GetOptions{})
 	require.NoError(t, err)
 	s.Spec.Template.Annotations[RestartAnnotation] = "tenant-edit"
-	_, err = f.kube.AppsV1().StatefulSets("t").Update(context.Background(), s, metav1.UpdateOptions{})
+	_, err = f.Kube.AppsV1().StatefulSets("t").Update(context.Background(), s, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	f.catchUp()
 
 	clk.SetTime(clk.Now().Add(10 * time.Minute))
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
-	assert.NotContains(t, f.actions(), "patch statefulsets", "t/s does not restart again ahead of the waiting tenant")
+	assert.NotContains(t, f.Actions(), "patch statefulsets", "t/s does not restart again ahead of the waiting tenant")
 	assert.Equal(t, ReasonRestartQueued, certificatesReady(t, f).Reason)
 	ok, holders := f.c.restarts.begin("u/next")
 	assert.True(t, ok, "the waiting tenant gets the slot; held by %v", holders)
@@ -396,7 +396,7 @@ func TestATenantThatNoLongerNeedsARestartStopsWaiting(t *testing.T) {
 	require.Equal(t, ReasonRestartQueued, certificatesReady(t, f).Reason)
 	f.catchUp()
 
-	require.NoError(t, f.kube.AppsV1().StatefulSets("t").Delete(context.Background(), "s-pool-0", metav1.DeleteOptions{}))
+	require.NoError(t, f.Kube.AppsV1().StatefulSets("t").Delete(context.Background(), "s-pool-0", metav1.DeleteOptions{}))
 	require.NoError(t, f.sets.GetIndexer().Delete(tenantStatefulSet()))
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
 	assert.Equal(t, ReasonCertificatesAssembled, certificatesReady(t, f).Reason)
@@ -471,7 +471,7 @@ func TestARestartWhoseWritesFailIsLookedAtWhenItTimesOut(t *testing.T) {
 	f, _ := rotatedFixture(t, one, nil)
 	// Short from here: the fixture's first restart looks again in an hour.
 	f.c.restarts.timeout = 200 * time.Millisecond
-	f.kube.PrependReactor("patch", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+	f.Kube.PrependReactor("patch", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(appsv1.Resource("statefulsets"), "s-pool-0", errors.New("an admission policy"))
 	})
 	require.Error(t, f.c.sync(context.Background(), "t/s"))
@@ -488,16 +488,16 @@ func TestARestartWhoseWritesFailIsLookedAtWhenItTimesOut(t *testing.T) {
 func TestARestartWaitsForTheTenantsWindow(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 25, 1, 30, 0, 0, time.UTC))
 	f, _ := rotatedFixture(t, func(c *Config) { c.Clock = clk }, nil)
-	u, err := f.dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
+	u, err := f.Dynamic.Resource(v1.Resource).Namespace("t").Get(context.Background(), "s", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NoError(t, unstructured.SetNestedStringMap(u.Object, map[string]string{"schedule": "0 2 * * *", "duration": "1h"},
 		"spec", "updates", "window"))
-	_, err = f.dynamic.Resource(v1.Resource).Namespace("t").Update(context.Background(), u, metav1.UpdateOptions{})
+	_, err = f.Dynamic.Resource(v1.Resource).Namespace("t").Update(context.Background(), u, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	f.catchUp()
 
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
-	assert.Equal(t, []string{"get secrets", "patch objectstores/status"}, f.actions(), "outside the window: only the condition")
+	assert.Equal(t, []string{"get secrets", "patch objectstores/status"}, f.Actions(), "outside the window: only the condition")
 	c := certificatesReady(t, f)
 	assert.Equal(t, ReasonOutsideWindow, c.Reason)
 	assert.Contains(t, c.Message, "2026-11-25T02:00:00Z", "when the window opens")
@@ -505,6 +505,6 @@ func TestARestartWaitsForTheTenantsWindow(t *testing.T) {
 	f.catchUp()
 	clk.SetTime(time.Date(2026, 11, 25, 2, 10, 0, 0, time.UTC))
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
-	assert.Contains(t, f.actions(), "patch statefulsets", "inside the window the restart goes ahead")
+	assert.Contains(t, f.Actions(), "patch statefulsets", "inside the window the restart goes ahead")
 	assert.Equal(t, ReasonCertificatesAssembled, certificatesReady(t, f).Reason)
 }

@@ -1,7 +1,6 @@
 package upgradeserver
 
 import (
-	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -15,13 +14,7 @@ import (
 )
 
 // testKey signs every release these tests write; the test stores trust it.
-var testKey = func() binstoretest.Key {
-	pub, priv, err := minisign.GenerateKey(rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	return binstoretest.Key{Public: pub, Private: priv}
-}()
+var testKey = binstoretest.PackageKey()
 
 // writeRelease lays out a signed release under dir/platform, as MinIO's
 // release directories do, and returns its SHA-256.

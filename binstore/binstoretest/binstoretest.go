@@ -31,6 +31,17 @@ func NewKey(t testing.TB) Key {
 	return Key{Public: pub, Private: priv}
 }
 
+// PackageKey makes a key pair for a package's tests to share, where no
+// testing.TB exists yet (a package-level var); it panics only if the
+// system's random source fails.
+func PackageKey() Key {
+	pub, priv, err := minisign.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return Key{Public: pub, Private: priv}
+}
+
 // PublicString is the one-line form MINIO_UPDATE_MINISIGN_PUBKEY takes.
 func (k Key) PublicString() string { return k.Public.String() }
 

@@ -1,7 +1,7 @@
 // Package testutil holds what the tests of several packages need: a log
 // buffer safe for concurrent writers, certificate makers, free loopback
-// ports, and server-side apply of conditions for fake dynamic clients.
-// Only tests import it.
+// ports, server-side apply of conditions for fake dynamic clients, and the
+// controllers' fake-API fixture (FakeAPI). Only tests import it.
 package testutil
 
 import (

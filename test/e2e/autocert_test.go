@@ -57,6 +57,13 @@ func k8sEnv(ns string, extra ...string) []string {
 	}, extra...)
 }
 
+// soloEnv is k8sEnv for an operator that reconciles no ObjectStore but
+// those of its own namespace (none): a test that runs it may run in
+// parallel with tests whose tenants it would otherwise act on.
+func soloEnv(ns string, extra ...string) []string {
+	return k8sEnv(ns, append([]string{"OPERATOR_WATCH_NAMESPACES=" + ns}, extra...)...)
+}
+
 // operatorCSRs lists the CSRs autocert filed for namespace ns.
 func operatorCSRs(t *testing.T, ns string) []certificatesv1.CertificateSigningRequest {
 	t.Helper()
@@ -141,12 +148,12 @@ func secretLeaf(t *testing.T, s *corev1.Secret) *x509.Certificate {
 }
 
 func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
 	csrs := recordCSRs(t, ns)
 	start := time.Now()
-	op := startOperator(t, k8sEnv(ns))
+	op := startOperator(t, soloEnv(ns))
 	t.Logf("operator start -> kubelet-signed certificate served: %s", time.Since(start).Round(time.Millisecond))
-	assert.Contains(t, op.logs.String(), "Upgrade server Autocert is enabled, starting certificate setup")
 
 	leaf, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err, "the served certificate verifies against the kubelet-serving CA for the service name")
@@ -182,7 +189,7 @@ func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 
 	op.stop()
-	again := startOperator(t, k8sEnv(ns))
+	again := startOperator(t, soloEnv(ns))
 	reused, err := servedLeaf(again, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err)
 	assert.Equal(t, leaf.SerialNumber, reused.SerialNumber, "restart serves the stored certificate")
@@ -190,10 +197,11 @@ func TestAutocertColdStartThenRestartReusesTheSecret(t *testing.T) {
 }
 
 func TestAutocertRenewsWithoutAFailedHandshake(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
 	// The signer issues exactly the requested 10 min; renewing 9m57s before
 	// expiry renews about every 3 s.
-	op := startOperator(t, k8sEnv(ns, "OPERATOR_AUTOCERT_EXPIRATION=10m", "OPERATOR_AUTOCERT_RENEW_BEFORE=9m57s"))
+	op := startOperator(t, soloEnv(ns, "OPERATOR_AUTOCERT_EXPIRATION=10m", "OPERATOR_AUTOCERT_RENEW_BEFORE=9m57s"))
 	first, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err)
 
@@ -223,8 +231,9 @@ func TestAutocertRenewsWithoutAFailedHandshake(t *testing.T) {
 }
 
 func TestAutocertDeniedCSRIsExplainedAndRetried(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
-	op := launchOperator(t, k8sEnv(ns, "OPERATOR_AUTOCERT_APPROVE=off"))
+	op := launchOperator(t, soloEnv(ns, "OPERATOR_AUTOCERT_APPROVE=off"))
 	cs := adminClient(t)
 	var denied atomic.Value
 	require.Eventually(t, func() bool {
@@ -241,12 +250,13 @@ func TestAutocertDeniedCSRIsExplainedAndRetried(t *testing.T) {
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond)
 	name := denied.Load().(string)
-	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), "CSR "+name+" was denied") }, 10*time.Second, 20*time.Millisecond)
-	logs := op.logs.String()
-	assert.Contains(t, logs, `"csr":"`+name+`"`)
-	assert.Contains(t, logs, `"signer":"kubernetes.io/kubelet-serving"`)
-	assert.Contains(t, logs, "not on the allow list")
-	assert.Contains(t, logs, "OPERATOR_CUSTOM_TLS_SECRET_NAME", "the remedy")
+	require.Eventually(t, func() bool { return counter(t, op, `objectstore_operator_csr_total{outcome="denied"}`) >= 1 }, 10*time.Second, 20*time.Millisecond)
+	// docs/troubleshooting.md: grep "autocert could not get a serving certificate".
+	line := op.waitDocumentedLine(t, "autocert could not get a serving certificate", "CSR "+name+" was denied")
+	assert.Contains(t, line, `"csr":"`+name+`"`)
+	assert.Contains(t, line, `"signer":"kubernetes.io/kubelet-serving"`)
+	assert.Contains(t, line, "not on the allow list")
+	assert.Contains(t, line, "OPERATOR_CUSTOM_TLS_SECRET_NAME", "the remedy")
 	assert.True(t, op.alive(), "a denied CSR never stops the operator")
 	require.Eventually(t, func() bool {
 		_, err := cs.CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
@@ -256,23 +266,26 @@ func TestAutocertDeniedCSRIsExplainedAndRetried(t *testing.T) {
 }
 
 func TestAutocertSignerThatNeverSignsTimesOut(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
-	op := launchOperator(t, k8sEnv(ns, "OPERATOR_CSR_SIGNER_NAME=example.com/nobody", "OPERATOR_AUTOCERT_TIMEOUT=2s"))
-	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), "not signed within 2s") }, 15*time.Second, 50*time.Millisecond)
-	logs := op.logs.String()
-	assert.Contains(t, logs, "for signer example.com/nobody")
-	assert.Contains(t, logs, "approved but not signed")
+	op := launchOperator(t, soloEnv(ns, "OPERATOR_CSR_SIGNER_NAME=example.com/nobody", "OPERATOR_AUTOCERT_TIMEOUT=2s"))
+	require.Eventually(t, func() bool { return counter(t, op, `objectstore_operator_csr_total{outcome="timeout"}`) >= 1 }, 15*time.Second, 50*time.Millisecond)
+	// docs/troubleshooting.md: grep "autocert could not get a serving certificate".
+	line := op.waitDocumentedLine(t, "autocert could not get a serving certificate", "not signed within 2s")
+	assert.Contains(t, line, "for signer example.com/nobody")
+	assert.Contains(t, line, "approved but not signed")
 	assert.True(t, op.alive())
 	assert.False(t, op.ready())
 }
 
 func TestServingCASecretGivesPodsTheRightCA(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
 	// docs/tls.md's command.
 	caFile := filepath.Join(t.TempDir(), "kubelet-ca.crt")
 	require.NoError(t, os.WriteFile(caFile, testCluster.KubeletServingCA, 0o600))
 	kubectl(t, "create", "secret", "generic", "kubelet-serving-ca", "-n", ns, "--from-file=ca.crt="+caFile)
-	op := startOperator(t, k8sEnv(ns, "OPERATOR_SERVING_CA_SECRET=kubelet-serving-ca"))
+	op := startOperator(t, soloEnv(ns, "OPERATOR_SERVING_CA_SECRET=kubelet-serving-ca"))
 
 	secret, err := adminClient(t).CoreV1().Secrets(ns).Get(t.Context(), autocertSecret, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -289,8 +302,9 @@ func curl(op *operator, host, caFile string) ([]byte, error) {
 // TestAutocertApprovalByAnAdmin is docs/troubleshooting.md's flow with
 // OPERATOR_AUTOCERT_APPROVE=off: an admin approves with kubectl.
 func TestAutocertApprovalByAnAdmin(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
-	op := launchOperator(t, k8sEnv(ns, "OPERATOR_AUTOCERT_APPROVE=off"))
+	op := launchOperator(t, soloEnv(ns, "OPERATOR_AUTOCERT_APPROVE=off"))
 	var name string
 	require.Eventually(t, func() bool {
 		if csrs := operatorCSRs(t, ns); len(csrs) > 0 {

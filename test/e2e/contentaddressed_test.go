@@ -139,7 +139,8 @@ func TestRelabelledBinaryCannotTakeAnotherTenantsRelease(t *testing.T) {
 // same signed binary under five release labels; the store grows by about
 // one copy, and each tenant's URL serves it under its own release name.
 func TestOneBinaryUnderFiveLabelsIsStoredOnce(t *testing.T) {
-	e := newBinEnv(t)
+	t.Parallel()
+	e := newSoloBinEnv(t)
 	content := randomBytes(t, 8<<20)
 	before := du(t, e.updateDir)
 	for i := range 5 {

@@ -30,13 +30,14 @@ func waitServed(t testing.TB, op *operator, ns string, serial *big.Int) time.Dur
 }
 
 func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T) {
+	t.Parallel()
 	ns := operatorNamespace(t)
 	names := serviceDNSNames(ns)
 	now := time.Now()
 	certPEM, keyPEM, serial := testutil.KeyPair(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
 	// cert-manager's shape: kubernetes.io/tls keys plus ca.crt.
 	putNamedSecret(t, ns, customSecret, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": certPEM})
-	op := startOperator(t, k8sEnv(ns, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret))
+	op := startOperator(t, soloEnv(ns, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret))
 	waitServed(t, op, ns, serial)
 
 	var line string
@@ -49,7 +50,8 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 	assert.Contains(t, line, customSecret)
 	assert.Contains(t, line, names[0])
 	assert.Contains(t, line, "notAfter")
-	assert.NotContains(t, op.logs.String(), "Autocert is enabled")
+	assert.Equal(t, 1.0, counter(t, op, `objectstore_operator_serving_certificate_source{source="custom certificate"}`))
+	assert.Zero(t, counter(t, op, `objectstore_operator_serving_certificate_source{source="autocert certificate"}`))
 	assert.Empty(t, operatorCSRs(t, ns), "custom mode files no CSR")
 
 	// MinIO-style keys work too, and the change is live.
@@ -89,7 +91,8 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
 			putNamedSecret(t, ns, customSecret, tt.data)
-			require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), tt.reason) }, 5*time.Second, 10*time.Millisecond)
+			// docs/troubleshooting.md: grep for "rejected"; the reason says why.
+			op.waitDocumentedLine(t, "TLS custom certificate rejected", tt.reason)
 			leaf, err := servedLeaf(op, ns, nil)
 			require.NoError(t, err)
 			assert.Equal(t, serial2, leaf.SerialNumber, "the last good certificate keeps serving")
@@ -98,7 +101,8 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 	}
 	t.Run("Secret deleted", func(t *testing.T) {
 		require.NoError(t, adminClient(t).CoreV1().Secrets(ns).Delete(t.Context(), customSecret, metav1.DeleteOptions{}))
-		require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), "does not exist") }, 5*time.Second, 10*time.Millisecond)
+		op.waitDocumentedLine(t, "TLS custom certificate rejected", "does not exist")
+		assert.Equal(t, 1.0, counter(t, op, `objectstore_operator_serving_certificate_rejected_total{reason="deleted"}`))
 		leaf, err := servedLeaf(op, ns, nil)
 		require.NoError(t, err)
 		assert.Equal(t, serial2, leaf.SerialNumber)
@@ -111,6 +115,7 @@ func TestCustomCertificateFromSecretIsLiveAndBadOnesNeverReplaceIt(t *testing.T)
 }
 
 func TestPlainHTTPWhenAutocertDisabledWithoutSecret(t *testing.T) {
+	t.Parallel() // no Kubernetes, nothing shared
 	dir := t.TempDir()
 	op := startOperator(t, []string{"OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_UPDATE_DIR=" + dir})
 	out, err := execOutput("curl", "-sS", "--fail", "http://"+op.upgradeAddr+"/webhook/v1/update")

@@ -105,6 +105,10 @@ func auditedRequests(t testing.TB, from, to time.Time) []auditEvent {
 // rate while it recovers stays bounded (counted in the audit log).
 func TestControlPlaneOutageWithCompaction(t *testing.T) {
 	ensureCRD(t)
+	// Earlier tests' namespaces go first: a namespace whose deletion meets
+	// the outage is retried by the namespace controller with a backoff of
+	// minutes, and its ObjectStores hold up the next test that quiesces.
+	quiesce(t, "")
 	env := auditedOperatorEnv(t)
 	opNS := cluster.AuditedNamespace
 	start := time.Now()

@@ -107,6 +107,7 @@ func countingServer(t *testing.T, answer http.HandlerFunc) (*httptest.Server, *a
 // request reaches the metadata server, and neither its address nor
 // anything of either body reaches the ObjectStore's status or Events.
 func TestEndpointRedirectToMetadataReachesNothing(t *testing.T) {
+	t.Parallel()
 	const metadataSecret = "NODE-CREDENTIALS-AKIAEXAMPLE"
 	const redirectMarker = "REDIRECT-BODY-MARKER"
 	// Answered as a metadata service answers a request it does not like
@@ -122,7 +123,7 @@ func TestEndpointRedirectToMetadataReachesNothing(t *testing.T) {
 		w.WriteHeader(http.StatusTemporaryRedirect)
 		fmt.Fprintf(w, "<a href=%q>%s</a>", target, redirectMarker)
 	})
-	e := newBinEnv(t, "OPERATOR_ALLOWED_UPDATE_ENDPOINTS=127.0.0.0/8")
+	e := newSoloBinEnv(t, "OPERATOR_ALLOWED_UPDATE_ENDPOINTS=127.0.0.0/8")
 	endpointTenant(t, e, "redirected", redirector.URL)
 
 	c := waitVersionReason(t, e.tenantNS, "redirected", "TenantUnreachable")
@@ -146,10 +147,11 @@ func TestEndpointRedirectToMetadataReachesNothing(t *testing.T) {
 // before anything is dialled; VersionCurrent says so and what the platform
 // can allow.
 func TestEndpointInAnotherNamespaceIsRefused(t *testing.T) {
+	t.Parallel()
 	local, localHits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusForbidden)
 	})
-	e := newBinEnv(t)
+	e := newSoloBinEnv(t)
 	endpointTenant(t, e, "elsewhere", "https://minio.other-ns.svc.cluster.local:9000")
 	endpointTenant(t, e, "on-loopback", local.URL)
 

@@ -36,7 +36,8 @@ import (
 // pulls every image). The layer is refused as ImageTooLarge, naming the
 // window, and the operator's peak RSS stays under 128 MiB.
 func TestZstdWindowBombFromSixteenKiBIsRefusedWithinMemory(t *testing.T) {
-	e := newBinEnv(t)
+	t.Parallel()
+	e := newSoloBinEnv(t)
 	bomb := zstdWindowBomb(29, 512<<20)
 	require.Less(t, len(bomb), 17<<10, "the bomb is about 16 KiB")
 	image := e.reg.pushLayerImage(t, "minio/bomb:"+release, bomb, types.OCILayerZStd)
@@ -189,7 +190,8 @@ func listenSilently(t testing.TB) *silentListener {
 // no condition and no Event; what a registry's own errors[] say appears
 // bounded, and never a raw body.
 func TestRegistryRedirectToAnInternalServerLeaksNothing(t *testing.T) {
-	e := newBinEnv(t)
+	t.Parallel()
+	e := newSoloBinEnv(t)
 	const marker = "INTERNAL-SECRET-7f3a9c"
 	now := time.Now()
 
@@ -303,7 +305,8 @@ func TestRegistryRedirectToAnInternalServerLeaksNothing(t *testing.T) {
 // AuthFailed naming the realm's host, the internal server is never
 // contacted, and nothing of it reaches the registry.
 func TestATokenServiceOnAnotherHostThanTheRegistryIsNotAsked(t *testing.T) {
-	e := newBinEnv(t)
+	t.Parallel()
+	e := newSoloBinEnv(t)
 	const marker = "INTERNAL-TOKEN-5e1d"
 	now := time.Now()
 	internalCert, internalKey, _ := testutil.KeyPair(t, nil, []string{"localhost"}, now.Add(-time.Hour), now.Add(time.Hour))

@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,7 +20,32 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// Tests that call t.Parallel mostly wait (operators starting, CSRs,
+	// pulls); those that run MinIO clusters also take a minioSlot. Unless
+	// -parallel is given, up to 6 run at once.
+	parallelGiven := false
+	flag.Visit(func(f *flag.Flag) { parallelGiven = parallelGiven || f.Name == "test.parallel" })
+	if !parallelGiven {
+		_ = flag.Set("test.parallel", "6")
+	}
 	os.Exit(run(m))
+}
+
+// minioSlots bounds the parallel tests that run MinIO (a cluster of four
+// processes, or make run's): their start-up and warm-up are CPU-bound, so
+// more than two at once on a 2-core machine only slows each down.
+var minioSlots = make(chan struct{}, 2)
+
+// minioSlot holds one of minioSlots until the test ends.
+func minioSlot(t testing.TB) {
+	t.Helper()
+	select {
+	case minioSlots <- struct{}{}:
+	case <-t.Context().Done():
+		t.Fatal("no MinIO slot before the test ended")
+	}
+	t.Cleanup(func() { <-minioSlots })
 }
 
 func run(m *testing.M) int {

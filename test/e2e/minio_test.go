@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -75,8 +76,8 @@ func startMinIO(t testing.TB, ports []int, releases []string, certs map[string][
 		require.NoError(t, err)
 		n := &minioNode{logs: &testutil.LockedBuffer{}, done: make(chan struct{})}
 		args := append([]string{"server", "--address", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--certs-dir", filepath.Join(dir, "certs")}, endpoints...)
-		n.cmd = exec.Command(bin, args...)
-		n.cmd.Env = append(os.Environ(),
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(),
 			"MINIO_ROOT_USER="+m.user, "MINIO_ROOT_PASSWORD="+m.pass,
 			"MINIO_UPDATE_MINISIGN_PUBKEY="+testKey.PublicString(),
 			"MINIO_CI_CD=on", "MINIO_BROWSER=off", "HOME="+dir,
@@ -84,10 +85,23 @@ func startMinIO(t testing.TB, ports []int, releases []string, certs map[string][
 			// resolve to something else; this names the node's own
 			// endpoint, as a pod's host name would.
 			fmt.Sprintf("_MINIO_SERVER_LOCAL=127.0.0.1:%d", ports[i]))
-		n.cmd.Env = append(n.cmd.Env, env...)
-		n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
-		n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		require.NoError(t, n.cmd.Start())
+		cmd.Env = append(cmd.Env, env...)
+		cmd.Stdout, cmd.Stderr = n.logs, n.logs
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		// The binary was just written: a process that a parallel test
+		// forks meanwhile holds its write descriptor until it execs, and
+		// exec fails with "text file busy" (golang/go#22315). Try again
+		// with a fresh Cmd, briefly.
+		for attempt := 0; ; attempt++ {
+			n.cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Stdout: cmd.Stdout, Stderr: cmd.Stderr, SysProcAttr: cmd.SysProcAttr}
+			err := n.cmd.Start()
+			if errors.Is(err, syscall.ETXTBSY) && attempt < 100 {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			require.NoError(t, err)
+			break
+		}
 		go func() { _ = n.cmd.Wait(); close(n.done) }()
 		m.nodes = append(m.nodes, n)
 	}

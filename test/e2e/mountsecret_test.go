@@ -16,10 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
@@ -179,12 +177,15 @@ func newTenant(t *testing.T, extraEnv ...string) *tenant {
 	ca, _, _ := testutil.KeyPair(t, nil, []string{"kms-ca"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	putNamedSecret(t, ns, "kms-ca", map[string][]byte{"ca.crt": ca})
 	statefulSet(t, ns, tn.store)
-	tn.op = startOperator(t, k8sEnv(opNS, extraEnv...))
+	// The operator reconciles the tenant's namespace only: the tests that
+	// use newTenant may run in parallel.
+	tn.op = startOperator(t, k8sEnv(opNS, append([]string{"OPERATOR_WATCH_NAMESPACES=" + ns}, extraEnv...)...))
 	applyYAML(t, objectStoreYAML(ns, tn.store, []string{"tenant-a-tls", "tenant-a-extra-tls"}, []string{"tenant-a-client"}, []string{"kms-ca"}))
 	return tn
 }
 
 func TestMountSecretAssemblesEveryReferencedCertificate(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	var s *corev1.Secret
 	require.Eventually(t, func() bool {
@@ -220,6 +221,7 @@ func TestMountSecretAssemblesEveryReferencedCertificate(t *testing.T) {
 }
 
 func TestMountSecretFollowsRotationDeletionAndHandEdits(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	require.Eventually(t, func() bool { return restartValue(t, tn.ns, tn.store) != "" }, 10*time.Second, 20*time.Millisecond)
 	before := restartValue(t, tn.ns, tn.store)
@@ -240,8 +242,9 @@ func TestMountSecretFollowsRotationDeletionAndHandEdits(t *testing.T) {
 		return err == nil && string(s.Data["public.crt"]) == string(tls.Data["tls.crt"]) && restartValue(t, tn.ns, tn.store) != before
 	}, 2*time.Second, 10*time.Millisecond, "generated Secret and pod template updated within 2 s")
 	t.Logf("server Secret rotated -> generated Secret and StatefulSet updated in %s", time.Since(start).Round(time.Millisecond))
-	// The rebuild is logged after its API writes: wait for the line.
-	tn.op.waitLog(t, "referenced content changed: tenant-a-tls")
+	// docs/troubleshooting.md: grep "mount secret rebuilt" says why; it is
+	// logged after the rebuild's API writes.
+	tn.op.waitDocumentedLine(t, "mount secret rebuilt", `"reason":"referenced content changed: tenant-a-tls"`)
 	rotated := restartValue(t, tn.ns, tn.store)
 	require.Eventually(t, func() bool {
 		uid, restart := runningPod(t, tn.ns, tn.store)
@@ -255,7 +258,7 @@ func TestMountSecretFollowsRotationDeletionAndHandEdits(t *testing.T) {
 		_, err := generated(t, tn.ns, tn.store)
 		return err == nil && restartValue(t, tn.ns, tn.store) != afterRotation
 	}, 5*time.Second, 10*time.Millisecond, "recreated, and the pods restart")
-	tn.op.waitLog(t, "deleted): created")
+	tn.op.waitDocumentedLine(t, "mount secret rebuilt", "deleted): created")
 
 	// A hand edit is reverted.
 	s, err := generated(t, tn.ns, tn.store)
@@ -266,10 +269,12 @@ func TestMountSecretFollowsRotationDeletionAndHandEdits(t *testing.T) {
 		s, err := generated(t, tn.ns, tn.store)
 		return err == nil && string(s.Data["public.crt"]) == original
 	}, 5*time.Second, 10*time.Millisecond, "hand edit reverted")
-	tn.op.waitLog(t, "edited by hand: reverted")
+	tn.op.waitDocumentedLine(t, "mount secret rebuilt", `"reason":"edited by hand: reverted"`)
+	assert.Equal(t, 4.0, counter(t, tn.op, "objectstore_operator_mountsecret_rebuilds_total"), "created, rotated, recreated, reverted")
 }
 
 func TestMissingSecretWritesNothingAndIsReported(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	require.Eventually(t, func() bool { return condition(t, tn.ns, tn.store).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
 	s, err := generated(t, tn.ns, tn.store)
@@ -301,6 +306,7 @@ func TestMissingSecretWritesNothingAndIsReported(t *testing.T) {
 }
 
 func TestDeletingTheObjectStoreCollectsItsSecret(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	require.Eventually(t, func() bool { _, err := generated(t, tn.ns, tn.store); return err == nil }, 10*time.Second, 20*time.Millisecond)
 	kubectl(t, "delete", "objectstore", tn.store, "-n", tn.ns)
@@ -392,12 +398,14 @@ func TestResyncAndUnrelatedChangesWriteNothing(t *testing.T) {
 	quiesce(t, tn.ns)
 	require.Eventually(t, func() bool { return condition(t, tn.ns, tn.store).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return restartValue(t, tn.ns, tn.store) != "" }, 10*time.Second, 20*time.Millisecond)
-	// Absence of writes cannot be polled for: let the start-up syncs
-	// settle, then watch over three resync periods (OPERATOR_RESYNC_PERIOD=1s).
-	time.Sleep(1500 * time.Millisecond)
+	// Every controller has synced the ObjectStore once (its start-up writes
+	// are done); from there, over three resync periods
+	// (OPERATOR_RESYNC_PERIOD=1s), nothing is written.
+	waitSynced(t, tn.op, "mountsecret", "binsource", "updates")
+	ww := watchWrites(t, tn.ns, true)
 	before, opBefore := apiserverWrites(t), writeCount(t, tn.op)
 	putNamedSecret(t, tn.ns, "unrelated", map[string][]byte{"x": []byte("y")}) // the test's one POST
-	time.Sleep(3500 * time.Millisecond)
+	ww.quiet(t, 3500*time.Millisecond, "resyncs and an unrelated Secret write nothing to the tenant")
 	after, opAfter := apiserverWrites(t), writeCount(t, tn.op)
 	diff := map[string]float64{}
 	for k, v := range after {
@@ -435,20 +443,25 @@ func TestRestartBeforeTheServingCertificateWritesNothing(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	restart := restartValue(t, ns, "tenant-a")
 
+	ww := watchWrites(t, ns, false)
 	op.stop()
 	require.NoError(t, adminClient(t).CoreV1().Secrets(opNS).Delete(t.Context(), customSecret, metav1.DeleteOptions{}))
 	op = launchOperator(t, env)
-	op.waitLog(t, "waiting for the serving certificate before the first rebuild")
+	// What an admin sees: /readyz names the missing certificate, while the
+	// mount-secret controller has seen the ObjectStore (and waits).
+	require.Eventually(t, func() bool {
+		ok, body := op.readyz()
+		return !ok && strings.Contains(body, "serving-certificate") && counter(t, op, `workqueue_adds_total{name="mountsecret"}`) >= 1
+	}, 20*time.Second, 20*time.Millisecond, "waiting for the serving certificate")
 	putNamedSecret(t, opNS, customSecret, opCert)
 	op.waitReady(t)
-	op.waitLog(t, "mount-secret controller started")
-	// Absence of writes cannot be polled for: give the first syncs a moment.
-	time.Sleep(time.Second)
+	waitSynced(t, op, "mountsecret")
+	ww.quiet(t, time.Second, "nothing written by the restart")
 	after, err := generated(t, ns, "tenant-a")
 	require.NoError(t, err)
 	assert.Equal(t, gen.ResourceVersion, after.ResourceVersion, "the generated Secret was not rewritten")
 	assert.Equal(t, restart, restartValue(t, ns, "tenant-a"), "the tenant was not rolled")
-	assert.NotContains(t, op.logs.String(), "mount secret rebuilt")
+	assert.Zero(t, counter(t, op, "objectstore_operator_mountsecret_rebuilds_total"))
 }
 
 // TestLongNamesAndOversizedSecretsAreReported: an ObjectStore with a
@@ -489,63 +502,8 @@ func TestLongNamesAndOversizedSecretsAreReported(t *testing.T) {
 	assert.Contains(t, c.Message, "CAs.trusted.big-ca-2.crt")
 	_, err = generated(t, ns, "big")
 	assert.True(t, apierrors.IsNotFound(err), "nothing was written")
-	assert.Contains(t, op.logs.String(), "TooLarge")
-}
-
-// writeWatch records every change the apiserver reports to a namespace's
-// generated Secrets and StatefulSet specs, from the moment it starts: what
-// a restart wrote, whoever wrote it. (StatefulSet status, which the
-// statefulset controller keeps writing, is not a change to the tenant.)
-type writeWatch struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func watchWrites(t *testing.T, ns string) *writeWatch {
-	t.Helper()
-	cs := adminClient(t)
-	ww := &writeWatch{}
-	// Watched from the resource version of a list: a watch without one
-	// would first replay what exists.
-	secretList, err := cs.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{LabelSelector: apiv1.ObjectStoreLabel})
-	require.NoError(t, err)
-	secrets, err := cs.CoreV1().Secrets(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: apiv1.ObjectStoreLabel, ResourceVersion: secretList.ResourceVersion})
-	require.NoError(t, err)
-	setList, err := cs.AppsV1().StatefulSets(ns).List(t.Context(), metav1.ListOptions{})
-	require.NoError(t, err)
-	sets, err := cs.AppsV1().StatefulSets(ns).Watch(t.Context(), metav1.ListOptions{ResourceVersion: setList.ResourceVersion})
-	require.NoError(t, err)
-	t.Cleanup(secrets.Stop)
-	t.Cleanup(sets.Stop)
-	generations := map[string]int64{}
-	for _, s := range setList.Items {
-		generations[s.Name] = s.Generation
-	}
-	record := func(w watch.Interface, kind string) {
-		for ev := range w.ResultChan() {
-			m, err := meta.Accessor(ev.Object)
-			if err != nil {
-				continue
-			}
-			ww.mu.Lock()
-			if kind == "StatefulSet" && ev.Type == watch.Modified && generations[m.GetName()] == m.GetGeneration() {
-				ww.mu.Unlock()
-				continue
-			}
-			generations[m.GetName()] = m.GetGeneration()
-			ww.events = append(ww.events, fmt.Sprintf("%s %s %s", ev.Type, kind, m.GetName()))
-			ww.mu.Unlock()
-		}
-	}
-	go record(secrets, "Secret")
-	go record(sets, "StatefulSet")
-	return ww
-}
-
-func (ww *writeWatch) recorded() []string {
-	ww.mu.Lock()
-	defer ww.mu.Unlock()
-	return append([]string(nil), ww.events...)
+	series := fmt.Sprintf(`objectstore_operator_objectstore_condition{name="big",namespace="%s",reason="TooLarge",status="False",type="%s"}`, ns, apiv1.ConditionCertificatesReady)
+	assert.Eventually(t, func() bool { return counter(t, op, series) == 1 }, 10*time.Second, 20*time.Millisecond, "what an SRE sees of the fleet")
 }
 
 // TestRestartInEveryCertificateModeWritesNothing: with an ObjectStore in
@@ -591,22 +549,18 @@ func TestRestartInEveryCertificateModeWritesNothing(t *testing.T) {
 			gen, err := generated(t, ns, "tenant-a")
 			require.NoError(t, err)
 
-			ww := watchWrites(t, ns)
+			ww := watchWrites(t, ns, false)
 			op.stop()
 			op = startOperator(t, env, args...)
-			op.waitLog(t, "mount-secret controller started")
-			// The restarted leader syncs every ObjectStore at once; its
-			// condition says it looked. Absence of writes cannot be
-			// polled for: give the syncs a moment after that.
-			require.Eventually(t, func() bool {
-				return strings.Count(op.logs.String(), "mount-secret controller started") == 1 && condition(t, ns, "tenant-a").Status == metav1.ConditionTrue
-			}, 10*time.Second, 20*time.Millisecond)
-			time.Sleep(time.Second)
-			assert.Empty(t, ww.recorded(), "nothing written by the restart")
+			// The restarted leader syncs every ObjectStore at once (its
+			// queue's metrics count the work done); from the watch's start
+			// until a second after that, nothing is written.
+			waitSynced(t, op, "mountsecret")
+			ww.quiet(t, time.Second, "nothing written by the restart")
 			after, err := generated(t, ns, "tenant-a")
 			require.NoError(t, err)
 			assert.Equal(t, gen.ResourceVersion, after.ResourceVersion)
-			assert.NotContains(t, op.logs.String(), "mount secret rebuilt")
+			assert.Zero(t, counter(t, op, "objectstore_operator_mountsecret_rebuilds_total"))
 		})
 	}
 }

@@ -160,12 +160,39 @@ func execOutput(name string, args ...string) ([]byte, error) {
 	return exec.Command(name, args...).CombinedOutput()
 }
 
-// waitLog waits for a line containing substr: the operator logs an action
-// after the API writes a test can already observe.
+// waitLog waits for a line containing substr. Only for the lines the
+// docs tell users to grep for (docs/troubleshooting.md, docs/tls.md);
+// everything else is asserted as users see it: conditions, Events,
+// metrics, API writes.
 func (op *operator) waitLog(t testing.TB, substr string) {
 	t.Helper()
 	require.Eventually(t, func() bool { return strings.Contains(op.logs.String(), substr) },
 		5*time.Second, 10*time.Millisecond, "operator log never said %q", substr)
+}
+
+// waitDocumentedLine waits for the line whose message starts with msg,
+// one the docs tell users to grep for, that contains every one of
+// fields, and returns it.
+func (op *operator) waitDocumentedLine(t testing.TB, msg string, fields ...string) string {
+	t.Helper()
+	var found string
+	require.Eventually(t, func() bool {
+		for _, l := range strings.Split(op.logs.String(), "\n") {
+			if !strings.Contains(l, `"message":"`+msg) {
+				continue
+			}
+			all := true
+			for _, f := range fields {
+				all = all && strings.Contains(l, f)
+			}
+			if all {
+				found = l
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "no %q line with %q", msg, fields)
+	return found
 }
 
 func netListen(port int) (net.Listener, error) {

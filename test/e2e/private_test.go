@@ -24,7 +24,8 @@ import (
 // MinIO's update client walks it. Another ObjectStore of the same image
 // gets another URL, and neither component opens the other's.
 func TestPrivateBinaryIsServedOnlyAtItsTenantsURL(t *testing.T) {
-	e := newBinEnv(t)
+	t.Parallel()
+	e := newSoloBinEnv(t)
 	licensed := randomBytes(t, 1<<20)
 	image := e.reg.pushImage(t, privateRepos+"licensed/minio:"+release, imageSpec{binary: licensed, releaseLbl: release})
 	e.objectStore(t, "licensed", image, "regcred")
@@ -122,6 +123,7 @@ func TestPlatformKeySignsForEachTenant(t *testing.T) {
 // a repository that refuses anonymous reads; the real MinIO nodes update in
 // place from the tenant's own private URL, and nothing else serves it.
 func TestRealMinIOUpdatesInPlaceFromAPrivateURL(t *testing.T) {
+	t.Parallel()
 	e := newUpdateEnv(t, updateOpts{newRepo: privateRepos + "licensed/aistor"})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	e.minio.warm(t)

@@ -68,7 +68,8 @@ func TestOneTenantCannotPlantABinaryForAnother(t *testing.T) {
 // digest of the layer that holds the binary (validly signed bytes even);
 // the pinned reference's digest check stops it.
 func TestSwappedBlobLandsNothing(t *testing.T) {
-	e := newBinEnv(t)
+	t.Parallel()
+	e := newSoloBinEnv(t)
 	image := e.reg.pushImage(t, "minio/swapped:"+release, imageSpec{binary: randomBytes(t, 1<<20), releaseLbl: release})
 	ref, err := name.ParseReference(image)
 	require.NoError(t, err)
@@ -221,7 +222,7 @@ func TestThreeReplicasServeTheSameVerifiedSet(t *testing.T) {
 
 	leader := -1
 	for i, op := range ops {
-		if strings.Contains(op.logs.String(), "became leader") {
+		if counter(t, op, "objectstore_operator_leader") == 1 {
 			leader = i
 		}
 	}
@@ -241,12 +242,12 @@ func TestThreeReplicasServeTheSameVerifiedSet(t *testing.T) {
 	// The new leader writes conditions: a new problem gets reported.
 	e.objectStore(t, "missing", reg.host+"/minio/missing:"+release, "regcred")
 	e.waitBinaryCondition(t, "missing", metav1.ConditionFalse, "ImageNotFound")
-	newLeader := false
+	leaders := 0.0
 	for _, op := range survivors {
-		newLeader = newLeader || strings.Contains(op.logs.String(), "became leader")
+		leaders += counter(t, op, "objectstore_operator_leader")
 		assert.Eventually(t, op.ready, 10*time.Second, 20*time.Millisecond, "a replica with every release (or a reported reason) is ready")
 	}
-	assert.True(t, newLeader, "one of the survivors leads")
+	assert.Equal(t, 1.0, leaders, "one of the survivors leads")
 }
 
 // httpsServer serves h over TLS on loopback and returns its host:port.

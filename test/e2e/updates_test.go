@@ -61,10 +61,14 @@ type updateOpts struct {
 	// newRepo is the repository of the newer image (default
 	// minio/aistor; privateRepos+"..." for one that needs credentials).
 	newRepo string
+	// watch are namespaces besides the tenant's that the operator
+	// reconciles.
+	watch []string
 }
 
 func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 	t.Helper()
+	minioSlot(t)
 	ensureCRD(t)
 	older, newer := minioReleases(t)
 	if o.releases == nil {
@@ -99,6 +103,9 @@ func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 		putNamedSecret(t, e.opNS, "serving-ca", map[string][]byte{"ca.crt": o.servingCA})
 		env = append(env, "OPERATOR_SERVING_CA_SECRET=serving-ca")
 	}
+	// The operator reconciles only this test's namespaces, so update tests
+	// run in parallel without one's operator acting on another's tenant.
+	env = append(env, "OPERATOR_WATCH_NAMESPACES="+strings.Join(append([]string{e.tenantNS}, o.watch...), ","))
 	e.env = k8sEnv(e.opNS, append(env, o.operatorEnv...)...)
 	e.updateDir = filepath.Join(t.TempDir(), "updates")
 	e.env = append(e.env, "OPERATOR_UPDATE_DIR="+e.updateDir)
@@ -272,6 +279,7 @@ func servedOK(op *operator, file string) int {
 // node re-executes as the new release (same PIDs), the StatefulSet image
 // follows, and VersionCurrent says UpdatedInPlace.
 func TestInPlaceUpdateOfADistributedMinIO(t *testing.T) {
+	t.Parallel()
 	e := newUpdateEnv(t, updateOpts{})
 	c := e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	e.minio.warm(t)
@@ -313,6 +321,7 @@ func TestInPlaceUpdateOfADistributedMinIO(t *testing.T) {
 // answer MethodNotAllowed; the operator rolls the StatefulSet instead and
 // the statefulset controller replaces the pods.
 func TestUpdateOffFallsBackToARollingUpdate(t *testing.T) {
+	t.Parallel()
 	e := newUpdateEnv(t, updateOpts{minioEnv: []string{"MINIO_UPDATE=off"}})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	var before map[types.UID]string
@@ -343,6 +352,7 @@ func TestUpdateOffFallsBackToARollingUpdate(t *testing.T) {
 // with a key the operator trusts but the tenant's MinIO does not. MinIO
 // refuses it on every node; the operator rolls and quotes MinIO.
 func TestSignatureMinIODoesNotTrustFallsBack(t *testing.T) {
+	t.Parallel()
 	other := binstoretest.NewKey(t)
 	e := newUpdateEnv(t, updateOpts{
 		newSigner:   &other,
@@ -362,6 +372,7 @@ func TestSignatureMinIODoesNotTrustFallsBack(t *testing.T) {
 // tenant's certs/CAs lack it. No update call is made; the condition says
 // why and what to do.
 func TestTenantThatDoesNotTrustTheOperatorGetsNoCall(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	wrongCA, _, _ := testutil.KeyPair(t, nil, []string{"some-other-ca"}, now.Add(-time.Hour), now.Add(time.Hour))
 	e := newUpdateEnv(t, updateOpts{servingCA: wrongCA})
@@ -378,6 +389,7 @@ func TestTenantThatDoesNotTrustTheOperatorGetsNoCall(t *testing.T) {
 // after asking MinIO to update; the restarted one sees the update through
 // without a second call.
 func TestOperatorKilledMidUpdateConvergesWithOneCall(t *testing.T) {
+	t.Parallel()
 	e := newUpdateEnv(t, updateOpts{})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	e.minio.warm(t)
@@ -403,6 +415,7 @@ func TestOperatorKilledMidUpdateConvergesWithOneCall(t *testing.T) {
 // release and two the older (what a partly failed distributed update
 // leaves). The operator updates the ones left behind.
 func TestNodesOnDifferentReleasesConverge(t *testing.T) {
+	t.Parallel()
 	older, newer := minioReleases(t)
 	e := newUpdateEnv(t, updateOpts{releases: []string{newer, newer, older, older}})
 	// Right after a start MinIO can damage the binary a node pushes to
@@ -420,7 +433,9 @@ func TestNodesOnDifferentReleasesConverge(t *testing.T) {
 // so the operator cannot ask MinIO anything. The condition names what is
 // missing, and the other conditions are unaffected.
 func TestObjectStoreWithoutConfigurationIsExplained(t *testing.T) {
-	e := newUpdateEnv(t, updateOpts{noConfig: true})
+	t.Parallel()
+	// Nothing asks MinIO: its nodes are never started.
+	e := newUpdateEnv(t, updateOpts{noConfig: true, deferMinIO: true})
 	c := e.waitVersion(t, metav1.ConditionUnknown, "ConfigurationMissing", 60*time.Second)
 	assert.Contains(t, c.Message, "spec.configuration")
 	assert.Equal(t, metav1.ConditionTrue, conditionOf(t, e.tenantNS, e.store, apiv1.ConditionCertificatesReady).Status)
@@ -429,6 +444,7 @@ func TestObjectStoreWithoutConfigurationIsExplained(t *testing.T) {
 
 // TestPausedObjectStoreIsNotUpdated: the pause annotation holds the update.
 func TestPausedObjectStoreIsNotUpdated(t *testing.T) {
+	t.Parallel()
 	e := newUpdateEnv(t, updateOpts{})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	kubectl(t, "annotate", "objectstore", e.store, "-n", e.tenantNS, apiv1.UpdatesPausedAnnotation+"=true")
