@@ -98,6 +98,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Binary downloads started (GET of a binary, including ranges), by binary path.",
 		}, []string{"binary"}),
 	}
+	// Each route's usual answer is a series from the start, so alerts and
+	// dashboards read the histogram before the first request.
+	for route, code := range map[string]int{routeList: 200, routeFile: 200, routeDigest: 200, routeTenant: 200, routeNone: 404} {
+		m.duration(route, code)
+	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.durations, m.bytesSent, m.inFlight, m.downloads, m.rejected, m.rejectedConns)
 	}

@@ -18,7 +18,7 @@ import (
 // fleetOf is an operator with n single-node MinIO tenants on the older
 // release, each alone in its namespace, every one Current.
 func fleetOf(b *testing.B, n int, minioEnv ...string) (*updateEnv, []*fleetTenant) {
-	e := newUpdateEnv(b, updateOpts{releases: []string{""}, minioEnv: minioEnv})
+	e := newUpdateEnv(b, updateOpts{watchAll: true, releases: []string{""}, minioEnv: minioEnv})
 	tenants := []*fleetTenant{{ns: e.tenantNS, store: e.store, minio: e.minio}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup

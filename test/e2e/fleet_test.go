@@ -106,7 +106,7 @@ func (ft *fleetTenant) eventReasons(t testing.TB) []string {
 // never called and says UpdatesHalted naming the three, as do a Warning
 // Event and the metric. Its annotation resumes the release for it alone.
 func TestAReleaseFailingInPlaceHaltsAfterTheBudget(t *testing.T) {
-	e := newUpdateEnv(t, updateOpts{releases: []string{""}, minioEnv: []string{"MINIO_UPDATE=off"}})
+	e := newUpdateEnv(t, updateOpts{watchAll: true, releases: []string{""}, minioEnv: []string{"MINIO_UPDATE=off"}})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	tenants := []*fleetTenant{{ns: e.tenantNS, store: e.store, minio: e.minio}}
 	for range 3 {
@@ -168,7 +168,7 @@ func TestAReleaseFailingInPlaceHaltsAfterTheBudget(t *testing.T) {
 // naming them. A new operator process counts the two updates recorded in
 // their status and calls no one.
 func TestTheFleetCapHoldsAcrossAnOperatorRestart(t *testing.T) {
-	e := newUpdateEnv(t, updateOpts{deferMinIO: true, operatorEnv: []string{"OPERATOR_MAX_CONCURRENT_UPDATES=2"}})
+	e := newUpdateEnv(t, updateOpts{watchAll: true, deferMinIO: true, operatorEnv: []string{"OPERATOR_MAX_CONCURRENT_UPDATES=2"}})
 	srv, calls := hangingAdmin(t, e.older, 1)
 	hang := func() string {
 		ns := operatorNamespace(t)
@@ -228,6 +228,7 @@ spec:
 // column says Window HH:MMZ and the node stays on the older release; once
 // it opens the update is made in place.
 func TestAWindowTwoMinutesAheadIsWhereTheUpdateHappens(t *testing.T) {
+	t.Parallel()
 	e := newUpdateEnv(t, updateOpts{releases: []string{""}})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	opens := time.Now().UTC().Add(2 * time.Minute).Truncate(time.Minute)
@@ -251,6 +252,7 @@ func TestAWindowTwoMinutesAheadIsWhereTheUpdateHappens(t *testing.T) {
 // TestAnInvalidWindowIsRefusedNamingTheField: a schedule that never
 // fires (February 30th) starts nothing and says which field is wrong.
 func TestAnInvalidWindowIsRefusedNamingTheField(t *testing.T) {
+	t.Parallel()
 	e := newUpdateEnv(t, updateOpts{releases: []string{""}})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	patch := fmt.Sprintf(`{"spec":{"image":%q,"updates":{"window":{"schedule":"0 0 30 2 *","duration":"1h"}}}}`, e.newImage)

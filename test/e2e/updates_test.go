@@ -64,6 +64,9 @@ type updateOpts struct {
 	// watch are namespaces besides the tenant's that the operator
 	// reconciles.
 	watch []string
+	// watchAll has the operator reconcile every namespace, for a serial
+	// test that adds tenants in namespaces of their own (addTenant).
+	watchAll bool
 }
 
 func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
@@ -105,7 +108,9 @@ func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 	}
 	// The operator reconciles only this test's namespaces, so update tests
 	// run in parallel without one's operator acting on another's tenant.
-	env = append(env, "OPERATOR_WATCH_NAMESPACES="+strings.Join(append([]string{e.tenantNS}, o.watch...), ","))
+	if !o.watchAll {
+		env = append(env, "OPERATOR_WATCH_NAMESPACES="+strings.Join(append([]string{e.tenantNS}, o.watch...), ","))
+	}
 	e.env = k8sEnv(e.opNS, append(env, o.operatorEnv...)...)
 	e.updateDir = filepath.Join(t.TempDir(), "updates")
 	e.env = append(e.env, "OPERATOR_UPDATE_DIR="+e.updateDir)
