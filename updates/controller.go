@@ -300,10 +300,11 @@ func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 }
 
 func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) error {
+	key := store.Namespace + "/" + store.Name
 	if store.Spec.Image == "" {
+		c.fleet.unwait(key)
 		return nil
 	}
-	key := store.Namespace + "/" + store.Name
 	// One namespace's silent endpoints hold at most its share of the
 	// workers; the key is queued again when one of its syncs ends.
 	if !c.asking.reserve(key, store.Namespace) {
@@ -454,6 +455,8 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	}
 	if a.reason == ReasonUpdateQueued {
 		c.fleet.wait(key)
+	} else {
+		c.fleet.unwait(key)
 	}
 	if o.recorded != nil && a.update == nil {
 		// Counted before the place in flight is given back: a worker
@@ -496,12 +499,20 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 		o.halt = c.halts.cached(a.update.Release, o.halt)
 		return firstLimit(o, c.params())
 	}
-	if o.recorded == nil && !c.fleet.reserve(key, a.update.Release, first) {
+	ok, share := true, ""
+	if o.recorded == nil {
+		ok, share = c.fleet.reserve(key, a.update.Release, first)
+	}
+	if !ok {
 		c.calls.release(store.Namespace)
 		// Said as decide would have said it, had it seen this moment.
 		o.inFlight = c.fleet.inFlight(key)
 		q := gate(o, c.params(), action{verb: call})
-		if q.reason != ReasonUpdateQueued {
+		switch {
+		case q.reason == ReasonUpdateQueued:
+		case share != "":
+			q.message = fmt.Sprintf("waiting to update to %s: %s", a.update.Release, share)
+		default:
 			q.message = fmt.Sprintf("waiting to update to %s: another update started a moment ago", a.update.Release)
 		}
 		return c.write(ctx, u, store, oldest(o.nodes), nil, "Queued", metav1.ConditionFalse, ReasonUpdateQueued, q.message)

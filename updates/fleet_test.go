@@ -302,3 +302,50 @@ func TestAReleaseThatFailsEverywhereReachesOnlyTheBudget(t *testing.T) {
 	}
 	assert.Equal(t, 17, halted, "the seventeen say why")
 }
+
+// TestOneNamespaceTakesNoMoreThanItsShareOfTheFleetWhileOthersWait: a
+// tenant's five ObjectStores answer the update call at once but their
+// nodes never report the release, so each holds a place in flight until
+// the timeout (its call slot is free again at once). It took the four
+// places before anyone else asked. When one of its updates ends, the
+// place goes to the other namespace waiting, not to the tenant's fifth
+// ObjectStore: while another namespace waits, one namespace holds no more
+// than its share (the cap split among the namespaces in flight or
+// waiting).
+func TestOneNamespaceTakesNoMoreThanItsShareOfTheFleetWhileOthersWait(t *testing.T) {
+	var stores []*unstructured.Unstructured
+	for i := range 5 {
+		stores = append(stores, tenantStore("hostile", fmt.Sprintf("h%d", i)))
+	}
+	stores = append(stores, tenantStore("good", "tenant"))
+	f := newFixtureWith(t, func(c *Config) { c.MaxInFlight = 4 }, fakeBinaries{}, stores...)
+	f.lead(t)
+	for i := range 4 {
+		key := fmt.Sprintf("hostile/h%d", i)
+		require.NoError(t, f.c.sync(t.Context(), key))
+		f.waitCallDone(t, key)
+	}
+	require.Equal(t, 4, f.calledCount(), "the fleet's four places, taken before anyone else asked")
+	require.NoError(t, f.c.sync(t.Context(), "good/tenant"))
+	require.NoError(t, f.c.sync(t.Context(), "hostile/h4"))
+	require.Equal(t, ReasonUpdateQueued, conditionOf(f.live(t, "good", "tenant")).Reason)
+
+	// One of the tenant's updates ends (its nodes report the release).
+	a := f.admin("hostile", "h0")
+	a.mu.Lock()
+	a.releases = []string{relNew, relNew, relNew, relNew}
+	a.mu.Unlock()
+	f.catchUp(t, "hostile", "h0")
+	require.NoError(t, f.c.sync(t.Context(), "hostile/h0"))
+	require.Equal(t, ReasonUpdatedInPlace, conditionOf(f.live(t, "hostile", "h0")).Reason)
+
+	// Its fifth ObjectStore looks first: it is over its share and waits.
+	require.NoError(t, f.c.sync(t.Context(), "hostile/h4"))
+	assert.Equal(t, 0, f.admin("hostile", "h4").callCount(), "the tenant holds three places, more than its share of two")
+	c := conditionOf(f.live(t, "hostile", "h4"))
+	assert.Equal(t, ReasonUpdateQueued, c.Reason)
+	assert.Contains(t, c.Message, "namespace hostile has 3 of the fleet's 4 in-place updates in flight")
+	require.NoError(t, f.c.sync(t.Context(), "good/tenant"))
+	f.waitCallDone(t, "good/tenant")
+	assert.Equal(t, 1, f.admin("good", "tenant").callCount(), "the other namespace takes the place")
+}
