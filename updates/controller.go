@@ -555,7 +555,7 @@ func (c *Controller) budget(ctx context.Context, key string, u *unstructured.Uns
 	log := c.log.With().Str("objectstore", key).Str("release", release).Logger()
 	switch {
 	case a.verb == setImage && a.reason == ReasonUpdatedInPlace:
-		if err := c.halts.succeed(ctx, release); err != nil {
+		if err := c.halts.succeed(ctx, key, release); err != nil {
 			log.Error().Err(err).Str("reason", ReasonUpdatesHalted).Msg("could not clear the release's update failures")
 		}
 	case (a.outcome == outcomeRolling || a.outcome == outcomeFailed) && (a.cause == CauseInPlaceRefused || a.cause == CauseNodesNotUpdated):

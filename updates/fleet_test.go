@@ -232,27 +232,22 @@ func TestOneNamespaceCannotHaltTheFleet(t *testing.T) {
 	assert.Equal(t, ReasonUpdatingInPlace, conditionOf(f.live(t, "good", "tenant")).Reason)
 }
 
-// TestASuccessClearsTheFailuresBeforeAHalt: two failures, one success,
-// two failures: no halt (the count is of failures with none succeeding).
+// TestASuccessClearsTheFailuresBeforeAHalt: two failures, successes in
+// three namespaces (the budget), two failures: no halt (the count is of
+// failures with none succeeding). Each namespace's word counts once, a
+// success as a failure (TestOneNamespaceSuccessDoesNotClearTheFleetsFailures).
 func TestASuccessClearsTheFailuresBeforeAHalt(t *testing.T) {
-	f, _, _ := haltFixture(t, tenantsInNamespaces(6)...)
+	f, _, _ := haltFixture(t, tenantsInNamespaces(8)...)
 	f.update(t, "ns0", "tenant")
 	f.update(t, "ns1", "tenant")
-	ok := f.admin("ns2", "tenant")
-	ok.refuse = false
-	require.NoError(t, f.c.sync(t.Context(), "ns2/tenant"))
-	f.waitCallDone(t, "ns2/tenant")
-	ok.mu.Lock()
-	ok.releases = []string{relNew, relNew, relNew, relNew}
-	ok.mu.Unlock()
-	f.catchUp(t, "ns2", "tenant")
-	require.NoError(t, f.c.sync(t.Context(), "ns2/tenant"))
-	require.Equal(t, ReasonUpdatedInPlace, conditionOf(f.live(t, "ns2", "tenant")).Reason)
-	f.update(t, "ns3", "tenant")
-	f.update(t, "ns4", "tenant")
-	require.NoError(t, f.c.sync(t.Context(), "ns5/tenant"))
-	f.waitCallDone(t, "ns5/tenant")
-	assert.Equal(t, 1, f.admin("ns5", "tenant").callCount(), "two failures since the success: not halted")
+	for i := 2; i < 5; i++ {
+		f.succeedUpdate(t, fmt.Sprintf("ns%d", i), "tenant")
+	}
+	f.update(t, "ns5", "tenant")
+	f.update(t, "ns6", "tenant")
+	require.NoError(t, f.c.sync(t.Context(), "ns7/tenant"))
+	f.waitCallDone(t, "ns7/tenant")
+	assert.Equal(t, 1, f.admin("ns7", "tenant").callCount(), "two failures since the successes: not halted")
 }
 
 // TestAReleaseThatFailsEverywhereReachesOnlyTheBudget: twenty tenants in
@@ -348,4 +343,42 @@ func TestOneNamespaceTakesNoMoreThanItsShareOfTheFleetWhileOthersWait(t *testing
 	require.NoError(t, f.c.sync(t.Context(), "good/tenant"))
 	f.waitCallDone(t, "good/tenant")
 	assert.Equal(t, 1, f.admin("good", "tenant").callCount(), "the other namespace takes the place")
+}
+
+// succeedUpdate runs key's update to a success: MinIO takes the call and
+// its nodes then report the release (a tenant's MinIO may say so at will).
+func (f *fixture) succeedUpdate(t *testing.T, ns, name string) {
+	t.Helper()
+	key := ns + "/" + name
+	a := f.admin(ns, name)
+	a.refuse = false
+	require.NoError(t, f.c.sync(t.Context(), key))
+	f.waitCallDone(t, key)
+	a.mu.Lock()
+	a.releases = []string{relNew, relNew, relNew, relNew}
+	a.mu.Unlock()
+	f.catchUp(t, ns, name)
+	require.NoError(t, f.c.sync(t.Context(), key))
+	require.Equal(t, ReasonUpdatedInPlace, conditionOf(f.live(t, ns, name)).Reason)
+}
+
+// TestOneNamespaceSuccessDoesNotClearTheFleetsFailures: a release fails
+// in two namespaces; a hostile tenant's MinIO then says its update
+// succeeded (it controls what its nodes report). Before, that one
+// success cleared every namespace's failures and proved the release, so
+// a release failing everywhere else never halted. One namespace's word
+// counts for that namespace alone, as a failure does: a third failure
+// halts the release.
+func TestOneNamespaceSuccessDoesNotClearTheFleetsFailures(t *testing.T) {
+	stores := append(tenantsInNamespaces(4), tenantStore("hostile", "h"))
+	f, _, _ := haltFixture(t, stores...)
+	f.update(t, "ns0", "tenant")
+	f.update(t, "ns1", "tenant")
+	f.succeedUpdate(t, "hostile", "h")
+	f.update(t, "ns2", "tenant")
+	require.Equal(t, ReasonRollingUpdate, conditionOf(f.live(t, "ns2", "tenant")).Reason)
+	require.NoError(t, f.c.sync(t.Context(), "ns3/tenant"))
+	f.waitCallDone(t, "ns3/tenant")
+	assert.Equal(t, 0, f.admin("ns3", "tenant").callCount(), "three namespaces failed the release: halted")
+	assert.Equal(t, ReasonUpdatesHalted, conditionOf(f.live(t, "ns3", "tenant")).Reason)
 }

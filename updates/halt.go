@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,9 +29,10 @@ import (
 // it has, cannot halt the fleet's updates alone. When budget namespaces
 // have failed with no success in between, the release is halted: no
 // update to it starts anywhere until the record is deleted, or, for one
-// ObjectStore, its ResumeUpdatesAnnotation names the release. A success
-// before the halt clears the release's failures; after it, only a resume
-// does. Until an update to a release has succeeded, no more namespaces
+// ObjectStore, its ResumeUpdatesAnnotation names the release. Successes
+// count once per namespace too: a success drops its namespace's failure,
+// and successes in budget namespaces before the halt clear the release's
+// failures (and prove it); after the halt, only a resume does. Until an update to a release has succeeded, no more namespaces
 // than the budget have an update to it in flight or failed at once (see
 // firstLimit): a release that fails everywhere reaches budget tenants.
 //
@@ -67,6 +69,10 @@ type haltEntry struct {
 	// Proven is when an update to the release last succeeded.
 	Proven   *metav1.Time `json:"proven,omitempty"`
 	Failures []failure    `json:"failures,omitempty"`
+	// Succeeded are the namespaces whose update to the release succeeded
+	// since its failures were last cleared (or it was proven): budget of
+	// them clear the failures, as budget failures halt. At most budget.
+	Succeeded []string `json:"succeeded,omitempty"`
 }
 
 // failure is one namespace's failed update to a release.
@@ -192,6 +198,7 @@ func (h *halts) fail(ctx context.Context, key, release, cause, message string) (
 				e.Failures[i], replaced = f, true // one per namespace: the latest
 			}
 		}
+		e.Succeeded = slices.DeleteFunc(e.Succeeded, func(s string) bool { return s == ns })
 		if !replaced {
 			if len(e.Failures) >= h.budget {
 				return false // halted already; the record says enough
@@ -209,26 +216,40 @@ func (h *halts) fail(ctx context.Context, key, release, cause, message string) (
 	return halted, st, err
 }
 
-// succeed: an update to release succeeded. The release is proven (more
-// than the budget's namespaces may update to it at once) and its
-// failures are cleared, unless it is halted.
-func (h *halts) succeed(ctx context.Context, release string) error {
+// succeed: the ObjectStore key's update to release succeeded. Its
+// namespace's failure of the release is dropped. Once budget namespaces
+// have succeeded (with the release not halted), the release is proven
+// (more than the budget's namespaces may update to it at once) and its
+// failures are cleared. One namespace's success counts once, as its
+// failure does: a tenant's MinIO says "success" at will, and one tenant
+// alone must neither clear the failures of a release failing for the
+// others nor lift the limit on its first updates for everyone.
+func (h *halts) succeed(ctx context.Context, key, release string) error {
 	if h == nil || h.budget <= 0 {
 		return nil
 	}
+	ns, _, _ := strings.Cut(key, "/")
 	h.mu.Lock()
 	e, ok := h.record[release]
 	h.mu.Unlock()
-	if ok && (e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0)) {
+	if ok && (e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0) || slices.Contains(e.Succeeded, ns)) {
 		return nil // nothing to change: no request
 	}
 	now := metav1.NewTime(h.clock.Now())
 	return h.modify(ctx, func(rec map[string]haltEntry) bool {
 		e := rec[release]
-		if e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0) {
+		if e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0) || slices.Contains(e.Succeeded, ns) {
 			return false
 		}
-		rec[release] = haltEntry{Proven: &now}
+		e.Failures = slices.DeleteFunc(e.Failures, func(f failure) bool {
+			fns, _, _ := strings.Cut(f.ObjectStore, "/")
+			return fns == ns
+		})
+		e.Succeeded = append(e.Succeeded, ns)
+		if len(e.Succeeded) >= h.budget {
+			e = haltEntry{Proven: &now}
+		}
+		rec[release] = e
 		evict(rec, release)
 		return true
 	})
