@@ -53,6 +53,14 @@ const haltAnnotation = "aistor.min.io/update-failures"
 const (
 	maxHaltReleases = 32
 	maxHaltMessage  = 256
+	// maxHaltBytes bounds the record as written: JSON escapes a tenant's
+	// "<" to six bytes, and the apiserver refuses a Lease whose
+	// annotations pass 256 KiB (every later write of the record would be
+	// refused). Releases are evicted, as by maxHaltReleases, to fit.
+	maxHaltBytes = 192 * 1024
+	// MaxFailureBudget bounds the budget, so that one release's entry
+	// alone (a failure of each of budget namespaces) fits maxHaltBytes.
+	MaxFailureBudget = 64
 )
 
 // haltRefresh is how often the leader reads the record again: how soon a
@@ -210,7 +218,7 @@ func (h *halts) fail(ctx context.Context, key, release, cause, message string) (
 		}
 		rec[release] = e
 		st = stateOf(e)
-		evict(rec, release)
+		evict(rec, release, maxHaltReleases)
 		return true
 	})
 	return halted, st, err
@@ -250,17 +258,17 @@ func (h *halts) succeed(ctx context.Context, key, release string) error {
 			e = haltEntry{Proven: &now}
 		}
 		rec[release] = e
-		evict(rec, release)
+		evict(rec, release, maxHaltReleases)
 		return true
 	})
 }
 
-// evict keeps the record within maxHaltReleases: releases not halted go
+// evict keeps the record within n releases: releases not halted go
 // first, the least recently touched first; keep is never evicted. (An
 // evicted proven release is unproven again: its first updates are
 // limited again, which costs only time.)
-func evict(rec map[string]haltEntry, keep string) {
-	for len(rec) > maxHaltReleases {
+func evict(rec map[string]haltEntry, keep string, n int) {
+	for len(rec) > n && len(rec) > 1 {
 		var victim string
 		var at time.Time
 		victimHalted := true
@@ -268,15 +276,7 @@ func evict(rec map[string]haltEntry, keep string) {
 			if r == keep {
 				continue
 			}
-			last := time.Time{}
-			if e.Proven != nil {
-				last = e.Proven.Time
-			}
-			for _, f := range e.Failures {
-				if f.At.After(last) {
-					last = f.At.Time
-				}
-			}
+			last := lastTouched(e)
 			halted := e.Halted != nil
 			if victim == "" || (victimHalted && !halted) || (victimHalted == halted && last.Before(at)) {
 				victim, at, victimHalted = r, last, halted
@@ -284,6 +284,32 @@ func evict(rec map[string]haltEntry, keep string) {
 		}
 		delete(rec, victim)
 	}
+}
+
+// newest is the release touched last (the one a change just wrote),
+// which evicting to fit maxHaltBytes keeps.
+func newest(rec map[string]haltEntry) string {
+	var keep string
+	var at time.Time
+	for r, e := range rec {
+		if last := lastTouched(e); keep == "" || last.After(at) {
+			keep, at = r, last
+		}
+	}
+	return keep
+}
+
+func lastTouched(e haltEntry) time.Time {
+	last := time.Time{}
+	if e.Proven != nil {
+		last = e.Proven.Time
+	}
+	for _, f := range e.Failures {
+		if f.At.After(last) {
+			last = f.At.Time
+		}
+	}
+	return last
 }
 
 // modify applies change to the record read from the API and writes it
@@ -302,6 +328,10 @@ func (h *halts) modify(ctx context.Context, change func(map[string]haltEntry) bo
 			return nil
 		}
 		raw, err := json.Marshal(rec)
+		for err == nil && len(raw) > maxHaltBytes && len(rec) > 1 {
+			evict(rec, newest(rec), len(rec)-1)
+			raw, err = json.Marshal(rec)
+		}
 		if err != nil {
 			return fmt.Errorf("encode the update halt record: %w", err)
 		}
