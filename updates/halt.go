@@ -53,6 +53,11 @@ const haltAnnotation = "aistor.min.io/update-failures"
 const (
 	maxHaltReleases = 32
 	maxHaltMessage  = 256
+	// maxNamespaceReleases bounds the releases not halted in which one
+	// namespace has a failure: its failure of another release drops its
+	// oldest. Otherwise one tenant, failing release after release, filled
+	// the record and evicted the failures the others had counted.
+	maxNamespaceReleases = 4
 	// maxHaltBytes bounds the record as written: JSON escapes a tenant's
 	// "<" to six bytes, and the apiserver refuses a Lease whose
 	// annotations pass 256 KiB (every later write of the record would be
@@ -212,6 +217,7 @@ func (h *halts) fail(ctx context.Context, key, release, cause, message string) (
 				return false // halted already; the record says enough
 			}
 			e.Failures = append(e.Failures, f)
+			forgetOldest(rec, ns, release)
 		}
 		if e.Halted == nil && len(e.Failures) >= h.budget {
 			e.Halted, halted = &now, true
@@ -261,6 +267,48 @@ func (h *halts) succeed(ctx context.Context, key, release string) error {
 		evict(rec, release, maxHaltReleases)
 		return true
 	})
+}
+
+// forgetOldest drops ns's failures of the releases not halted beyond the
+// maxNamespaceReleases-1 it touched last, release aside; a release left
+// with nothing to say is dropped.
+func forgetOldest(rec map[string]haltEntry, ns, release string) {
+	type held struct {
+		release string
+		at      time.Time
+	}
+	var hs []held
+	for r, e := range rec {
+		if r == release || e.Halted != nil {
+			continue
+		}
+		for _, f := range e.Failures {
+			if fns, _, _ := strings.Cut(f.ObjectStore, "/"); fns == ns {
+				hs = append(hs, held{r, f.At.Time})
+			}
+		}
+	}
+	if len(hs) < maxNamespaceReleases {
+		return
+	}
+	slices.SortFunc(hs, func(a, b held) int {
+		if c := b.at.Compare(a.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.release, b.release)
+	})
+	for _, old := range hs[maxNamespaceReleases-1:] {
+		e := rec[old.release]
+		e.Failures = slices.DeleteFunc(e.Failures, func(f failure) bool {
+			fns, _, _ := strings.Cut(f.ObjectStore, "/")
+			return fns == ns
+		})
+		if len(e.Failures) == 0 && e.Proven == nil && len(e.Succeeded) == 0 {
+			delete(rec, old.release)
+			continue
+		}
+		rec[old.release] = e
+	}
 }
 
 // evict keeps the record within n releases: releases not halted go
