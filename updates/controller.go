@@ -492,12 +492,12 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 	// The fleet's place is taken before the record, and given back when
 	// the record is not written: decide saw the count, this holds it
 	// against another worker deciding at the same moment.
-	first := func() int {
+	first := func() (int, []string) {
 		// What the budget says now, not when the sync observed it: a
 		// failure counted since frees a place in flight but not a first.
 		o := o
 		o.halt = c.halts.cached(a.update.Release, o.halt)
-		return firstLimit(o, c.params())
+		return firstLimit(o, c.params()), o.halt.failedNS
 	}
 	ok, share := true, ""
 	if o.recorded == nil {

@@ -2,6 +2,7 @@ package updates
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -277,7 +278,7 @@ func gate(o observation, p params, a action) action {
 			release, len(o.inFlight), strings.Join(firstN(keysOf(o.inFlight), 8), ", ")), 5*p.poll)
 	}
 	if first := firstLimit(o, p); a.verb == call && first >= 0 {
-		if ns := firstNamespaces(o.inFlight, o.namespace, release); len(ns) >= first {
+		if ns := firstNamespaces(o.inFlight, o.namespace, release, o.halt.failedNS); len(ns) >= first {
 			return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: no update to it has succeeded yet; namespaces %s have one in flight and %d failed, "+
 				"and no more than the failure budget (%d namespaces) update to a release at once until one succeeds",
 				release, strings.Join(firstN(ns, 8), ", "), o.halt.failed, p.budget), 5*p.poll)
@@ -296,7 +297,12 @@ func firstLimit(o observation, p params) int {
 		// A tenant that resumed the release takes the risk on itself.
 		return -1
 	}
-	return max(p.budget-o.halt.failed, 0)
+	failed := o.halt.failed
+	if slices.Contains(o.halt.failedNS, o.namespace) {
+		// Its own namespace tries again: no namespace more at risk.
+		failed--
+	}
+	return max(p.budget-failed, 0)
 }
 
 // haltRecheck is how often a tenant held by a halt looks again: the record

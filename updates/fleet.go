@@ -95,9 +95,14 @@ func (f *fleet) inFlightLocked(key string) []flight {
 }
 
 // firstNamespaces counts the namespaces other than ns with an update to
-// release among fs.
-func firstNamespaces(fs []flight, ns, release string) []string {
+// release among fs, but for those that failed it (counted as failed: a
+// namespace that failed and tries again takes one of the budget's
+// places, not two).
+func firstNamespaces(fs []flight, ns, release string, failed []string) []string {
 	seen := map[string]bool{}
+	for _, f := range failed {
+		seen[f] = true
+	}
 	var out []string
 	for _, f := range fs {
 		fns, _, _ := strings.Cut(f.key, "/")
@@ -116,7 +121,7 @@ func firstNamespaces(fs []flight, ns, release string) []string {
 // flight) namespaces already have an update to an unproven release in
 // flight, and key is queued again when an update ends. Two workers
 // deciding at once cannot both take the last place.
-func (f *fleet) reserve(key, release string, firstLimit func() int) (bool, string) {
+func (f *fleet) reserve(key, release string, firstLimit func() (int, []string)) (bool, string) {
 	if !f.on {
 		return true, ""
 	}
@@ -127,8 +132,8 @@ func (f *fleet) reserve(key, release string, firstLimit func() int) (bool, strin
 	}
 	others := f.inFlightLocked(key)
 	ns, _, _ := strings.Cut(key, "/")
-	first := firstLimit()
-	if (f.max > 0 && len(others) >= f.max) || (first >= 0 && len(firstNamespaces(others, ns, release)) >= first) {
+	first, failed := firstLimit()
+	if (f.max > 0 && len(others) >= f.max) || (first >= 0 && len(firstNamespaces(others, ns, release, failed)) >= first) {
 		f.waiting[key] = struct{}{}
 		return false, ""
 	}

@@ -382,3 +382,35 @@ func TestOneNamespaceSuccessDoesNotClearTheFleetsFailures(t *testing.T) {
 	assert.Equal(t, 0, f.admin("ns3", "tenant").callCount(), "three namespaces failed the release: halted")
 	assert.Equal(t, ReasonUpdatesHalted, conditionOf(f.live(t, "ns3", "tenant")).Reason)
 }
+
+// TestTwoNamespacesCannotHoldANewReleaseBackForever: with a budget of 3,
+// two hostile namespaces fail a new release, then one of them starts an
+// update to it again (another image of the release) and lets it hang.
+// Before, its namespace counted twice, failed and in flight: the others
+// waited with UpdateQueued for as long as the two kept it up, without the
+// release ever halting. A namespace counts once.
+func TestTwoNamespacesCannotHoldANewReleaseBackForever(t *testing.T) {
+	stores := append(tenantsInNamespaces(1), tenantStore("ha", "h"), tenantStore("hb", "h"))
+	f, _, _ := haltFixture(t, stores...)
+	f.update(t, "ha", "h")
+	f.update(t, "hb", "h")
+	require.Equal(t, ReasonRollingUpdate, conditionOf(f.live(t, "ha", "h")).Reason)
+
+	a := f.admin("ha", "h")
+	a.refuse, a.hang = false, true
+	u, err := f.dyn.Resource(v1.Resource).Namespace("ha").Get(t.Context(), "h", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedField(u.Object, imgNew+"-again", "spec", "image"))
+	_, err = f.dyn.Resource(v1.Resource).Namespace("ha").Update(t.Context(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.catchUp(t, "ha", "h")
+	require.NoError(t, f.c.sync(t.Context(), "ha/h"))
+	require.Eventually(t, func() bool { return a.callCount() == 2 }, 5*time.Second, time.Millisecond, "its update hangs")
+	f.catchUp(t, "ha", "h")
+
+	f.admin("ns0", "tenant").refuse = false
+	require.NoError(t, f.c.sync(t.Context(), "ns0/tenant"))
+	f.waitCallDone(t, "ns0/tenant")
+	assert.Equal(t, 1, f.admin("ns0", "tenant").callCount(), "two namespaces of three: another may try")
+	assert.Equal(t, ReasonUpdatingInPlace, conditionOf(f.live(t, "ns0", "tenant")).Reason)
+}

@@ -125,9 +125,11 @@ func newHalts(budget int, client kubernetes.Interface, namespace string, clk clo
 type haltState struct {
 	// proven: an update to the release succeeded (and the record kept it).
 	proven bool
-	// failed is how many namespaces failed it since.
-	failed int
-	halted bool
+	// failed is how many namespaces failed it since; failedNS names
+	// them.
+	failed   int
+	failedNS []string
+	halted   bool
 	// failures, described, when halted.
 	failures string
 	since    time.Time
@@ -153,6 +155,10 @@ func (h *halts) state(ctx context.Context, release string) (haltState, error) {
 
 func stateOf(e haltEntry) haltState {
 	st := haltState{proven: e.Proven != nil, failed: len(e.Failures)}
+	for _, f := range e.Failures {
+		ns, _, _ := strings.Cut(f.ObjectStore, "/")
+		st.failedNS = append(st.failedNS, ns)
+	}
 	if e.Halted != nil {
 		st.halted, st.failures, st.since = true, describeFailures(e.Failures), e.Halted.Time
 	}
