@@ -566,11 +566,16 @@ func (c *Controller) budget(ctx context.Context, key string, u *unstructured.Uns
 			return
 		}
 		if halted {
-			text := fmt.Sprintf("in-place updates to %s failed in %d namespaces with none succeeding (%s); no update to it starts anywhere until the halt record %s/%s is deleted",
-				release, c.cfg.FailureBudget, st.failures, c.cfg.HaltNamespace, HaltRecordName)
-			log.Warn().Str("reason", ReasonUpdatesHalted).Msg(text)
+			text := func(failures string) string {
+				return fmt.Sprintf("in-place updates to %s failed in %d namespaces with none succeeding (%s); no update to it starts anywhere until the halt record %s/%s is deleted",
+					release, c.cfg.FailureBudget, failures, c.cfg.HaltNamespace, HaltRecordName)
+			}
+			// The platform's log names every failure; the tenant's Event
+			// quotes its own only (describeFailuresFor).
+			log.Warn().Str("reason", ReasonUpdatesHalted).Msg(text(describeFailures(st.list)))
 			if c.cfg.Recorder != nil {
-				c.cfg.Recorder.Event(u, corev1.EventTypeWarning, ReasonUpdatesHalted, objstatus.BoundMessage(text))
+				c.cfg.Recorder.Event(u, corev1.EventTypeWarning, ReasonUpdatesHalted,
+					objstatus.BoundMessage(text(describeFailuresFor(st.list, u.GetNamespace()))))
 			}
 		}
 	}

@@ -269,9 +269,9 @@ func gate(o observation, p params, a action) action {
 		return action{verb: retry}
 	}
 	if o.halt.halted && o.resumed != release {
-		return hold(ReasonUpdatesHalted, fmt.Sprintf("updates to %s are halted fleet-wide since %s: in-place updates to it failed in %s; "+
+		return hold(ReasonUpdatesHalted, fmt.Sprintf("updates to %s are halted fleet-wide since %s: in-place updates to it failed in %d namespaces (%s); "+
 			"the platform resumes them by deleting the halt record, or this ObjectStore alone by the annotation %s: %q",
-			release, o.halt.since.UTC().Format(time.RFC3339), o.halt.failures, v1.ResumeUpdatesAnnotation, release), haltRecheck)
+			release, o.halt.since.UTC().Format(time.RFC3339), len(o.halt.list), describeFailuresFor(o.halt.list, o.namespace), v1.ResumeUpdatesAnnotation, release), haltRecheck)
 	}
 	if a.verb == call && p.maxInFlight > 0 && len(o.inFlight) >= p.maxInFlight {
 		return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: %d in-place updates are in flight across the fleet (%s), the most the operator runs at once; it starts when one ends",

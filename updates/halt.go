@@ -32,9 +32,10 @@ import (
 // ObjectStore, its ResumeUpdatesAnnotation names the release. Successes
 // count once per namespace too: a success drops its namespace's failure,
 // and successes in budget namespaces before the halt clear the release's
-// failures (and prove it); after the halt, only a resume does. Until an update to a release has succeeded, no more namespaces
-// than the budget have an update to it in flight or failed at once (see
-// firstLimit): a release that fails everywhere reaches budget tenants.
+// failures (and prove it); after the halt, only a resume does. Until
+// updates to a release have succeeded, no more namespaces than the budget
+// have an update to it in flight or failed at once (see firstLimit): a
+// release that fails everywhere reaches budget tenants.
 //
 // The record is a Lease in the operator's namespace (the chart's Role
 // already lets the operator get, create and update Leases there; the
@@ -130,9 +131,10 @@ type haltState struct {
 	failed   int
 	failedNS []string
 	halted   bool
-	// failures, described, when halted.
-	failures string
-	since    time.Time
+	// list is the failures, when halted: describeFailuresFor words them
+	// for one tenant.
+	list  []failure
+	since time.Time
 }
 
 // state reads release's state, reading the record again when it is older
@@ -160,7 +162,7 @@ func stateOf(e haltEntry) haltState {
 		st.failedNS = append(st.failedNS, ns)
 	}
 	if e.Halted != nil {
-		st.halted, st.failures, st.since = true, describeFailures(e.Failures), e.Halted.Time
+		st.halted, st.list, st.since = true, slices.Clone(e.Failures), e.Halted.Time
 	}
 	return st
 }
@@ -189,7 +191,32 @@ func (h *halts) lead() {
 	h.mu.Unlock()
 }
 
-// describeFailures says which ObjectStores failed and why.
+// describeFailuresFor says how many namespaces failed and why, for the
+// tenant in namespace ns: its own failures are quoted, the others only
+// counted by cause. Another tenant's failure message is its MinIO's
+// words, and its ObjectStore's name its own: neither goes into this
+// tenant's condition or Event. The platform reads them in the halt
+// record and the operator's log (describeFailures).
+func describeFailuresFor(fs []failure, ns string) string {
+	var causes, own []string
+	for _, f := range fs {
+		if !slices.Contains(causes, f.Cause) {
+			causes = append(causes, f.Cause)
+		}
+		if fns, _, _ := strings.Cut(f.ObjectStore, "/"); fns == ns {
+			own = append(own, describeFailures([]failure{f}))
+		}
+	}
+	slices.Sort(causes)
+	out := strings.Join(causes, ", ")
+	if len(own) > 0 {
+		out += "; this namespace's: " + strings.Join(own, "; ")
+	}
+	return out
+}
+
+// describeFailures says which ObjectStores failed and why: for the
+// platform (the operator's log).
 func describeFailures(fs []failure) string {
 	parts := make([]string, 0, len(fs))
 	for _, f := range fs {
