@@ -501,7 +501,7 @@ func (c *Controller) holdRestart(key string, store *v1.ObjectStore, changed stri
 			"%s; the previous restart was not ready within %s: its slot went to a waiting tenant", changed, c.restarts.timeout)}
 	}
 	if ok, holders := c.restarts.begin(key); !ok {
-		return &hold{reason: ReasonRestartQueued, message: queuedMessage(changed, c.restarts.max, holders)}
+		return &hold{reason: ReasonRestartQueued, message: queuedMessage(changed, c.restarts.max, holders, store.Namespace)}
 	}
 	// Looked at again when the slot times out, whatever happens next: the
 	// writes that follow may fail, and their retries back off for minutes.

@@ -225,16 +225,30 @@ func (r *restarts) reset() {
 }
 
 // queuedMessage says what a tenant waits for, naming a few holders.
-func queuedMessage(changed string, max int, holders []string) string {
+func queuedMessage(changed string, max int, holders []string, namespace string) string {
 	const shown = 5
-	names := holders
-	more := ""
-	if len(names) > shown {
-		more = fmt.Sprintf(" and %d more", len(names)-shown)
-		names = names[:shown]
+	var own []string
+	others := 0
+	for _, h := range holders {
+		if ns, _, _ := strings.Cut(h, "/"); ns == namespace {
+			own = append(own, h)
+		} else {
+			others++ // no tenant reads another's names
+		}
 	}
-	return fmt.Sprintf("%s; waiting for one of %d restart slots (held by %s%s until their pods are ready again)",
-		changed, max, strings.Join(names, ", "), more)
+	more := ""
+	if len(own) > shown {
+		more = fmt.Sprintf(" and %d more", len(own)-shown)
+		own = own[:shown]
+	}
+	by := strings.Join(own, ", ") + more
+	switch {
+	case by == "":
+		by = fmt.Sprintf("%d ObjectStores of other namespaces", others)
+	case others > 0:
+		by += fmt.Sprintf(", and %d ObjectStores of other namespaces", others)
+	}
+	return fmt.Sprintf("%s; waiting for one of %d restart slots (held by %s until their pods are ready again)", changed, max, by)
 }
 
 // rolledOut tells whether a StatefulSet has rolled its pods to the

@@ -300,10 +300,11 @@ func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 }
 
 func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) error {
+	key := store.Namespace + "/" + store.Name
 	if store.Spec.Image == "" {
+		c.fleet.unwait(key)
 		return nil
 	}
-	key := store.Namespace + "/" + store.Name
 	// One namespace's silent endpoints hold at most its share of the
 	// workers; the key is queued again when one of its syncs ends.
 	if !c.asking.reserve(key, store.Namespace) {
@@ -454,6 +455,8 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	}
 	if a.reason == ReasonUpdateQueued {
 		c.fleet.wait(key)
+	} else {
+		c.fleet.unwait(key)
 	}
 	if o.recorded != nil && a.update == nil {
 		// Counted before the place in flight is given back: a worker
@@ -489,19 +492,27 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 	// The fleet's place is taken before the record, and given back when
 	// the record is not written: decide saw the count, this holds it
 	// against another worker deciding at the same moment.
-	first := func() int {
+	first := func() (int, []string) {
 		// What the budget says now, not when the sync observed it: a
 		// failure counted since frees a place in flight but not a first.
 		o := o
 		o.halt = c.halts.cached(a.update.Release, o.halt)
-		return firstLimit(o, c.params())
+		return firstLimit(o, c.params()), o.halt.failedNS
 	}
-	if o.recorded == nil && !c.fleet.reserve(key, a.update.Release, first) {
+	ok, share := true, ""
+	if o.recorded == nil {
+		ok, share = c.fleet.reserve(key, a.update.Release, first)
+	}
+	if !ok {
 		c.calls.release(store.Namespace)
 		// Said as decide would have said it, had it seen this moment.
 		o.inFlight = c.fleet.inFlight(key)
 		q := gate(o, c.params(), action{verb: call})
-		if q.reason != ReasonUpdateQueued {
+		switch {
+		case q.reason == ReasonUpdateQueued:
+		case share != "":
+			q.message = fmt.Sprintf("waiting to update to %s: %s", a.update.Release, share)
+		default:
 			q.message = fmt.Sprintf("waiting to update to %s: another update started a moment ago", a.update.Release)
 		}
 		return c.write(ctx, u, store, oldest(o.nodes), nil, "Queued", metav1.ConditionFalse, ReasonUpdateQueued, q.message)
@@ -544,7 +555,7 @@ func (c *Controller) budget(ctx context.Context, key string, u *unstructured.Uns
 	log := c.log.With().Str("objectstore", key).Str("release", release).Logger()
 	switch {
 	case a.verb == setImage && a.reason == ReasonUpdatedInPlace:
-		if err := c.halts.succeed(ctx, release); err != nil {
+		if err := c.halts.succeed(ctx, key, release); err != nil {
 			log.Error().Err(err).Str("reason", ReasonUpdatesHalted).Msg("could not clear the release's update failures")
 		}
 	case (a.outcome == outcomeRolling || a.outcome == outcomeFailed) && (a.cause == CauseInPlaceRefused || a.cause == CauseNodesNotUpdated):
@@ -555,11 +566,16 @@ func (c *Controller) budget(ctx context.Context, key string, u *unstructured.Uns
 			return
 		}
 		if halted {
-			text := fmt.Sprintf("in-place updates to %s failed in %d namespaces with none succeeding (%s); no update to it starts anywhere until the halt record %s/%s is deleted",
-				release, c.cfg.FailureBudget, st.failures, c.cfg.HaltNamespace, HaltRecordName)
-			log.Warn().Str("reason", ReasonUpdatesHalted).Msg(text)
+			text := func(failures string) string {
+				return fmt.Sprintf("in-place updates to %s failed in %d namespaces with none succeeding (%s); no update to it starts anywhere until the halt record %s/%s is deleted",
+					release, c.cfg.FailureBudget, failures, c.cfg.HaltNamespace, HaltRecordName)
+			}
+			// The platform's log names every failure; the tenant's Event
+			// quotes its own only (describeFailuresFor).
+			log.Warn().Str("reason", ReasonUpdatesHalted).Msg(text(describeFailures(st.list)))
 			if c.cfg.Recorder != nil {
-				c.cfg.Recorder.Event(u, corev1.EventTypeWarning, ReasonUpdatesHalted, objstatus.BoundMessage(text))
+				c.cfg.Recorder.Event(u, corev1.EventTypeWarning, ReasonUpdatesHalted,
+					objstatus.BoundMessage(text(describeFailuresFor(st.list, u.GetNamespace()))))
 			}
 		}
 	}

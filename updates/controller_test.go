@@ -47,6 +47,8 @@ type fakeAdmin struct {
 	panics bool
 	// refuse makes ServerUpdateV2 answer MinIO's error (MINIO_UPDATE=off).
 	refuse bool
+	// refusal, when set, is the message of the refusal.
+	refusal string
 }
 
 func (f *fakeAdmin) ServerInfo(context.Context, ...func(*madmin.ServerInfoOpts)) (madmin.InfoMessage, error) {
@@ -74,8 +76,11 @@ func (f *fakeAdmin) ServerUpdateV2(ctx context.Context, _ madmin.ServerUpdateOpt
 		_ = results[n]
 	}
 	if f.refuse {
-		return madmin.ServerUpdateStatusV2{}, madmin.ErrorResponse{Code: "MethodNotAllowed",
-			Message: "The specified method is not allowed against this resource."}
+		msg := "The specified method is not allowed against this resource."
+		if f.refusal != "" {
+			msg = f.refusal
+		}
+		return madmin.ServerUpdateStatusV2{}, madmin.ErrorResponse{Code: "MethodNotAllowed", Message: msg}
 	}
 	if hang {
 		<-ctx.Done()

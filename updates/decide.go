@@ -2,6 +2,7 @@ package updates
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -268,19 +269,19 @@ func gate(o observation, p params, a action) action {
 		return action{verb: retry}
 	}
 	if o.halt.halted && o.resumed != release {
-		return hold(ReasonUpdatesHalted, fmt.Sprintf("updates to %s are halted fleet-wide since %s: in-place updates to it failed in %s; "+
+		return hold(ReasonUpdatesHalted, fmt.Sprintf("updates to %s are halted fleet-wide since %s: in-place updates to it failed in %d namespaces (%s); "+
 			"the platform resumes them by deleting the halt record, or this ObjectStore alone by the annotation %s: %q",
-			release, o.halt.since.UTC().Format(time.RFC3339), o.halt.failures, v1.ResumeUpdatesAnnotation, release), haltRecheck)
+			release, o.halt.since.UTC().Format(time.RFC3339), len(o.halt.list), describeFailuresFor(o.halt.list, o.namespace), v1.ResumeUpdatesAnnotation, release), haltRecheck)
 	}
 	if a.verb == call && p.maxInFlight > 0 && len(o.inFlight) >= p.maxInFlight {
 		return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: %d in-place updates are in flight across the fleet (%s), the most the operator runs at once; it starts when one ends",
-			release, len(o.inFlight), strings.Join(firstN(keysOf(o.inFlight), 8), ", ")), 5*p.poll)
+			release, len(o.inFlight), ownAndOthers(keysOf(o.inFlight), o.namespace)), 5*p.poll)
 	}
 	if first := firstLimit(o, p); a.verb == call && first >= 0 {
-		if ns := firstNamespaces(o.inFlight, o.namespace, release); len(ns) >= first {
-			return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: no update to it has succeeded yet; namespaces %s have one in flight and %d failed, "+
+		if ns := firstNamespaces(o.inFlight, o.namespace, release, o.halt.failedNS); len(ns) >= first {
+			return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: no update to it has succeeded yet; %d other namespaces have one in flight and %d failed, "+
 				"and no more than the failure budget (%d namespaces) update to a release at once until one succeeds",
-				release, strings.Join(firstN(ns, 8), ", "), o.halt.failed, p.budget), 5*p.poll)
+				release, len(ns), o.halt.failed, p.budget), 5*p.poll)
 		}
 	}
 	return a
@@ -296,7 +297,12 @@ func firstLimit(o observation, p params) int {
 		// A tenant that resumed the release takes the risk on itself.
 		return -1
 	}
-	return max(p.budget-o.halt.failed, 0)
+	failed := o.halt.failed
+	if slices.Contains(o.halt.failedNS, o.namespace) {
+		// Its own namespace tries again: no namespace more at risk.
+		failed--
+	}
+	return max(p.budget-failed, 0)
 }
 
 // haltRecheck is how often a tenant held by a halt looks again: the record
@@ -311,6 +317,28 @@ func windowPhase(now, next time.Time) string {
 		return next.Format("15:04Z")
 	}
 	return next.Format("Jan 2 15:04Z")
+}
+
+// ownAndOthers says who holds the fleet's places as a tenant of
+// namespace may read it: its own namespace's ObjectStores by name, the
+// others only counted (no tenant reads another's names).
+func ownAndOthers(keys []string, namespace string) string {
+	var own []string
+	others := 0
+	for _, k := range keys {
+		if ns, _, _ := strings.Cut(k, "/"); ns == namespace {
+			own = append(own, k)
+		} else {
+			others++
+		}
+	}
+	switch {
+	case len(own) == 0:
+		return fmt.Sprintf("%d in other namespaces", others)
+	case others == 0:
+		return strings.Join(firstN(own, 8), ", ")
+	}
+	return fmt.Sprintf("%s, and %d in other namespaces", strings.Join(firstN(own, 8), ", "), others)
 }
 
 func firstN(s []string, n int) []string {

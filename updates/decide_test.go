@@ -271,6 +271,21 @@ func TestDecide(t *testing.T) {
 				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "a/x", "b/y"), haltState{failed: 1}
 			}),
 			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll},
+		{name: "a release not proven yet, two failed and one of them in flight again: counted once, call",
+			o: obs(func(o *observation) {
+				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "a/x"), haltState{failed: 2, failedNS: []string{"a", "b"}}
+			}),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
+		{name: "a release not proven yet, this namespace and another failed, a third in flight: this one may try again",
+			o: obs(func(o *observation) {
+				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "c/x"), haltState{failed: 2, failedNS: []string{"t", "b"}}
+			}),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
+		{name: "a release not proven yet, two failed, a third namespace in flight: held",
+			o: obs(func(o *observation) {
+				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "c/x"), haltState{failed: 2, failedNS: []string{"a", "b"}}
+			}),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll},
 		{name: "a release not proven yet, two in flight, one of them in this namespace: call",
 			o:    obs(func(o *observation) { o.namespace, o.inFlight = "t", flights(relNew, "a/x", "t/y", "b/z") }),
 			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
@@ -281,23 +296,27 @@ func TestDecide(t *testing.T) {
 			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
 		{name: "updates to the release halted: held, naming the failures",
 			o: obs(func(o *observation) {
-				o.halt = haltState{halted: true, failures: "a/x (InPlaceRefused: MethodNotAllowed)", since: t0}
+				o.halt = haltState{halted: true, list: []failure{{ObjectStore: "a/x", Cause: CauseInPlaceRefused, Message: "MethodNotAllowed"}}, since: t0}
 			}),
 			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesHalted, after: haltRecheck, phase: "Halted"},
 		{name: "halted: a rolling update to the release is held too",
 			o: obs(func(o *observation) {
-				o.halt, o.platforms = haltState{halted: true, failures: "a/x", since: t0}, []string{"linux/amd64", "linux/arm64"}
+				o.halt, o.platforms = haltState{halted: true, list: []failure{{ObjectStore: "a/x", Cause: CauseInPlaceRefused}}, since: t0}, []string{"linux/amd64", "linux/arm64"}
 			}),
 			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesHalted, after: haltRecheck},
 		{name: "halted, the ObjectStore resumed for that release: call",
-			o:    obs(func(o *observation) { o.halt, o.resumed = haltState{halted: true, failures: "a/x", since: t0}, relNew }),
+			o: obs(func(o *observation) {
+				o.halt, o.resumed = haltState{halted: true, list: []failure{{ObjectStore: "a/x", Cause: CauseInPlaceRefused}}, since: t0}, relNew
+			}),
 			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
 		{name: "halted, the ObjectStore resumed for another release: held",
-			o:    obs(func(o *observation) { o.halt, o.resumed = haltState{halted: true, failures: "a/x", since: t0}, relOld }),
+			o: obs(func(o *observation) {
+				o.halt, o.resumed = haltState{halted: true, list: []failure{{ObjectStore: "a/x", Cause: CauseInPlaceRefused}}, since: t0}, relOld
+			}),
 			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesHalted, after: haltRecheck},
 		{name: "halted, an update recorded before: it finishes",
 			o: obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
-				o.halt, o.nodes = haltState{halted: true, failures: "a/x", since: t0}, nodesOn(relNew, relNew)
+				o.halt, o.nodes = haltState{halted: true, list: []failure{{ObjectStore: "a/x", Cause: CauseInPlaceRefused}}, since: t0}, nodesOn(relNew, relNew)
 			}),
 			verb: setImage, status: metav1.ConditionTrue, reason: ReasonUpdatedInPlace, phase: "Current"},
 		{name: "the halt record could not be read: retried, nothing started",
@@ -430,7 +449,7 @@ func FuzzDecide(f *testing.F) {
 			o.halt.proven = true
 		}
 		if fleetFlags&64 != 0 {
-			o.halt = haltState{halted: true, failures: "a/1", since: t0}
+			o.halt = haltState{halted: true, list: []failure{{ObjectStore: "a/1", Cause: CauseInPlaceRefused}}, since: t0}
 		}
 		if fleetFlags&128 != 0 {
 			o.resumed = want

@@ -1,6 +1,7 @@
 package updates
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -94,9 +95,14 @@ func (f *fleet) inFlightLocked(key string) []flight {
 }
 
 // firstNamespaces counts the namespaces other than ns with an update to
-// release among fs.
-func firstNamespaces(fs []flight, ns, release string) []string {
+// release among fs, but for those that failed it (counted as failed: a
+// namespace that failed and tries again takes one of the budget's
+// places, not two).
+func firstNamespaces(fs []flight, ns, release string, failed []string) []string {
 	seen := map[string]bool{}
+	for _, f := range failed {
+		seen[f] = true
+	}
 	var out []string
 	for _, f := range fs {
 		fns, _, _ := strings.Cut(f.key, "/")
@@ -109,31 +115,67 @@ func firstNamespaces(fs []flight, ns, release string) []string {
 }
 
 // reserve counts key in before its call is recorded; false when the
-// fleet is full, or when firstLimit() (>= 0, read under the lock, after
-// the count of in flight) namespaces already have an update to an
-// unproven release in flight, and key is queued again when an
-// update ends. Two workers deciding at once cannot both take the last
-// place.
-func (f *fleet) reserve(key, release string, firstLimit func() int) bool {
+// fleet is full, when key's namespace holds its share of the places
+// while another namespace waits (see overShare; the message says so),
+// or when firstLimit() (>= 0, read under the lock, after the count of in
+// flight) namespaces already have an update to an unproven release in
+// flight, and key is queued again when an update ends. Two workers
+// deciding at once cannot both take the last place.
+func (f *fleet) reserve(key, release string, firstLimit func() (int, []string)) (bool, string) {
 	if !f.on {
-		return true
+		return true, ""
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.held[key]; ok {
-		return true
+		return true, ""
 	}
 	others := f.inFlightLocked(key)
 	ns, _, _ := strings.Cut(key, "/")
-	first := firstLimit()
-	if (f.max > 0 && len(others) >= f.max) || (first >= 0 && len(firstNamespaces(others, ns, release)) >= first) {
+	first, failed := firstLimit()
+	if (f.max > 0 && len(others) >= f.max) || (first >= 0 && len(firstNamespaces(others, ns, release, failed)) >= first) {
 		f.waiting[key] = struct{}{}
-		return false
+		return false, ""
+	}
+	if held, share, over := f.overShareLocked(ns, others); over {
+		f.waiting[key] = struct{}{}
+		return false, fmt.Sprintf("namespace %s has %d of the fleet's %d in-place updates in flight, its share while other namespaces wait (%d); it starts when one of them ends",
+			ns, held, f.max, share)
 	}
 	f.held[key] = release
 	delete(f.ended, key)
 	delete(f.waiting, key)
-	return true
+	return true, ""
+}
+
+// overShareLocked: while a namespace other than ns waits for a place,
+// ns may hold no more than its share of the cap, the cap split among the
+// namespaces in flight or waiting (rounded up). Without it, a tenant
+// whose many ObjectStores hold their places until the timeout (nodes
+// that never report the release) took every place that freed, and the
+// other tenants waited a timeout after a timeout. It returns how many
+// places ns holds and its share.
+func (f *fleet) overShareLocked(ns string, others []flight) (int, int, bool) {
+	if f.max <= 0 {
+		return 0, 0, false
+	}
+	contending := map[string]bool{ns: true}
+	held := 0
+	for _, o := range others {
+		ons, _, _ := strings.Cut(o.key, "/")
+		contending[ons] = true
+		if ons == ns {
+			held++
+		}
+	}
+	othersWait := false
+	for k := range f.waiting {
+		wns, _, _ := strings.Cut(k, "/")
+		contending[wns] = true
+		othersWait = othersWait || wns != ns
+	}
+	share := (f.max + len(contending) - 1) / len(contending)
+	return held, share, othersWait && held >= share
 }
 
 // wait notes key as waiting for a place (decide said UpdateQueued).
@@ -146,6 +188,17 @@ func (f *fleet) wait(key string) {
 	f.mu.Unlock()
 }
 
+// unwait: key no longer waits for a place (its sync decided anything
+// but UpdateQueued).
+func (f *fleet) unwait(key string) {
+	if !f.on {
+		return
+	}
+	f.mu.Lock()
+	delete(f.waiting, key)
+	f.mu.Unlock()
+}
+
 // end: key's update ended (or its record was not written). The waiting
 // keys are queued again to look for the place.
 func (f *fleet) end(key string) {
@@ -155,11 +208,12 @@ func (f *fleet) end(key string) {
 	f.mu.Lock()
 	delete(f.held, key)
 	f.ended[key] = struct{}{}
+	// The waiting stay waiting until they take a place or stop wanting
+	// one (unwait): a namespace's share counts them.
 	waiting := make([]string, 0, len(f.waiting))
 	for k := range f.waiting {
 		waiting = append(waiting, k)
 	}
-	clear(f.waiting)
 	f.mu.Unlock()
 	for _, k := range waiting {
 		f.enqueue(k)

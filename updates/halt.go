@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,11 +29,13 @@ import (
 // it has, cannot halt the fleet's updates alone. When budget namespaces
 // have failed with no success in between, the release is halted: no
 // update to it starts anywhere until the record is deleted, or, for one
-// ObjectStore, its ResumeUpdatesAnnotation names the release. A success
-// before the halt clears the release's failures; after it, only a resume
-// does. Until an update to a release has succeeded, no more namespaces
-// than the budget have an update to it in flight or failed at once (see
-// firstLimit): a release that fails everywhere reaches budget tenants.
+// ObjectStore, its ResumeUpdatesAnnotation names the release. Successes
+// count once per namespace too: a success drops its namespace's failure,
+// and successes in budget namespaces before the halt clear the release's
+// failures (and prove it); after the halt, only a resume does. Until
+// updates to a release have succeeded, no more namespaces than the budget
+// have an update to it in flight or failed at once (see firstLimit): a
+// release that fails everywhere reaches budget tenants.
 //
 // The record is a Lease in the operator's namespace (the chart's Role
 // already lets the operator get, create and update Leases there; the
@@ -51,6 +54,19 @@ const haltAnnotation = "aistor.min.io/update-failures"
 const (
 	maxHaltReleases = 32
 	maxHaltMessage  = 256
+	// maxNamespaceReleases bounds the releases not halted in which one
+	// namespace has a failure: its failure of another release drops its
+	// oldest. Otherwise one tenant, failing release after release, filled
+	// the record and evicted the failures the others had counted.
+	maxNamespaceReleases = 4
+	// maxHaltBytes bounds the record as written: JSON escapes a tenant's
+	// "<" to six bytes, and the apiserver refuses a Lease whose
+	// annotations pass 256 KiB (every later write of the record would be
+	// refused). Releases are evicted, as by maxHaltReleases, to fit.
+	maxHaltBytes = 192 * 1024
+	// MaxFailureBudget bounds the budget, so that one release's entry
+	// alone (a failure of each of budget namespaces) fits maxHaltBytes.
+	MaxFailureBudget = 64
 )
 
 // haltRefresh is how often the leader reads the record again: how soon a
@@ -67,6 +83,10 @@ type haltEntry struct {
 	// Proven is when an update to the release last succeeded.
 	Proven   *metav1.Time `json:"proven,omitempty"`
 	Failures []failure    `json:"failures,omitempty"`
+	// Succeeded are the namespaces whose update to the release succeeded
+	// since its failures were last cleared (or it was proven): budget of
+	// them clear the failures, as budget failures halt. At most budget.
+	Succeeded []string `json:"succeeded,omitempty"`
 }
 
 // failure is one namespace's failed update to a release.
@@ -106,12 +126,15 @@ func newHalts(budget int, client kubernetes.Interface, namespace string, clk clo
 type haltState struct {
 	// proven: an update to the release succeeded (and the record kept it).
 	proven bool
-	// failed is how many namespaces failed it since.
-	failed int
-	halted bool
-	// failures, described, when halted.
-	failures string
-	since    time.Time
+	// failed is how many namespaces failed it since; failedNS names
+	// them.
+	failed   int
+	failedNS []string
+	halted   bool
+	// list is the failures, when halted: describeFailuresFor words them
+	// for one tenant.
+	list  []failure
+	since time.Time
 }
 
 // state reads release's state, reading the record again when it is older
@@ -134,8 +157,12 @@ func (h *halts) state(ctx context.Context, release string) (haltState, error) {
 
 func stateOf(e haltEntry) haltState {
 	st := haltState{proven: e.Proven != nil, failed: len(e.Failures)}
+	for _, f := range e.Failures {
+		ns, _, _ := strings.Cut(f.ObjectStore, "/")
+		st.failedNS = append(st.failedNS, ns)
+	}
 	if e.Halted != nil {
-		st.halted, st.failures, st.since = true, describeFailures(e.Failures), e.Halted.Time
+		st.halted, st.list, st.since = true, slices.Clone(e.Failures), e.Halted.Time
 	}
 	return st
 }
@@ -164,7 +191,32 @@ func (h *halts) lead() {
 	h.mu.Unlock()
 }
 
-// describeFailures says which ObjectStores failed and why.
+// describeFailuresFor says how many namespaces failed and why, for the
+// tenant in namespace ns: its own failures are quoted, the others only
+// counted by cause. Another tenant's failure message is its MinIO's
+// words, and its ObjectStore's name its own: neither goes into this
+// tenant's condition or Event. The platform reads them in the halt
+// record and the operator's log (describeFailures).
+func describeFailuresFor(fs []failure, ns string) string {
+	var causes, own []string
+	for _, f := range fs {
+		if !slices.Contains(causes, f.Cause) {
+			causes = append(causes, f.Cause)
+		}
+		if fns, _, _ := strings.Cut(f.ObjectStore, "/"); fns == ns {
+			own = append(own, describeFailures([]failure{f}))
+		}
+	}
+	slices.Sort(causes)
+	out := strings.Join(causes, ", ")
+	if len(own) > 0 {
+		out += "; this namespace's: " + strings.Join(own, "; ")
+	}
+	return out
+}
+
+// describeFailures says which ObjectStores failed and why: for the
+// platform (the operator's log).
 func describeFailures(fs []failure) string {
 	parts := make([]string, 0, len(fs))
 	for _, f := range fs {
@@ -192,54 +244,112 @@ func (h *halts) fail(ctx context.Context, key, release, cause, message string) (
 				e.Failures[i], replaced = f, true // one per namespace: the latest
 			}
 		}
+		e.Succeeded = slices.DeleteFunc(e.Succeeded, func(s string) bool { return s == ns })
 		if !replaced {
 			if len(e.Failures) >= h.budget {
 				return false // halted already; the record says enough
 			}
 			e.Failures = append(e.Failures, f)
+			forgetOldest(rec, ns, release)
 		}
 		if e.Halted == nil && len(e.Failures) >= h.budget {
 			e.Halted, halted = &now, true
 		}
 		rec[release] = e
 		st = stateOf(e)
-		evict(rec, release)
+		evict(rec, release, maxHaltReleases)
 		return true
 	})
 	return halted, st, err
 }
 
-// succeed: an update to release succeeded. The release is proven (more
-// than the budget's namespaces may update to it at once) and its
-// failures are cleared, unless it is halted.
-func (h *halts) succeed(ctx context.Context, release string) error {
+// succeed: the ObjectStore key's update to release succeeded. Its
+// namespace's failure of the release is dropped. Once budget namespaces
+// have succeeded (with the release not halted), the release is proven
+// (more than the budget's namespaces may update to it at once) and its
+// failures are cleared. One namespace's success counts once, as its
+// failure does: a tenant's MinIO says "success" at will, and one tenant
+// alone must neither clear the failures of a release failing for the
+// others nor lift the limit on its first updates for everyone.
+func (h *halts) succeed(ctx context.Context, key, release string) error {
 	if h == nil || h.budget <= 0 {
 		return nil
 	}
+	ns, _, _ := strings.Cut(key, "/")
 	h.mu.Lock()
 	e, ok := h.record[release]
 	h.mu.Unlock()
-	if ok && (e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0)) {
+	if ok && (e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0) || slices.Contains(e.Succeeded, ns)) {
 		return nil // nothing to change: no request
 	}
 	now := metav1.NewTime(h.clock.Now())
 	return h.modify(ctx, func(rec map[string]haltEntry) bool {
 		e := rec[release]
-		if e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0) {
+		if e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0) || slices.Contains(e.Succeeded, ns) {
 			return false
 		}
-		rec[release] = haltEntry{Proven: &now}
-		evict(rec, release)
+		e.Failures = slices.DeleteFunc(e.Failures, func(f failure) bool {
+			fns, _, _ := strings.Cut(f.ObjectStore, "/")
+			return fns == ns
+		})
+		e.Succeeded = append(e.Succeeded, ns)
+		if len(e.Succeeded) >= h.budget {
+			e = haltEntry{Proven: &now}
+		}
+		rec[release] = e
+		evict(rec, release, maxHaltReleases)
 		return true
 	})
 }
 
-// evict keeps the record within maxHaltReleases: releases not halted go
+// forgetOldest drops ns's failures of the releases not halted beyond the
+// maxNamespaceReleases-1 it touched last, release aside; a release left
+// with nothing to say is dropped.
+func forgetOldest(rec map[string]haltEntry, ns, release string) {
+	type held struct {
+		release string
+		at      time.Time
+	}
+	var hs []held
+	for r, e := range rec {
+		if r == release || e.Halted != nil {
+			continue
+		}
+		for _, f := range e.Failures {
+			if fns, _, _ := strings.Cut(f.ObjectStore, "/"); fns == ns {
+				hs = append(hs, held{r, f.At.Time})
+			}
+		}
+	}
+	if len(hs) < maxNamespaceReleases {
+		return
+	}
+	slices.SortFunc(hs, func(a, b held) int {
+		if c := b.at.Compare(a.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.release, b.release)
+	})
+	for _, old := range hs[maxNamespaceReleases-1:] {
+		e := rec[old.release]
+		e.Failures = slices.DeleteFunc(e.Failures, func(f failure) bool {
+			fns, _, _ := strings.Cut(f.ObjectStore, "/")
+			return fns == ns
+		})
+		if len(e.Failures) == 0 && e.Proven == nil && len(e.Succeeded) == 0 {
+			delete(rec, old.release)
+			continue
+		}
+		rec[old.release] = e
+	}
+}
+
+// evict keeps the record within n releases: releases not halted go
 // first, the least recently touched first; keep is never evicted. (An
 // evicted proven release is unproven again: its first updates are
 // limited again, which costs only time.)
-func evict(rec map[string]haltEntry, keep string) {
-	for len(rec) > maxHaltReleases {
+func evict(rec map[string]haltEntry, keep string, n int) {
+	for len(rec) > n && len(rec) > 1 {
 		var victim string
 		var at time.Time
 		victimHalted := true
@@ -247,15 +357,7 @@ func evict(rec map[string]haltEntry, keep string) {
 			if r == keep {
 				continue
 			}
-			last := time.Time{}
-			if e.Proven != nil {
-				last = e.Proven.Time
-			}
-			for _, f := range e.Failures {
-				if f.At.After(last) {
-					last = f.At.Time
-				}
-			}
+			last := lastTouched(e)
 			halted := e.Halted != nil
 			if victim == "" || (victimHalted && !halted) || (victimHalted == halted && last.Before(at)) {
 				victim, at, victimHalted = r, last, halted
@@ -263,6 +365,32 @@ func evict(rec map[string]haltEntry, keep string) {
 		}
 		delete(rec, victim)
 	}
+}
+
+// newest is the release touched last (the one a change just wrote),
+// which evicting to fit maxHaltBytes keeps.
+func newest(rec map[string]haltEntry) string {
+	var keep string
+	var at time.Time
+	for r, e := range rec {
+		if last := lastTouched(e); keep == "" || last.After(at) {
+			keep, at = r, last
+		}
+	}
+	return keep
+}
+
+func lastTouched(e haltEntry) time.Time {
+	last := time.Time{}
+	if e.Proven != nil {
+		last = e.Proven.Time
+	}
+	for _, f := range e.Failures {
+		if f.At.After(last) {
+			last = f.At.Time
+		}
+	}
+	return last
 }
 
 // modify applies change to the record read from the API and writes it
@@ -281,6 +409,10 @@ func (h *halts) modify(ctx context.Context, change func(map[string]haltEntry) bo
 			return nil
 		}
 		raw, err := json.Marshal(rec)
+		for err == nil && len(raw) > maxHaltBytes && len(rec) > 1 {
+			evict(rec, newest(rec), len(rec)-1)
+			raw, err = json.Marshal(rec)
+		}
 		if err != nil {
 			return fmt.Errorf("encode the update halt record: %w", err)
 		}

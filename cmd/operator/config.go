@@ -169,7 +169,15 @@ func (c *config) settings() []setting {
 		{"cluster-trust-bundle", "OPERATOR_CLUSTER_TRUST_BUNDLE", "on", "on: where the API serves ClusterTrustBundles, publish the CA pods must trust as aistor.min.io:object-store-operator:<namespace>; off: never", onOff(&c.trustBundle)},
 		{"cluster-trust-bundle-owner", "OPERATOR_CLUSTER_TRUST_BUNDLE_OWNER", "", "ClusterRole that owns the ClusterTrustBundle, so the garbage collector removes it with that role (the chart sets its own); empty: no owner, remove it by hand", text(&c.trustBundleOwner)},
 		{"max-concurrent-updates", "OPERATOR_MAX_CONCURRENT_UPDATES", "4", "in-place updates in flight across every tenant, from the recorded call until every node runs the release or the fallback; 0: no cap", atLeast(&c.maxUpdates, 0)},
-		{"update-failure-budget", "OPERATOR_UPDATE_FAILURE_BUDGET", "3", "namespaces whose in-place update to one release may fail, with none succeeding, before updates to that release halt fleet-wide; 0: never halt", atLeast(&c.failureBudget, 0)},
+		{"update-failure-budget", "OPERATOR_UPDATE_FAILURE_BUDGET", "3", "namespaces whose in-place update to one release may fail, with none succeeding, before updates to that release halt fleet-wide; 0: never halt; at most 64", func(v string) error {
+			if err := atLeast(&c.failureBudget, 0)(v); err != nil {
+				return err
+			}
+			if c.failureBudget > updates.MaxFailureBudget {
+				return fmt.Errorf("is more than %d (the halt record keeps a failure of each namespace, within what a Lease holds)", updates.MaxFailureBudget)
+			}
+			return nil
+		}},
 		{"allowed-update-endpoints", "OPERATOR_ALLOWED_UPDATE_ENDPOINTS", "", "comma-separated CIDRs and host globs (10.0.0.0/8,*.minio.example.com) the operator may reach a tenant's admin API at, beyond the Services of the ObjectStore's own namespace; addresses only by CIDR, and loopback, link-local and metadata addresses only when a CIDR names them", func(v string) (err error) {
 			c.allowedEndpoints, err = updates.ParseEndpointPolicy(v)
 			return err

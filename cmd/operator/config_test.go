@@ -56,6 +56,7 @@ func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"so is a pair", map[string]string{"OPERATOR_LEASE_DURATION": "5s"}, []string{"--lease-renew-deadline", "6s"}, "--lease-renew-deadline must be shorter than OPERATOR_LEASE_DURATION"},
 		{"empty update dir", nil, []string{"--update-dir", ""}, `--update-dir: "" must not be empty`},
 		{"burst", map[string]string{"OPERATOR_KUBE_API_BURST": "0"}, nil, `OPERATOR_KUBE_API_BURST: "0" is not an integer of at least 1`},
+		{"failure budget beyond what the halt record holds", map[string]string{"OPERATOR_UPDATE_FAILURE_BUDGET": "65"}, nil, `OPERATOR_UPDATE_FAILURE_BUDGET: "65" is more than 64`},
 		{"approve flag", map[string]string{"OPERATOR_AUTOCERT_APPROVE": "sometimes"}, nil, "OPERATOR_AUTOCERT_APPROVE"},
 		{"update URL without the path", map[string]string{"OPERATOR_UPDATE_URL": "https://operator.example.com:4221"}, nil, "OPERATOR_UPDATE_URL"},
 		{"update URL not http", map[string]string{"OPERATOR_UPDATE_URL": "ftp://x/webhook/v1/update"}, nil, "OPERATOR_UPDATE_URL"},

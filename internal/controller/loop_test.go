@@ -223,3 +223,27 @@ func TestANewLoopNeedsItsInformerRateLimiterAndReconciler(t *testing.T) {
 	_, err = NewLoop(Options{Name: "x", ObjectStores: informer, RateLimiter: limiter}, nilReconciler)
 	assert.Error(t, err)
 }
+
+// TestAPanicReportingAPanicDoesNotTakeTheProcessDown: the report of a
+// panic reads the same object that made the sync panic, and can panic
+// too. It ran outside the recovery, in the worker's goroutine: the
+// process died, every tenant with it. The key is retried with backoff
+// and the other keys carry on.
+func TestAPanicReportingAPanicDoesNotTakeTheProcessDown(t *testing.T) {
+	r := &recorder{panicFor: "a/hostile"}
+	reg := prometheus.NewRegistry()
+	l := newLoop(t, Options{Registerer: reg,
+		ReportPanic: func(context.Context, *unstructured.Unstructured, string) {
+			var conditions []string
+			_ = conditions[0]
+		},
+	}, r, objectStore("a", "hostile"), objectStore("b", "other"))
+	run(t, l)
+	term, end := context.WithCancel(context.Background())
+	defer end()
+	go l.Lead(term)
+	require.Eventually(t, func() bool {
+		return r.count("b/other") == 1 && l.Queue().NumRequeues("a/hostile") > 0
+	}, 5*time.Second, time.Millisecond)
+	assert.Equal(t, 1.0, testutil.ToFloat64(PanicCounter(reg, "test")))
+}

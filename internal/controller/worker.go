@@ -50,7 +50,12 @@ func processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface
 	var p *PanicError
 	if err != nil && (ctx.Err() == nil || errors.As(err, &p)) {
 		if onError != nil {
-			onError(key, err)
+			// What reports a panic reads the object that caused it, and
+			// may panic too: not in this goroutine, which would take the
+			// process down with every tenant.
+			if perr := Recovering(func() error { onError(key, err); return nil }); perr != nil {
+				utilruntime.HandleErrorWithContext(ctx, perr, "reporting a failed sync panicked; retrying with backoff", "key", key)
+			}
 		} else {
 			utilruntime.HandleErrorWithContext(ctx, err, "sync failed; retrying with backoff", "key", key)
 		}

@@ -5,6 +5,7 @@ package secretcache
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/singleflight"
@@ -41,7 +42,20 @@ type Reader struct {
 
 	mu   sync.Mutex
 	data map[viewKey]cachedSecret
+	// kept is the bytes of data kept, by namespace and in all.
+	kept      map[string]int64
+	keptTotal int64
 }
+
+// MaxKeptPerNamespace bounds the Secret data kept for one namespace. A
+// tenant chooses how much it stores in Secrets and names from its
+// ObjectStores (145 Secrets of up to 1 MiB each per ObjectStore, as many
+// ObjectStores as it likes): without a bound it chose how much of the
+// operator's memory it held, and could take it down for every tenant.
+// Beyond it, the namespace's Secrets are read from the apiserver each
+// time, not kept. A tenant's configuration, certificates and CAs are a
+// few KiB each.
+const MaxKeptPerNamespace = 16 << 20
 
 // referencesIndex files an ObjectStore under every Secret it references
 // (Track).
@@ -71,8 +85,7 @@ func (r *Reader) Track(stores cache.SharedIndexInformer, refs cache.IndexFunc) e
 		defer r.mu.Unlock()
 		for _, key := range keys {
 			if !r.referenced(key) {
-				delete(r.data, viewKey{key, true})
-				delete(r.data, viewKey{key, false})
+				r.dropLocked(key)
 			}
 		}
 	}
@@ -119,13 +132,14 @@ type cachedSecret struct {
 	// without its data: for those the controller compares digest only.
 	secret *corev1.Secret
 	digest string // contentHash of the data, in the metadata view only
+	size   int64  // bytes of data kept (the data view)
 }
 
 // NewReader reads data through client for the Secrets meta (a
 // metadata-only informer's indexer, see TrimMetadata) holds; digest sums
 // a Secret's data for Digest.
 func NewReader(meta cache.Indexer, client kubernetes.Interface, digest func(map[string][]byte) string) *Reader {
-	return &Reader{meta: meta, client: client, digest: digest, data: map[viewKey]cachedSecret{}}
+	return &Reader{meta: meta, client: client, digest: digest, data: map[viewKey]cachedSecret{}, kept: map[string]int64{}}
 }
 
 // Get returns the Secret namespace/name with its data, as the informer
@@ -193,6 +207,9 @@ func (r *Reader) Remember(s *corev1.Secret, data bool) cachedSecret {
 			ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion},
 			Type:       s.Type, Data: s.Data,
 		}
+		for k, v := range s.Data {
+			c.size += int64(len(k) + len(v))
+		}
 	} else {
 		c.digest = r.digest(s.Data)
 		slim := *s
@@ -204,19 +221,57 @@ func (r *Reader) Remember(s *corev1.Secret, data bool) cachedSecret {
 	// Checked under the lock the forgetting handler holds: a reference
 	// dropped after this check is forgotten by that handler.
 	if r.referenced(key) {
-		r.data[viewKey{key, data}] = c
+		vk := viewKey{key, data}
+		old := r.data[vk]
+		if r.kept[s.Namespace]-old.size+c.size > MaxKeptPerNamespace {
+			// Over the namespace's share: read each time, not kept (an
+			// older version kept would answer for nothing).
+			r.setLocked(vk, cachedSecret{}, false)
+		} else {
+			r.setLocked(vk, c, true)
+		}
 	}
 	r.mu.Unlock()
 	return c
+}
+
+// setLocked keeps c as vk (keep), or drops vk, counting the bytes kept.
+func (r *Reader) setLocked(vk viewKey, c cachedSecret, keep bool) {
+	ns, _, _ := strings.Cut(vk.key, "/")
+	if old, ok := r.data[vk]; ok {
+		r.kept[ns] -= old.size
+		r.keptTotal -= old.size
+		delete(r.data, vk)
+	}
+	if keep {
+		r.data[vk] = c
+		r.kept[ns] += c.size
+		r.keptTotal += c.size
+	}
+	if r.kept[ns] == 0 {
+		delete(r.kept, ns)
+	}
+}
+
+// dropLocked drops both views of the Secret key.
+func (r *Reader) dropLocked(key string) {
+	r.setLocked(viewKey{key, true}, cachedSecret{}, false)
+	r.setLocked(viewKey{key, false}, cachedSecret{}, false)
 }
 
 // Forget drops what is kept for namespace/name: the Secret was deleted,
 // or no ObjectStore references it any more.
 func (r *Reader) Forget(key string) {
 	r.mu.Lock()
-	delete(r.data, viewKey{key, true})
-	delete(r.data, viewKey{key, false})
+	r.dropLocked(key)
 	r.mu.Unlock()
+}
+
+// KeptBytes is how many bytes of Secret data are held in memory.
+func (r *Reader) KeptBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keptTotal
 }
 
 // Kept is how many Secret views are held in memory.

@@ -209,3 +209,43 @@ func TestTrackedReaderKeepsOnlyReferencedSecrets(t *testing.T) {
 	source.Delete(objectStore("b", "pull-b", "env", 1))
 	require.Eventually(t, func() bool { return f.r.Kept() == 0 }, 5*time.Second, time.Millisecond, "nothing kept once no ObjectStore references it")
 }
+
+// TestOneNamespaceKeepsNoMoreThanItsShareOfSecretData: a tenant stores
+// forty Secrets of 1 MiB and names each from an ObjectStore (pull
+// Secrets; the CRD lets an ObjectStore name 145 Secrets). Before, the
+// reader kept all of them: the tenant chose how much of the operator's
+// memory (512 MiB in the chart) it held, and could take it down for
+// everyone. A namespace keeps at most MaxKeptPerNamespace bytes; beyond,
+// its Secrets are read, not kept, and another namespace's are kept still.
+func TestOneNamespaceKeepsNoMoreThanItsShareOfSecretData(t *testing.T) {
+	f := newReaderFixture(t)
+	source := fcache.NewFakeControllerSource()
+	stores := cache.NewSharedIndexInformer(source, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	require.NoError(t, f.r.Track(stores, v1.SecretIndex((*v1.ObjectStore).SecretsRead)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go stores.Run(ctx.Done())
+	big := make([]byte, 1<<20)
+	for i := range 40 {
+		name := fmt.Sprintf("pull-%d", i)
+		f.put(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "t"}, Data: map[string][]byte{"v": []byte("1"), "blob": big}})
+		source.Add(objectStore(fmt.Sprintf("s%d", i), name, "env", 1))
+	}
+	f.put(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "env", Namespace: "u"}, Data: map[string][]byte{"v": []byte("1")}})
+	other := objectStore("s", "none", "env", 1)
+	other.SetNamespace("u")
+	source.Add(other)
+	require.Eventually(t, func() bool { return len(stores.GetIndexer().ListKeys()) == 41 }, 5*time.Second, time.Millisecond)
+	for i := range 40 {
+		s, err := f.r.Get(context.Background(), "t", fmt.Sprintf("pull-%d", i))
+		require.NoError(t, err)
+		require.Len(t, s.Data["blob"], 1<<20, "every Secret is read whole")
+	}
+	_, err := f.r.Get(context.Background(), "u", "env")
+	require.NoError(t, err)
+	assert.LessOrEqual(t, f.r.KeptBytes(), int64(17<<20), "one namespace's 16 MiB, and the other's small Secret")
+	f.client.ClearActions()
+	_, err = f.r.Get(context.Background(), "u", "env")
+	require.NoError(t, err)
+	assert.Zero(t, f.gets(), "the other namespace's Secret is kept")
+}

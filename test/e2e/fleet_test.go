@@ -134,11 +134,14 @@ func TestAReleaseFailingInPlaceHaltsAfterTheBudget(t *testing.T) {
 	h := halted[0]
 	c := h.version(t)
 	assert.Contains(t, c.Message, "updates to "+e.newer+" are halted")
+	// Counted by cause; another tenant's ObjectStore and MinIO's words are
+	// the halt record's and the operator log's, not this tenant's.
+	assert.Contains(t, c.Message, "failed in 3 namespaces (InPlaceRefused)")
 	for _, ft := range rolled {
-		assert.Contains(t, c.Message, ft.ns+"/"+ft.store+" (InPlaceRefused: MinIO at 127.0.0.1:", "names each failure")
+		assert.NotContains(t, c.Message, ft.ns+"/"+ft.store, "no other tenant named")
 		assert.Contains(t, ft.eventReasons(t), "Normal UpdatingInPlace", "called")
 	}
-	assert.Contains(t, c.Message, "MethodNotAllowed")
+	assert.NotContains(t, c.Message, "MethodNotAllowed", "no other tenant's MinIO quoted")
 	assert.NotContains(t, h.eventReasons(t), "Normal UpdatingInPlace", "never called")
 	assert.Contains(t, h.eventReasons(t), "Warning UpdatesHalted")
 	warned := 0
