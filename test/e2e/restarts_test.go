@@ -32,6 +32,7 @@ func restarting(s *appsv1.StatefulSet) bool {
 // more than five tenants restart at once, every tenant gets one Event for
 // its restart, and the paused tenants' Secrets and pods are untouched.
 func TestASharedCARotationRestartsTheFleetFiveAtATime(t *testing.T) {
+	t.Parallel()
 	const tenants, paused, limit = 50, 5, 5
 	ensureCRD(t)
 	opNS, ns := operatorNamespace(t), operatorNamespace(t)
@@ -64,7 +65,8 @@ func TestASharedCARotationRestartsTheFleetFiveAtATime(t *testing.T) {
 		}
 		return true
 	}, 2*time.Minute, 50*time.Millisecond, "the tenants' first pods are ready")
-	startOperator(t, k8sEnv(opNS, fmt.Sprintf("OPERATOR_MAX_CONCURRENT_RESTARTS=%d", limit)))
+	// Its own namespace only: the test runs beside others.
+	startOperator(t, k8sEnv(opNS, fmt.Sprintf("OPERATOR_MAX_CONCURRENT_RESTARTS=%d", limit), "OPERATOR_WATCH_NAMESPACES="+ns))
 
 	// settledOn waits until every unpaused tenant mounts the CA hash and
 	// has its pods ready, sampling how many restart at once.
