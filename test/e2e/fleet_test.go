@@ -37,7 +37,7 @@ func (e *updateEnv) addTenant(t testing.TB, minioEnv ...string) *fleetTenant {
 // their ports from one freePorts call, so no two get the same).
 func (e *updateEnv) addTenantOn(t testing.TB, port int, minioEnv ...string) *fleetTenant {
 	t.Helper()
-	ft := &fleetTenant{ns: operatorNamespace(t), store: "tenant"}
+	ft := &fleetTenant{ns: e.takeNamespace(t), store: "tenant"}
 	dockerConfigSecret(t, ft.ns, "regcred", e.reg.host, e.reg.user, e.reg.pass)
 	now := time.Now()
 	srvCert, srvKey, _ := testutil.KeyPair(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(24*time.Hour))
@@ -106,7 +106,8 @@ func (ft *fleetTenant) eventReasons(t testing.TB) []string {
 // never called and says UpdatesHalted naming the three, as do a Warning
 // Event and the metric. Its annotation resumes the release for it alone.
 func TestAReleaseFailingInPlaceHaltsAfterTheBudget(t *testing.T) {
-	e := newUpdateEnv(t, updateOpts{watchAll: true, releases: []string{""}, minioEnv: []string{"MINIO_UPDATE=off"}})
+	t.Parallel()
+	e := newUpdateEnv(t, updateOpts{tenantNamespaces: 3, releases: []string{""}, minioEnv: []string{"MINIO_UPDATE=off"}})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	tenants := []*fleetTenant{{ns: e.tenantNS, store: e.store, minio: e.minio}}
 	for range 3 {
@@ -171,10 +172,11 @@ func TestAReleaseFailingInPlaceHaltsAfterTheBudget(t *testing.T) {
 // naming them. A new operator process counts the two updates recorded in
 // their status and calls no one.
 func TestTheFleetCapHoldsAcrossAnOperatorRestart(t *testing.T) {
-	e := newUpdateEnv(t, updateOpts{watchAll: true, deferMinIO: true, operatorEnv: []string{"OPERATOR_MAX_CONCURRENT_UPDATES=2"}})
+	t.Parallel()
+	e := newUpdateEnv(t, updateOpts{tenantNamespaces: 4, deferMinIO: true, operatorEnv: []string{"OPERATOR_MAX_CONCURRENT_UPDATES=2"}})
 	srv, calls := hangingAdmin(t, e.older, 1)
 	hang := func() string {
-		ns := operatorNamespace(t)
+		ns := e.takeNamespace(t)
 		dockerConfigSecret(t, ns, "regcred", e.reg.host, e.reg.user, e.reg.pass)
 		putNamedSecret(t, ns, "tenant-env", map[string][]byte{apiv1.ConfigEnvKey: []byte("export MINIO_ROOT_USER=a\nexport MINIO_ROOT_PASSWORD=b12345678\n")})
 		applyYAML(t, fmt.Sprintf(`apiVersion: aistor.min.io/v1

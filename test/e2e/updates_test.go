@@ -28,6 +28,11 @@ import (
 // bytes) and the newer release's (the real MinIO binary).
 type updateEnv struct {
 	*binEnv
+	// spare are namespaces made before the operator started, in what it
+	// reconciles, for tenants the test adds (takeNamespace); watched says
+	// the operator reconciles only its namespaces.
+	spare              []string
+	watched            bool
 	older, newer       string
 	oldImage, newImage string
 	store              string
@@ -67,6 +72,10 @@ type updateOpts struct {
 	// watchAll has the operator reconcile every namespace, for a serial
 	// test that adds tenants in namespaces of their own (addTenant).
 	watchAll bool
+	// tenantNamespaces are made before the operator starts and reconciled
+	// by it, for tenants the test adds (takeNamespace): the test can then
+	// run beside others.
+	tenantNamespaces int
 }
 
 func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
@@ -108,8 +117,11 @@ func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 	}
 	// The operator reconciles only this test's namespaces, so update tests
 	// run in parallel without one's operator acting on another's tenant.
-	if !o.watchAll {
-		env = append(env, "OPERATOR_WATCH_NAMESPACES="+strings.Join(append([]string{e.tenantNS}, o.watch...), ","))
+	for range o.tenantNamespaces {
+		e.spare = append(e.spare, operatorNamespace(t))
+	}
+	if e.watched = !o.watchAll; e.watched {
+		env = append(env, "OPERATOR_WATCH_NAMESPACES="+strings.Join(append(append([]string{e.tenantNS}, o.watch...), e.spare...), ","))
 	}
 	e.env = k8sEnv(e.opNS, append(env, o.operatorEnv...)...)
 	e.updateDir = filepath.Join(t.TempDir(), "updates")
@@ -469,4 +481,19 @@ func statusRelease(t *testing.T, ns, store string) string {
 	os, err := apiv1.FromUnstructured(u)
 	require.NoError(t, err)
 	return os.Status.Release
+}
+
+// takeNamespace is one of the namespaces made for the test's added
+// tenants (updateOpts.tenantNamespaces); with watchAll, a new one.
+func (e *updateEnv) takeNamespace(t testing.TB) string {
+	t.Helper()
+	if len(e.spare) == 0 {
+		if e.watched {
+			t.Fatal("no namespace left of updateOpts.tenantNamespaces: the operator would not see a new one")
+		}
+		return operatorNamespace(t)
+	}
+	ns := e.spare[0]
+	e.spare = e.spare[1:]
+	return ns
 }
