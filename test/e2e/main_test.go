@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/object-store-operator/operator/test/cluster"
@@ -49,19 +47,13 @@ func minioSlot(t testing.TB) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "osop-e2e-bin-")
+	bin, remove, err := cluster.BuildOperator()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	operatorBin = filepath.Join(dir, "operator")
-	build := exec.Command("go", "build", "-o", operatorBin, "../../cmd/operator")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "build operator: %v\n", err)
-		return 1
-	}
+	defer remove()
+	operatorBin = bin
 	// The chart's CRD, installed before kube-controller-manager starts so
 	// the garbage collector knows ObjectStores from the beginning.
 	return cluster.MainWith(m, &testCluster, cluster.Options{CRDs: []string{"../../helm/object-store-operator/crds"}})

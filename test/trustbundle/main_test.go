@@ -36,19 +36,13 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "osop-ctb-bin-")
+	bin, remove, err := cluster.BuildOperator()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	operatorBin = filepath.Join(dir, "operator")
-	build := exec.Command("go", "build", "-o", operatorBin, "../../cmd/operator")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "build operator: %v\n", err)
-		return 1
-	}
+	defer remove()
+	operatorBin = bin
 	return cluster.MainWith(m, &testCluster, cluster.Options{
 		CRDs: []string{"../../helm/object-store-operator/crds"}, ClusterTrustBundles: true,
 	})
