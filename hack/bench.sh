@@ -12,6 +12,11 @@
 # with -tags pprof and records a CPU profile of its first such run (top
 # functions printed, the profile kept in .local/bench/). OSOP_OPERATOR runs
 # that binary instead of bin/operator.
+#
+# The operator runs as the chart deploys it: in the chart's default
+# 512 MiB memory limit, which the operator would read from its cgroup and
+# here reads from GOMEMLIMIT (90% of it, as the operator sets it);
+# BENCH_MEMORY_LIMIT_MIB changes it, 0 runs it without a limit.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -71,9 +76,12 @@ if [[ -n "$profile" ]]; then
 	operator="$work/operator"
 	(cd "$root" && CGO_ENABLED=0 go build -tags pprof -o "$operator" ./cmd/operator)
 fi
+limit_mib="${BENCH_MEMORY_LIMIT_MIB:-512}"
+memlimit=()
+if (( limit_mib > 0 )) && [[ -z "${GOMEMLIMIT:-}" ]]; then memlimit=(env "GOMEMLIMIT=$((limit_mib * 1024 * 1024 * 9 / 10))"); fi
 OPERATOR_MINISIGN_PUBKEYS="$(sed -n 2p "$work/minisign.pub")" \
 OPERATOR_LOG_LEVEL="${BENCH_LOG_LEVEL:-info}" OPERATOR_UPDATE_DIR="$store" OPERATOR_UPGRADE_ADDRESS="127.0.0.1:$op_port" OPERATOR_METRICS_ADDRESS="127.0.0.1:$metrics_port" \
-	"$operator" --tls-cert-file "$work/tls.crt" --tls-key-file "$work/tls.key" > "$work/operator.log" 2>&1 &
+	"${memlimit[@]}" "$operator" --tls-cert-file "$work/tls.crt" --tls-key-file "$work/tls.key" > "$work/operator.log" 2>&1 &
 op_pid=$!
 pids+=("$op_pid")
 for _ in $(seq 100); do

@@ -44,6 +44,7 @@ func main() {
 	}
 	logging.RouteKlog(log)
 	setMemoryLimit(log)
+	defer startGCFloor(log)()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, log); err != nil {
