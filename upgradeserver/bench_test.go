@@ -21,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/object-store-operator/operator/internal/logging"
 )
 
 // These benchmarks guide work on the upgrade server's hot paths without a
@@ -160,4 +162,36 @@ func reportCPU(b *testing.B) func() {
 	}
 	start := cpu()
 	return func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }
+}
+
+// BenchmarkListingHandlerParallel is the handler on every core, each
+// goroutine a connection of its own, with the access log batched as the
+// operator writes it and without. Run with -cpu 1,2: counters every core
+// writes would make the second core add nothing.
+func BenchmarkListingHandlerParallel(b *testing.B) {
+	dir := b.TempDir()
+	writeRelease(b, dir, "linux-amd64", release, []byte("amd64 binary"))
+	for _, tt := range []struct {
+		name string
+		log  bool
+	}{{"access-log", true}, {"no-access-log", false}} {
+		b.Run(tt.name, func(b *testing.B) {
+			var access *zerolog.Logger
+			if tt.log {
+				l := zerolog.New(logging.NewBufferedWriter(io.Discard, time.Hour)).With().Timestamp().Logger()
+				access = &l
+			}
+			m := NewMetrics(prometheus.NewRegistry())
+			h := New(Config{Store: newTestStore(b, dir), Metrics: m, Log: zerolog.Nop(), AccessLog: access}).Handler()
+			b.RunParallel(func(pb *testing.PB) {
+				req := httptest.NewRequest(http.MethodGet, UpdatePath, nil)
+				req = req.WithContext(m.requests.connContext(req.Context(), nil))
+				w := &discardWriter{h: http.Header{}}
+				for pb.Next() {
+					clear(w.h)
+					h.ServeHTTP(w, req)
+				}
+			})
+		})
+	}
 }

@@ -23,17 +23,6 @@ var (
 	noCache         = []string{"no-cache"}
 )
 
-const (
-	routeList = "list"
-	routeFile = "file"
-	// routeDigest serves a binary by its bytes: sha256/<hex>/minio.<RELEASE>.
-	routeDigest = "digest"
-	// routeTenant serves a binary published for one ObjectStore:
-	// sha256/<hex>/<component>/minio.<RELEASE>.
-	routeTenant = "tenant"
-	routeNone   = "not_found"
-)
-
 type handler struct {
 	store   Catalog
 	metrics *Metrics
@@ -63,12 +52,12 @@ func newHandler(h *handler) http.Handler {
 	r := mux.NewRouter()
 	r.SkipClean(true)
 	r.UseEncodedPath()
-	r.Handle(UpdatePath, methods(http.HandlerFunc(h.list))).Name(routeList)
-	r.Handle(UpdatePath+"/", methods(http.HandlerFunc(h.list))).Name(routeList)
-	r.Handle(UpdatePath+"/{file}", methods(http.HandlerFunc(h.file))).Name(routeFile)
-	r.Handle(UpdatePath+"/{platform}/{file}", methods(http.HandlerFunc(h.file))).Name(routeFile)
-	r.Handle(UpdatePath+"/sha256/{digest}/{file}", methods(http.HandlerFunc(h.file))).Name(routeDigest)
-	r.Handle(UpdatePath+"/sha256/{digest}/{component}/{file}", methods(http.HandlerFunc(h.file))).Name(routeTenant)
+	r.Handle(UpdatePath, methods(http.HandlerFunc(h.list))).Name(routeNames[routeList])
+	r.Handle(UpdatePath+"/", methods(http.HandlerFunc(h.list))).Name(routeNames[routeList])
+	r.Handle(UpdatePath+"/{file}", methods(http.HandlerFunc(h.file))).Name(routeNames[routeFile])
+	r.Handle(UpdatePath+"/{platform}/{file}", methods(http.HandlerFunc(h.file))).Name(routeNames[routeFile])
+	r.Handle(UpdatePath+"/sha256/{digest}/{file}", methods(http.HandlerFunc(h.file))).Name(routeNames[routeDigest])
+	r.Handle(UpdatePath+"/sha256/{digest}/{component}/{file}", methods(http.HandlerFunc(h.file))).Name(routeNames[routeTenant])
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "404 page not found", http.StatusNotFound)
 	})
@@ -262,7 +251,7 @@ func (h *handler) observe(router *mux.Router) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if rec, ok := w.(*recorder); ok {
 				if route := mux.CurrentRoute(r); route != nil {
-					rec.route = route.GetName()
+					rec.route = routeNamed(route.GetName())
 				}
 			}
 			next.ServeHTTP(w, r)
@@ -286,9 +275,7 @@ func (h *handler) observe(router *mux.Router) http.Handler {
 			router.ServeHTTP(rec, r)
 		}
 		took := time.Since(start)
-		h.metrics.request(rec.route, rec.status).Inc()
-		h.metrics.duration(rec.route, rec.status).Observe(took.Seconds())
-		h.metrics.bytesSent.Add(float64(rec.bytes))
+		h.metrics.requests.observe(r, rec.route, rec.status, took, rec.bytes)
 		if h.access == nil {
 			return
 		}
@@ -307,7 +294,7 @@ func (h *handler) observe(router *mux.Router) http.Handler {
 
 type recorder struct {
 	http.ResponseWriter
-	route       string
+	route       route
 	status      int
 	bytes       int64
 	wroteHeader bool

@@ -5,9 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/object-store-operator/operator/binstore"
@@ -61,10 +63,13 @@ const maxCachedListings = 32
 
 // listingCache holds rendered listings per base URL for one snapshot, so
 // the hot path of GET /webhook/v1/update is a map lookup and one write.
+// The map is copied on write: a request only loads a pointer, so requests
+// on every core read it without writing to memory they share (a read lock
+// would count readers in one word all of them write).
 type listingCache struct {
 	snap    *binstore.Snapshot
-	mu      sync.RWMutex
-	entries map[baseKey]*renderedListing
+	mu      sync.Mutex // serializes writers
+	entries atomic.Pointer[map[baseKey]*renderedListing]
 }
 
 // baseKey names a base URL by its parts, so a lookup builds no string.
@@ -88,25 +93,35 @@ type renderedListing struct {
 }
 
 func (c *listingCache) listing(base baseKey) (*renderedListing, error) {
-	c.mu.RLock()
-	r, ok := c.entries[base]
-	c.mu.RUnlock()
-	if ok {
-		return r, nil
+	if m := c.entries.Load(); m != nil {
+		if r, ok := (*m)[base]; ok {
+			return r, nil
+		}
 	}
 	r, err := renderListing(c.snap.Binaries(), c.snap.Withheld(), base.url())
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	if c.entries == nil {
-		c.entries = map[baseKey]*renderedListing{}
+	defer c.mu.Unlock()
+	old := c.entries.Load()
+	if old != nil && len(*old) >= maxCachedListings {
+		return r, nil
 	}
-	if len(c.entries) < maxCachedListings {
-		c.entries[base] = r
+	m := make(map[baseKey]*renderedListing, 1+lenOf(old))
+	if old != nil {
+		maps.Copy(m, *old)
 	}
-	c.mu.Unlock()
+	m[base] = r
+	c.entries.Store(&m)
 	return r, nil
+}
+
+func lenOf(m *map[baseKey]*renderedListing) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
 }
 
 func renderListing(binaries []*binstore.Binary, withheld []binstore.Withheld, base string) (*renderedListing, error) {

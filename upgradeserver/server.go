@@ -152,6 +152,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes: 16 << 10,
 		ErrorLog:       newErrorLog(s.cfg.Log),
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnContext:    s.cfg.Metrics.requests.connContext,
 	}
 	scheme := "http"
 	if s.cfg.Certificates != nil {
