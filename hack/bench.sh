@@ -99,13 +99,18 @@ grep -q "\"minio.$release\"" "$work/listing.json" || { echo "the operator did no
 chmod 644 "$work/listing.json"
 
 mkdir -p "$work/nginx"
+# Both servers log the same: one line per request, written in batches
+# (the operator's every 100 ms; nginx's buffer flushed as often), or
+# neither when OPERATOR_ACCESS_LOG=off.
+nginx_access_log="access_log $work/nginx/access.log combined buffer=64k flush=100ms;"
+[[ "${OPERATOR_ACCESS_LOG:-on}" == off ]] && nginx_access_log="access_log off;"
 cat > "$work/nginx/nginx.conf" <<NGINX
 worker_processes auto;
 pid $work/nginx/nginx.pid;
 error_log $work/nginx/error.log warn;
 events { worker_connections 4096; }
 http {
-	access_log off;
+	$nginx_access_log
 	sendfile on;
 	keepalive_requests 1000000;
 	types { application/json json; }

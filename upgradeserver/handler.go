@@ -274,13 +274,16 @@ func (h *handler) observe(router *mux.Router) http.Handler {
 		} else {
 			router.ServeHTTP(rec, r)
 		}
-		took := time.Since(start)
+		end := time.Now()
+		took := end.Sub(start)
 		h.metrics.requests.observe(r, rec.route, rec.status, took, rec.bytes)
 		if h.access == nil {
 			return
 		}
 		if ev := h.access.Info(); ev.Enabled() {
-			ev.Str("method", r.Method).
+			// The clock read for the duration stamps the line too.
+			ev.Time(zerolog.TimestampFieldName, end).
+				Str("method", r.Method).
 				Str("path", r.URL.EscapedPath()).
 				Int("status", rec.status).
 				Int64("bytes", rec.bytes).

@@ -67,6 +67,7 @@ func TestAccessLogCanBeTurnedOffAlone(t *testing.T) {
 	assert.Contains(t, access.String(), `"message":"request"`)
 	assert.Contains(t, access.String(), `"path":"/webhook/v1/update"`)
 	assert.Contains(t, access.String(), `"status":200`)
+	assert.Equal(t, 1, strings.Count(access.String(), `"time":"`), "the server stamps the line, once")
 
 	reg := prometheus.NewRegistry()
 	off := New(Config{Store: store, Metrics: NewMetrics(reg), Log: log}).Handler()

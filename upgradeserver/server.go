@@ -53,9 +53,10 @@ type Config struct {
 	Store        Catalog
 	Metrics      *Metrics
 	Log          zerolog.Logger
-	// AccessLog receives one line per request (method, path, status,
-	// bytes, duration, remote, proto); nil writes none. Metrics count every
-	// request either way.
+	// AccessLog receives one line per request (time, method, path, status,
+	// bytes, duration, remote, proto), stamped by the server with the time
+	// the answer was written, so it needs no timestamp of its own; nil
+	// writes none. Metrics count every request either way.
 	AccessLog *zerolog.Logger
 	// ShutdownGrace is how long running downloads may continue after
 	// shutdown begins; zero closes them at once.

@@ -118,7 +118,7 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 			stopFlushing()
 			accessOut.Flush()
 		}()
-		l := zerolog.New(accessOut).Level(cfg.logLevel).With().Timestamp().Logger()
+		l := zerolog.New(accessOut).Level(cfg.logLevel) // the server stamps each line
 		accessLog = &l
 	}
 	srv := upgradeserver.New(upgradeserver.Config{
