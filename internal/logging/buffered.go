@@ -18,8 +18,16 @@ type BufferedWriter struct {
 	interval time.Duration
 	maxBatch int
 
+	// mu guards buf, which writers append to; it is held only to append or
+	// to swap the batch out, never during the write to out, so a request
+	// logging while a batch is written does not wait for it.
 	mu  sync.Mutex
 	buf []byte
+	// flushMu orders batches: one is written at a time, in the order
+	// they were taken. spare is the buffer the last batch was written
+	// from, reused for the next.
+	flushMu sync.Mutex
+	spare   []byte
 }
 
 // NewBufferedWriter writes batches to out. Call Run to flush periodically.
@@ -41,14 +49,17 @@ func (b *BufferedWriter) Write(p []byte) (int, error) {
 
 // Flush writes out what is batched.
 func (b *BufferedWriter) Flush() {
+	b.flushMu.Lock()
+	defer b.flushMu.Unlock()
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.buf) == 0 {
-		return
+	batch := b.buf
+	b.buf = b.spare[:0]
+	b.mu.Unlock()
+	if len(batch) > 0 {
+		// A failing stderr has nowhere to report to.
+		_, _ = b.out.Write(batch)
 	}
-	// A failing stderr has nowhere to report to.
-	_, _ = b.out.Write(b.buf)
-	b.buf = b.buf[:0]
+	b.spare = batch[:0]
 }
 
 // Run flushes every interval until ctx ends, then flushes a last time.
