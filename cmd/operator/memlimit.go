@@ -18,6 +18,9 @@ import (
 // stacks and what the runtime does not count.
 const memoryLimitRatio = 0.9
 
+// cgroupMemoryFiles hold the container's memory limit: cgroup v2, then v1.
+var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
 // setMemoryLimit gives the runtime a soft memory limit derived from the
 // container's, unless GOMEMLIMIT says otherwise.
 func setMemoryLimit(log zerolog.Logger) {
@@ -25,8 +28,7 @@ func setMemoryLimit(log zerolog.Logger) {
 		log.Info().Str("GOMEMLIMIT", os.Getenv("GOMEMLIMIT")).Msg("Go memory limit set by GOMEMLIMIT")
 		return
 	}
-	// The container's memory limit: cgroup v2, then v1.
-	limit, file := containerMemoryLimit([]string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"})
+	limit, file := containerMemoryLimit(cgroupMemoryFiles)
 	if limit <= 0 {
 		return
 	}
@@ -61,21 +63,40 @@ func containerMemoryLimit(files []string) (int64, string) {
 // few MiB of garbage (see docs/configuration.md#memory).
 const gcFloorDivisor = 4
 
-// startGCFloor keeps the collector from starting below a quarter of the
-// soft memory limit, when there is one and GOGC does not say otherwise.
-// stop restores GOGC's default.
+// maxGCFloor bounds the floor whatever the limit: past it, fewer
+// collections save nothing measurable, and a GOMEMLIMIT set far above what
+// the machine has must not become a heap of that size.
+const maxGCFloor = 256 << 20
+
+// gcFloor is the heap floor for a soft memory limit and the container's
+// limit (0: none): a quarter of the lower of the soft limit and 90% of the
+// container's, at most maxGCFloor; 0 for no floor.
+func gcFloor(soft, container int64) uint64 {
+	if soft <= 0 || soft == math.MaxInt64 {
+		return 0
+	}
+	if container > 0 {
+		soft = min(soft, int64(float64(container)*memoryLimitRatio))
+	}
+	return uint64(min(soft/gcFloorDivisor, maxGCFloor))
+}
+
+// startGCFloor keeps the collector from starting below gcFloor, when there
+// is a soft memory limit and GOGC does not say otherwise. stop restores
+// GOGC's default.
 func startGCFloor(log zerolog.Logger) (stop func()) {
 	if v := os.Getenv("GOGC"); v != "" {
 		log.Info().Str("GOGC", v).Msg("garbage collector pace set by GOGC; no heap floor")
 		return func() {}
 	}
-	limit := debug.SetMemoryLimit(-1) // -1 reads it
-	if limit <= 0 || limit == math.MaxInt64 {
+	soft := debug.SetMemoryLimit(-1) // -1 reads it
+	container, _ := containerMemoryLimit(cgroupMemoryFiles)
+	floor := gcFloor(soft, container)
+	if floor == 0 {
 		return func() {}
 	}
-	floor := uint64(limit / gcFloorDivisor)
 	t := gcfloor.Start(floor, 100)
-	log.Info().Uint64("heapFloorBytes", floor).Int64("goMemoryLimitBytes", limit).
+	log.Info().Uint64("heapFloorBytes", floor).Int64("goMemoryLimitBytes", soft).
 		Msg("garbage collector starts no cycle below a quarter of the Go memory limit (GOGC overrides)")
 	return t.Stop
 }

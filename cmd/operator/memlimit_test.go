@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -27,5 +28,22 @@ func TestContainerMemoryLimit(t *testing.T) {
 	for _, unlimited := range []string{"max\n", "9223372036854771712\n"} {
 		limit, _ = containerMemoryLimit([]string{write("unlimited", unlimited)})
 		assert.Zero(t, limit, "%q is no limit", unlimited)
+	}
+}
+
+func TestGCFloor(t *testing.T) {
+	const mib = 1 << 20
+	for _, tt := range []struct {
+		name            string
+		soft, container int64
+		want            uint64
+	}{
+		{"the chart's 512 MiB container", 512 * mib * 9 / 10, 512 * mib, 512 * mib * 9 / 10 / 4},
+		{"no soft limit", math.MaxInt64, 512 * mib, 0},
+		{"a GOMEMLIMIT above the container is held to the container", 64 << 30, 512 * mib, 512 * mib * 9 / 10 / 4},
+		{"a GOMEMLIMIT far above what is wanted is bounded", 64 << 30, 0, maxGCFloor},
+		{"a GOMEMLIMIT below the container's", 200 * mib, 512 * mib, 50 * mib},
+	} {
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, gcFloor(tt.soft, tt.container)) })
 	}
 }

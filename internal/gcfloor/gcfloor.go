@@ -23,13 +23,17 @@ import (
 const maxPercent = 100_000
 
 // Percent is the GC percent (GOGC) that puts the next heap goal at floor
-// for a live heap of live bytes, and never below base (GOGC's own value):
-// the goal is live × (1 + percent/100).
-func Percent(live, floor uint64, base int) int {
+// for a live heap of live bytes and roots bytes of goroutine stacks and
+// globals, and never below base (GOGC's own value). The runtime's goal is
+// live + (live + roots) × percent/100: with a small heap and a large
+// percent, every KiB of stack would otherwise add a multiple of itself to
+// the goal, and a few hundred idle connections would lift it to the
+// memory limit.
+func Percent(live, roots, floor uint64, base int) int {
 	if live == 0 || floor <= live {
 		return base
 	}
-	p := (floor - live) * 100 / live
+	p := (floor - live) * 100 / (live + roots)
 	if p > maxPercent {
 		p = maxPercent
 	}
@@ -56,7 +60,9 @@ type Tuner struct {
 // so that the heap goal is at least floor bytes. base is the percent
 // below which it never goes (100, GOGC's default).
 func Start(floor uint64, base int) *Tuner {
-	t := &Tuner{floor: floor, base: base, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	t := &Tuner{floor: floor, base: base, sample: []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
+	}}
 	t.tune()
 	t.arm()
 	return t
@@ -80,7 +86,8 @@ func (t *Tuner) Percent() int {
 
 // arm registers a cleanup on an object nothing references: it runs once
 // the next collection has found it unreachable, that is, after every
-// collection, and arms the next one. The object is not tiny (16 bytes at
+// collection (one allocated while a collection marks survives it, so the
+// tuning may lag a collection), and arms the next one. The object is not tiny (16 bytes at
 // least): tiny objects share blocks, and their cleanups may never run.
 func (t *Tuner) arm() {
 	runtime.AddCleanup(new(sentinel), func(t *Tuner) {
@@ -101,11 +108,13 @@ func (t *Tuner) tune() bool {
 		return false
 	}
 	metrics.Read(t.sample)
-	live := uint64(0)
-	if t.sample[0].Value.Kind() == metrics.KindUint64 {
-		live = t.sample[0].Value.Uint64()
+	var v [3]uint64
+	for i, sm := range t.sample {
+		if sm.Value.Kind() == metrics.KindUint64 {
+			v[i] = sm.Value.Uint64()
+		}
 	}
-	if p := Percent(live, t.floor, t.base); p != t.percent {
+	if p := Percent(v[0], v[1]+v[2], t.floor, t.base); p != t.percent {
 		debug.SetGCPercent(p)
 		t.percent = p
 	}
