@@ -67,7 +67,6 @@ func newBinEnvScoped(t testing.TB, opNS string, scoped bool, extraEnv ...string)
 	}
 	e.env = k8sEnv(e.opNS, extraEnv...)
 	e.updateDir = filepath.Join(os.TempDir(), "osop-e2e-updates-"+e.opNS)
-	t.Cleanup(func() { os.RemoveAll(e.updateDir) })
 	e.op = startOperator(t, e.env)
 	return e
 }
@@ -276,7 +275,6 @@ func TestReleaseMirrorFillsWhatNoImageProvides(t *testing.T) {
 	trustCA(t, opNS, "aistor-ca-tls-registry", e.reg.caPEM)
 	dockerConfigSecret(t, e.tenantNS, "regcred", e.reg.host, e.reg.user, e.reg.pass)
 	e.updateDir = filepath.Join(os.TempDir(), "osop-e2e-updates-"+opNS)
-	t.Cleanup(func() { os.RemoveAll(e.updateDir) })
 	e.op = startOperator(t, k8sEnv(opNS, "OPERATOR_RELEASE_MIRROR_URL="+mirror.URL+"/releases"))
 
 	// The image was never pushed: the mirror has the release.

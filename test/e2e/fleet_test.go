@@ -222,7 +222,10 @@ spec:
 	// A tenant added after the new process started: when it says it
 	// waits, the new process has counted the fleet from the status alone.
 	namespaces = append(namespaces, hang())
-	require.Eventually(t, func() bool { return len(queuedIn(namespaces[3])) == 1 }, 60*time.Second, 50*time.Millisecond)
+	// The new process first waits for its own store to resolve the
+	// release (WaitingForBinary), then counts the fleet for each.
+	require.Eventually(t, func() bool { return len(queuedIn(waiting, namespaces[3])) == 2 }, 60*time.Second, 50*time.Millisecond,
+		"both wait for the fleet")
 	assert.Equal(t, int32(2), calls.Load(), "no call from the new process")
 	assert.Len(t, queuedIn(namespaces...), 2)
 }

@@ -55,6 +55,12 @@ func launchOperator(t testing.TB, env []string, args ...string) *operator {
 		if addr, ok := strings.CutPrefix(e, "OPERATOR_UPGRADE_ADDRESS="); ok {
 			op.upgradeAddr = addr
 		}
+		// The store outlives each process of a test (a restart finds it)
+		// but not the test; registered first, it is removed after the
+		// process stops.
+		if dir, ok := strings.CutPrefix(e, "OPERATOR_UPDATE_DIR="); ok {
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		}
 	}
 	op.cmd = exec.Command(operatorBin, args...)
 	op.cmd.Env = append(os.Environ(),
