@@ -13,6 +13,13 @@
 # functions printed, the profile kept in .local/bench/). OSOP_OPERATOR runs
 # that binary instead of bin/operator.
 #
+# The listing and new connections are also measured against net/http
+# alone (hack/nethttp: the upgrade server's http.Server settings and TLS
+# configuration serving the same bytes, without any of the operator's own
+# code) in the same rounds: operator/net/http is what the operator's code
+# costs, net/http/nginx what Go's HTTP stack does. BENCH_NETHTTP=off skips
+# it.
+#
 # The operator runs as the chart deploys it: in the chart's default
 # 512 MiB memory limit, which the operator would read from its cgroup and
 # here reads from GOMEMLIMIT (90% of it, as the operator sets it);
@@ -63,7 +70,7 @@ minisign -S -s "$work/minisign.key" -m "$bin" >/dev/null
 chmod -R a+rX "$store"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-op_port="$(free_port)"; metrics_port="$(free_port)"; nginx_port="$(free_port)"
+op_port="$(free_port)"; metrics_port="$(free_port)"; nginx_port="$(free_port)"; nethttp_port="$(free_port)"
 
 operator="${OSOP_OPERATOR:-$root/bin/operator}"
 if [[ -n "$profile" ]]; then
@@ -127,14 +134,28 @@ NGINX
 nginx -p "$work/nginx" -c "$work/nginx/nginx.conf"
 for _ in $(seq 50); do curl -fsk -o /dev/null "https://127.0.0.1:$nginx_port/webhook/v1/update" && break; sleep 0.1; done
 
+nethttp_pid=""
+if [[ "${BENCH_NETHTTP:-on}" != off ]]; then
+	(cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$work/nethttp" ./hack/nethttp)
+	# The operator's heap floor, from its log, so both collect alike.
+	heap_floor="$(grep -o '"heapFloorBytes":[0-9]*' "$work/operator.log" | cut -d: -f2 || true)"
+	"$work/nethttp" "$work/listing.json" "$work/tls.crt" "$work/tls.key" "127.0.0.1:$nethttp_port" ${heap_floor:+"$heap_floor"} &
+	nethttp_pid=$!
+	pids+=("$nethttp_pid")
+	for _ in $(seq 50); do curl -fsk -o /dev/null "https://127.0.0.1:$nethttp_port/webhook/v1/update" && break; sleep 0.1; done
+fi
+
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 idle_rss="$(rss_kib "$op_pid")"
 
 # server_pids port: the processes whose CPU time a run costs (nginx: its
 # master and workers).
 server_pids() {
-	if [[ "$1" == "$op_port" ]]; then echo "$op_pid"; else
-		local m; m="$(cat "$work/nginx/nginx.pid")"; echo "$m" $(pgrep -P "$m"); fi
+	case "$1" in
+	"$op_port") echo "$op_pid" ;;
+	"$nethttp_port") echo "$nethttp_pid" ;;
+	*) local m; m="$(cat "$work/nginx/nginx.pid")"; echo "$m" $(pgrep -P "$m") ;;
+	esac
 }
 cpu_ticks() { local t=0 p f; for p in "$@"; do read -r -a f < "/proc/$p/stat"; t=$((t + f[13] + f[14])); done; echo "$t"; }
 
@@ -170,33 +191,42 @@ report() { # name unit "ours cpu" "theirs cpu" goal
 
 dl="/webhook/v1/update/linux-amd64/minio.$release"
 
-# compare: BENCH_ROUNDS
-# runs that alternate which server goes first, so neither always gets the
-# warmer (or the busier) machine; the median ratio is the figure.
+# compare: BENCH_ROUNDS rounds that rotate which server goes first, so
+# none always gets the warmer (or the busier) machine; the median ratio is
+# the figure. With a third server (net/http alone) each round measures it
+# too, and its ratios are printed beside.
 compare() { # key name unit goal metric path conns [extra wrk args]
 	local key="$1" name="$2" unit="$3" goal="$4" metric="$5" path="$6" conns="$7"; shift 7
-	local i ours theirs ratios=() cpus=()
+	local i j ports=("$op_port" "$nginx_port") res=() ratios=() cpus=() floor=() stack=()
+	[[ -n "$nethttp_pid" && "$metric" == rps ]] && ports+=("$nethttp_port")
+	local n=${#ports[@]}
 	for ((i = 1; i <= rounds; i++)); do
 		if [[ -n "$profile" && "$key" == "$profile_what" && $i -eq 1 && -z "$prof_pid" ]]; then
 			curl -fs -o "$work/cpu.pprof" "http://127.0.0.1:$metrics_port/debug/pprof/profile?seconds=$profile_seconds" &
 			prof_pid=$!
 		fi
-		if (( i % 2 )); then
-			ours="$(measure "$op_port" "$path" "$conns" "$metric" "$@")"; theirs="$(measure "$nginx_port" "$path" "$conns" "$metric" "$@")"
-		else
-			theirs="$(measure "$nginx_port" "$path" "$conns" "$metric" "$@")"; ours="$(measure "$op_port" "$path" "$conns" "$metric" "$@")"
+		for ((j = 0; j < n; j++)); do
+			local k=$(((i + j) % n))
+			res[k]="$(measure "${ports[k]}" "$path" "$conns" "$metric" "$@")"
+		done
+		ratios+=("$(awk -v a="${res[0]% *}" -v b="${res[1]% *}" 'BEGIN {printf "%.2f", a / b}')")
+		cpus+=("$(awk -v a="${res[0]#* }" -v b="${res[1]#* }" 'BEGIN {printf "%.2f", (a > 0) ? b / a : 0}')")
+		report "$name, run $i" "$unit" "${res[0]}" "${res[1]}" "$goal"
+		if ((n == 3)); then
+			floor+=("$(awk -v a="${res[0]% *}" -v b="${res[2]% *}" 'BEGIN {printf "%.2f", a / b}')")
+			stack+=("$(awk -v a="${res[2]% *}" -v b="${res[1]% *}" 'BEGIN {printf "%.2f", a / b}')")
+			echo "  net/http alone ${res[2]% *} $unit (CPU us/req ${res[2]#* }): operator/net/http ${floor[-1]}x, net/http/nginx ${stack[-1]}x"
 		fi
-		ratios+=("$(awk -v a="${ours% *}" -v b="${theirs% *}" 'BEGIN {printf "%.2f", a / b}')")
-		cpus+=("$(awk -v a="${ours#* }" -v b="${theirs#* }" 'BEGIN {printf "%.2f", (a > 0) ? b / a : 0}')")
-		report "$name, run $i" "$unit" "$ours" "$theirs" "$goal"
 	done
-	awk -v name="$name" -v runs="${ratios[*]}" -v cpus="${cpus[*]}" -v goal="$goal" '
+	awk -v name="$name" -v runs="${ratios[*]}" -v cpus="${cpus[*]}" -v goal="$goal" -v floor="${floor[*]}" -v stack="${stack[*]}" '
 		function median(s,   v, n, i, j, t) { n = split(s, v, " ");
 			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
 			return (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
 		BEGIN { m = median(runs);
 		printf "%s, median of %d runs (%s): ratio %.2fx (goal >= %.2fx: %s); CPU per unit nginx/operator %.2fx (%s)\n",
-			name, split(runs, r, " "), runs, m, goal, (m >= goal) ? "meets" : "BELOW", median(cpus), cpus }' | tee -a "$work/summary"
+			name, split(runs, r, " "), runs, m, goal, (m >= goal) ? "meets" : "BELOW", median(cpus), cpus
+		if (floor != "") printf "  same rounds: operator/net/http alone %.2fx (%s), net/http alone/nginx %.2fx (%s)\n",
+			median(floor), floor, median(stack), stack }' | tee -a "$work/summary"
 }
 
 wants() { [[ -z "$only" || ",$only," == *",$1,"* ]]; }
