@@ -205,8 +205,10 @@ compare() { # key name unit goal metric path conns [extra wrk args]
 			curl -fs -o "$work/cpu.pprof" "http://127.0.0.1:$metrics_port/debug/pprof/profile?seconds=$profile_seconds" &
 			prof_pid=$!
 		fi
+		# Round 1 starts with the operator: a CPU profile (BENCH_PROFILE)
+		# covers the first run of the round it starts in.
 		for ((j = 0; j < n; j++)); do
-			local k=$(((i + j) % n))
+			local k=$(((i - 1 + j) % n))
 			res[k]="$(measure "${ports[k]}" "$path" "$conns" "$metric" "$@")"
 		done
 		ratios+=("$(awk -v a="${res[0]% *}" -v b="${res[1]% *}" 'BEGIN {printf "%.2f", a / b}')")
