@@ -5,9 +5,10 @@
 # operator. Installs nginx, wrk and minisign from Debian if missing.
 #
 # BENCH_DURATION (8s) is each wrk run; BENCH_ROUNDS (5) is how many
-# alternating operator/nginx runs each figure gets (downloads, listing,
-# full handshakes), reported as their median ratio. BENCH_ONLY (a comma
-# list of downloads, listing, handshakes) runs only those.
+# rounds (each server once, which goes first rotating) each figure gets
+# (downloads, listing, full handshakes), reported as their median ratio.
+# BENCH_ONLY (a comma list of downloads, listing, handshakes) runs only
+# those.
 # BENCH_PROFILE=listing (or 1), handshakes or downloads builds the operator
 # with -tags pprof and records a CPU profile of its first such run (top
 # functions printed, the profile kept in .local/bench/). OSOP_OPERATOR runs
@@ -236,7 +237,7 @@ compare() { # key name unit goal metric path conns [extra wrk args]
 
 wants() { [[ -z "$only" || ",$only," == *",$1,"* ]]; }
 
-echo "object-store-operator vs nginx $(nginx -v 2>&1 | cut -d/ -f2), wrk -t2 -d$duration, $rounds alternating rounds, $(nproc) cores, TLS ECDSA P-256"
+echo "object-store-operator vs nginx $(nginx -v 2>&1 | cut -d/ -f2), wrk -t2 -d$duration, $rounds rotating rounds, $(nproc) cores, TLS ECDSA P-256"
 : > "$work/summary"
 if wants downloads; then
 	for c in 8 64; do
