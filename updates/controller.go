@@ -259,7 +259,8 @@ func (c *Controller) reportPanic(ctx context.Context, u *unstructured.Unstructur
 	want := have
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionUnknown,
 		Reason: controller.ReasonInternalError, Message: message}, c.cfg.Clock.Now())
-	_ = c.status.write(ctx, u, &have, want)
+	// Whatever the cache holds: a panic has no decision to make again.
+	_ = c.status.write(ctx, u, &have, want, "")
 }
 
 // mustStore converts what the informer holds; an object that does not
@@ -316,12 +317,9 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	if a.verb == call {
 		// The cache may lag the status this controller wrote: decide again
 		// on the live object before anything is called.
-		live, err := c.cfg.Dynamic.Resource(v1.Resource).Namespace(store.Namespace).Get(ctx, store.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read ObjectStore %s before an update call: %w", key, err)
+		live, err := c.live(ctx, key, store, "before an update call")
+		if live == nil || err != nil {
+			return err
 		}
 		if live.GetResourceVersion() != u.GetResourceVersion() {
 			if store, err = v1.FromUnstructured(live); err != nil {
@@ -332,7 +330,36 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 			a = decide(o, c.params())
 		}
 	}
-	return c.act(ctx, key, u, store, o, t, a)
+	err := c.act(ctx, key, u, store, o, t, a)
+	if !apierrors.IsConflict(err) || a.verb == call {
+		return err
+	}
+	// The status write was refused: the decision was made on a cache
+	// behind the object (most often behind this controller's own last
+	// write, such as a rolling update it just reported). Decide once more
+	// on the live object rather than undo that write.
+	live, err := c.live(ctx, key, store, "after a conflicting status write")
+	if live == nil || err != nil {
+		return err
+	}
+	if store, err = v1.FromUnstructured(live); err != nil {
+		return nil
+	}
+	o, t = c.observe(ctx, key, store)
+	return c.act(ctx, key, live, store, o, t, decide(o, c.params()))
+}
+
+// live reads the ObjectStore from the apiserver; nil without an error
+// when it is gone.
+func (c *Controller) live(ctx context.Context, key string, store *v1.ObjectStore, why string) (*unstructured.Unstructured, error) {
+	live, err := c.cfg.Dynamic.Resource(v1.Resource).Namespace(store.Namespace).Get(ctx, store.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read ObjectStore %s %s: %w", key, why, err)
+	}
+	return live, nil
 }
 
 // observe reads what decide needs: the status, the store's resolution of
@@ -444,7 +471,17 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	if o.reach == nil {
 		release = oldest(o.nodes)
 	}
-	if err := c.write(ctx, u, store, release, a.update, phaseOf(o, a), a.status, a.reason, msg); err != nil {
+	// A report changes nothing but the status, so it is written only over
+	// the object it was decided on: a cache behind this controller's own
+	// last write (a rolling update it just reported, say) gets a conflict
+	// and reconcile decides again on the live object, instead of undoing
+	// that write. What follows a change to the StatefulSets is written
+	// whatever the object became since: the change is made.
+	rv := ""
+	if a.verb == report {
+		rv = u.GetResourceVersion()
+	}
+	if err := c.write(ctx, u, store, rv, release, a.update, phaseOf(o, a), a.status, a.reason, msg); err != nil {
 		return err
 	}
 	if o.call.result != nil {
@@ -485,7 +522,7 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.Unstructured, store *v1.ObjectStore, o observation, t *tenant, a action, msg string) error {
 	if !c.calls.reserve(key, store.Namespace) {
 		// Queued again when a call of the namespace ends.
-		return c.write(ctx, u, store, oldest(o.nodes), o.recorded, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
+		return c.write(ctx, u, store, "", oldest(o.nodes), o.recorded, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
 			fmt.Sprintf("waiting to update to %s: namespace %s has %d update call(s) running, the most it may have at once",
 				a.update.Release, store.Namespace, c.cfg.CallsPerNamespace))
 	}
@@ -515,7 +552,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 		default:
 			q.message = fmt.Sprintf("waiting to update to %s: another update started a moment ago", a.update.Release)
 		}
-		return c.write(ctx, u, store, oldest(o.nodes), nil, "Queued", metav1.ConditionFalse, ReasonUpdateQueued, q.message)
+		return c.write(ctx, u, store, "", oldest(o.nodes), nil, "Queued", metav1.ConditionFalse, ReasonUpdateQueued, q.message)
 	}
 	have := statusOf(store)
 	want := have
@@ -660,8 +697,10 @@ func (c *Controller) withRemedy(msg, cause string) string {
 	return objstatus.Sentences(msg, c.cfg.Reasons.Remedy(cause))
 }
 
-// write applies the status when it changed, logging a change of reason.
-func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, store *v1.ObjectStore, release string, update *v1.UpdateStatus,
+// write applies the status when it changed, logging a change of reason;
+// conditional on resourceVersion when it is set (a conflict when the
+// object changed since).
+func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, store *v1.ObjectStore, resourceVersion, release string, update *v1.UpdateStatus,
 	phase string, st metav1.ConditionStatus, reason, msg string) error {
 	have := statusOf(store)
 	want := have
@@ -671,7 +710,7 @@ func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, st
 	want.update, want.phase = update, phase
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: msg}, c.cfg.Clock.Now())
 	before := have.cond
-	if err := c.status.write(ctx, u, &have, want); err != nil {
+	if err := c.status.write(ctx, u, &have, want, resourceVersion); err != nil {
 		return err
 	}
 	if before == nil || before.Reason != reason || before.Status != st {

@@ -13,14 +13,17 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -409,4 +412,82 @@ func TestARefusalNamesItsNodeAndReadsAsSentences(t *testing.T) {
 	assert.Contains(t, c.Message, "MethodNotAllowed: The specified method is not allowed against this resource. MINIO's own error")
 	assert.NotContains(t, c.Message, "..")
 	assert.NotContains(t, c.Message, ".;")
+}
+
+// TestACacheBehindARollKeepsWhyItRolled: MinIO refused the update and the
+// StatefulSets were rolled; the StatefulSet informer already holds the new
+// image while the ObjectStore cache still holds the status from before
+// the roll. The next sync keeps RollingUpdate and its message (why it
+// rolled, and the remedy) until the nodes run the release; it does not
+// overwrite it with WaitingForNodes.
+func TestACacheBehindARollKeepsWhyItRolled(t *testing.T) {
+	f := newFixture(t, fakeBinaries{}, tenantStore("t", "tenant"))
+	f.admin("t", "tenant").refuse = true
+	f.lead(t)
+	ctx := t.Context()
+
+	require.NoError(t, f.c.sync(ctx, "t/tenant"))
+	f.waitCallDone(t, "t/tenant")
+	f.catchUp(t, "t", "tenant")
+	require.NoError(t, f.c.sync(ctx, "t/tenant"))
+	rolled := conditionOf(f.live(t, "t", "tenant"))
+	require.Equal(t, ReasonRollingUpdate, rolled.Reason)
+
+	sets, err := f.kube.AppsV1().StatefulSets("t").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var objs []runtime.Object
+	for i := range sets.Items {
+		require.Equal(t, imgNew, sets.Items[i].Spec.Template.Spec.Containers[0].Image, "rolled")
+		objs = append(objs, &sets.Items[i])
+	}
+	f.c.cfg.StatefulSets = setsLister(t, objs...)
+	require.NoError(t, f.c.sync(ctx, "t/tenant"))
+	c := conditionOf(f.live(t, "t", "tenant"))
+	assert.Equal(t, ReasonRollingUpdate, c.Reason, "why it rolled stays until the nodes run the release")
+	assert.Equal(t, rolled.Message, c.Message)
+}
+
+// TestARollAfterAnotherWritersChangeIsReported: another controller wrote
+// the ObjectStore (binsource's condition, say) after the cache's copy,
+// and this sync rolls the StatefulSets (a downgrade: MinIO updates in
+// place only forward). The roll is made, so its report is written over
+// whatever the object became: RollingUpdate and why, not a decision taken
+// again on StatefulSets that already run the image (WaitingForNodes).
+func TestARollAfterAnotherWritersChangeIsReported(t *testing.T) {
+	f := newFixture(t, fakeBinaries{}, tenantStore("t", "tenant"))
+	f.admin("t", "tenant").releases = []string{relNewer, relNewer, relNewer, relNewer}
+	f.c.cfg.StatefulSets = liveSets{t: t, kube: f.kube} // sees the roll's patch at once
+	f.lead(t)
+	obj, err := f.dyn.Tracker().Get(v1.Resource, "t", "tenant")
+	require.NoError(t, err)
+	moved := obj.(*unstructured.Unstructured).DeepCopy()
+	testutil.BumpResourceVersion(moved)
+	require.NoError(t, f.dyn.Tracker().Update(v1.Resource, moved, "t"))
+
+	require.NoError(t, f.c.sync(t.Context(), "t/tenant"))
+	c := conditionOf(f.live(t, "t", "tenant"))
+	assert.Equal(t, ReasonRollingUpdate, c.Reason)
+	assert.Contains(t, c.Message, "MinIO updates in place only forward")
+}
+
+// liveSets lists StatefulSets from the clientset as it is now: a cache
+// that never lags.
+type liveSets struct {
+	appslisters.StatefulSetLister // GetPodStatefulSets: not used here
+	t                             *testing.T
+	kube                          *fake.Clientset
+}
+
+func (l liveSets) List(sel labels.Selector) ([]*appsv1.StatefulSet, error) {
+	return l.StatefulSets("").List(sel)
+}
+
+func (l liveSets) StatefulSets(ns string) appslisters.StatefulSetNamespaceLister {
+	list, err := l.kube.AppsV1().StatefulSets(ns).List(l.t.Context(), metav1.ListOptions{})
+	require.NoError(l.t, err)
+	var objs []runtime.Object
+	for i := range list.Items {
+		objs = append(objs, &list.Items[i])
+	}
+	return setsLister(l.t, objs...).StatefulSets(ns)
 }

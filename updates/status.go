@@ -71,22 +71,27 @@ type statusWriter struct {
 }
 
 // write applies want over have (what the ObjectStore carries, updated on
-// success).
-func (w *statusWriter) write(ctx context.Context, u *unstructured.Unstructured, have *status, want status) error {
-	return w.writeAt(ctx, u, have, want, "")
+// success) when they differ, conditional on resourceVersion when it is
+// set (see Controller.write).
+func (w *statusWriter) write(ctx context.Context, u *unstructured.Unstructured, have *status, want status, resourceVersion string) error {
+	return w.apply(ctx, u, have, want, resourceVersion, false)
 }
 
-// writeAt is write conditional on the object's resourceVersion (none when
-// empty): the apiserver refuses it with a conflict when the object changed
-// since, which is how a call is recorded exactly once.
+// writeAt applies want whether or not it differs, conditional on
+// resourceVersion: the apiserver refuses it with a conflict when the
+// object changed since, which is how a call is recorded exactly once.
 func (w *statusWriter) writeAt(ctx context.Context, u *unstructured.Unstructured, have *status, want status, resourceVersion string) error {
+	return w.apply(ctx, u, have, want, resourceVersion, true)
+}
+
+func (w *statusWriter) apply(ctx context.Context, u *unstructured.Unstructured, have *status, want status, resourceVersion string, always bool) error {
 	if want.cond != nil {
 		want.cond.ObservedGeneration = u.GetGeneration()
 		if want.cond.LastTransitionTime.IsZero() {
 			want.cond.LastTransitionTime = metav1.NewTime(w.clock.Now())
 		}
 	}
-	if have.equal(want) && resourceVersion == "" {
+	if have.equal(want) && !always {
 		return nil
 	}
 	st := &v1.ObjectStoreStatus{Release: want.release, Update: want.update, UpdatePhase: want.phase}
