@@ -314,10 +314,14 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	defer c.asking.release(store.Namespace)
 	o, t := c.observe(ctx, key, store)
 	a := decide(o, c.params())
-	if a.verb == call {
+	if a.verb == call || a.verb == roll || (a.verb == setImage && o.recorded != nil) {
 		// The cache may lag the status this controller wrote: decide again
-		// on the live object before anything is called.
-		live, err := c.live(ctx, key, store, "before an update call")
+		// on the live object before anything is called, rolled, or an
+		// update ended. What follows these is written whatever the object
+		// became, so a cache behind the end of an update would end it again
+		// (its outcome counted twice, its Event repeated, what it took
+		// rewritten). Rolls and ends are once an update: a read each.
+		live, err := c.live(ctx, key, store, "before "+a.verb.String())
 		if live == nil || err != nil {
 			return err
 		}

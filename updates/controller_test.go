@@ -3,6 +3,7 @@ package updates
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"aead.dev/minisign"
 	"github.com/minio/madmin-go/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,6 +29,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binsource"
@@ -490,4 +493,46 @@ func (l liveSets) StatefulSets(ns string) appslisters.StatefulSetNamespaceLister
 		objs = append(objs, &list.Items[i])
 	}
 	return setsLister(l.t, objs...).StatefulSets(ns)
+}
+
+// TestACacheBehindTheEndOfAnUpdateEndsItOnce: the nodes run the release
+// and the update was reported UpdatedInPlace, while the ObjectStore cache
+// still holds the record of the update in flight. The next sync does not
+// end the update a second time: one in_place update in the metric, one
+// UpdatedInPlace Event.
+func TestACacheBehindTheEndOfAnUpdateEndsItOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rec := record.NewFakeRecorder(100)
+	clk := clocktesting.NewFakeClock(time.Now())
+	f := newFixtureWith(t, func(c *Config) { c.Registerer, c.Recorder, c.Clock = reg, rec, clk }, fakeBinaries{}, tenantStore("t", "tenant"))
+	f.lead(t)
+	ctx := t.Context()
+
+	require.NoError(t, f.c.sync(ctx, "t/tenant"))
+	f.waitCallDone(t, "t/tenant")
+	a := f.admin("t", "tenant")
+	a.mu.Lock()
+	a.releases = []string{relNew, relNew, relNew, relNew}
+	a.mu.Unlock()
+	f.catchUp(t, "t", "tenant")
+	require.NoError(t, f.c.sync(ctx, "t/tenant"))
+	require.Equal(t, ReasonUpdatedInPlace, conditionOf(f.live(t, "t", "tenant")).Reason)
+
+	// The cache still holds the update in flight; a later moment.
+	cached, _, _ := f.stores.GetByKey("t/tenant")
+	require.NotNil(t, mustStore(cached.(*unstructured.Unstructured)).Status.Update)
+	clk.Step(5 * time.Second)
+	require.NoError(t, f.c.sync(ctx, "t/tenant"))
+
+	assert.Equal(t, 1.0, promtest.ToFloat64(f.c.metrics.updates.WithLabelValues(outcomeInPlace)), "one update, ended once")
+	var ended int
+	for _, e := range events(rec) {
+		if strings.Contains(e, ReasonUpdatedInPlace) {
+			ended++
+		}
+	}
+	assert.Equal(t, 1, ended, "one UpdatedInPlace Event")
+	st := f.live(t, "t", "tenant")
+	assert.Equal(t, ReasonUpdatedInPlace, conditionOf(st).Reason)
+	assert.Nil(t, st.Status.Update)
 }
