@@ -217,6 +217,12 @@ func New(cfg Config) (*Controller, error) {
 		OnTerm:      func() { c.halts.lead() },
 		ReportPanic: c.reportPanic,
 		OnError: func(key string, err error) {
+			if apierrors.IsConflict(err) {
+				// Another writer moved the object twice during one sync: an
+				// ordinary race, looked at again with backoff.
+				c.log.Info().Str("objectstore", key).Str("reason", "Conflict").Err(err).Msg("the ObjectStore changed during the sync; retrying")
+				return
+			}
 			c.log.Error().Str("objectstore", key).Str("reason", causeOf(err)).Err(err).Msg("update sync failed; retrying")
 		},
 		Registerer: cfg.Registerer, Log: cfg.Log,
