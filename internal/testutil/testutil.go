@@ -17,9 +17,12 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
+	"os"
 	goruntime "runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,8 +141,63 @@ func ECKey(t testing.TB) crypto.Signer {
 	return k
 }
 
-// FreePorts returns n loopback ports free at the time of the call.
+// FreePorts returns n loopback ports free at the time of the call, for
+// servers a test starts a moment later. They are taken in turn from below
+// the kernel's ephemeral range (net.ipv4.ip_local_port_range), where
+// neither a client's outgoing connection nor another listener on port 0
+// can take one in that moment (the end-to-end suite lost an operator to
+// "address already in use" that way), and never twice in one process.
 func FreePorts(n int) ([]int, error) {
+	const low = 10000
+	high := ephemeralLow()
+	if high-low < 1000 {
+		return ephemeralPorts(n)
+	}
+	span := int64(high - low)
+	// Each test process starts at its own place in the range, so two
+	// packages' processes running at once rarely meet.
+	nextPort.CompareAndSwap(0, 1+mrand.Int64N(span))
+	ports := make([]int, 0, n)
+	for tries := int64(0); len(ports) < n && tries < span; tries++ {
+		p := low + int(nextPort.Add(1)%span)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue // in use
+		}
+		l.Close()
+		ports = append(ports, p)
+	}
+	if len(ports) < n {
+		return nil, fmt.Errorf("find %d free loopback ports in %d-%d: found %d", n, low, high-1, len(ports))
+	}
+	return ports, nil
+}
+
+// nextPort is where FreePorts takes the next port from: state of the test
+// process, so that no two of its servers are handed one port.
+var nextPort atomic.Int64
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	v, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return v
+}
+
+// ephemeralPorts is FreePorts where the ephemeral range leaves no room
+// below it: ports the kernel picks.
+func ephemeralPorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var listeners []net.Listener
 	defer func() {

@@ -38,6 +38,9 @@ type updateEnv struct {
 	store              string
 	minioPorts         []int
 	minio              *minioCluster
+	// deferred: the nodes start later (deferMinIO), and take their
+	// MinIO slot then.
+	deferred bool
 	// What startMinIO needs when the nodes start later (deferMinIO).
 	releases []string
 	minioEnv []string
@@ -80,7 +83,11 @@ type updateOpts struct {
 
 func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 	t.Helper()
-	minioSlot(t)
+	if !o.deferMinIO {
+		// Taken before the operator and the images, which are CPU-bound
+		// too; a test whose nodes start later (or never) takes it then.
+		minioSlot(t)
+	}
 	ensureCRD(t)
 	older, newer := minioReleases(t)
 	if o.releases == nil {
@@ -92,7 +99,7 @@ func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 		}
 	}
 	e := &updateEnv{binEnv: &binEnv{reg: startRegistry(t), opNS: operatorNamespace(t), tenantNS: operatorNamespace(t)},
-		older: older, newer: newer, store: "tenant"}
+		older: older, newer: newer, store: "tenant", deferred: o.deferMinIO}
 	trustCA(t, e.opNS, "aistor-ca-tls-registry", e.reg.caPEM)
 	dockerConfigSecret(t, e.tenantNS, "regcred", e.reg.host, e.reg.user, e.reg.pass)
 
@@ -198,6 +205,9 @@ spec:
 // startMinIO starts the tenant's nodes.
 func (e *updateEnv) startMinIO(t testing.TB) {
 	t.Helper()
+	if e.deferred {
+		minioSlot(t)
+	}
 	e.minio = startMinIO(t, e.minioPorts, e.releases, e.certs, e.roots, e.minioEnv...)
 }
 
