@@ -332,7 +332,8 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 			return err
 		}
 		if live.GetResourceVersion() != u.GetResourceVersion() {
-			if store, err = v1.FromUnstructured(live); err != nil {
+			if store, err = v1.FromUnstructured(live); err != nil || store.Spec.Image == "" {
+				c.fleet.unwait(key)
 				return nil
 			}
 			u = live
@@ -352,7 +353,10 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	if live == nil || err != nil {
 		return err
 	}
-	if store, err = v1.FromUnstructured(live); err != nil {
+	if store, err = v1.FromUnstructured(live); err != nil || store.Spec.Image == "" {
+		// Gone from under the sync (or no longer convertible): nothing
+		// to update, as at the start of a sync.
+		c.fleet.unwait(key)
 		return nil
 	}
 	o, t = c.observe(ctx, key, store)

@@ -536,3 +536,24 @@ func TestACacheBehindTheEndOfAnUpdateEndsItOnce(t *testing.T) {
 	assert.Equal(t, ReasonUpdatedInPlace, conditionOf(st).Reason)
 	assert.Nil(t, st.Status.Update)
 }
+
+// TestAnImageClearedUnderTheSyncRollsNothing: the cache still has the
+// image and the sync decides to roll; the live object has no image any
+// more. Nothing is rolled: an ObjectStore without an image has nothing to
+// update, whichever read shows it.
+func TestAnImageClearedUnderTheSyncRollsNothing(t *testing.T) {
+	f := newFixture(t, fakeBinaries{}, tenantStore("t", "tenant"))
+	f.admin("t", "tenant").releases = []string{relNewer, relNewer, relNewer, relNewer}
+	f.lead(t)
+	obj, err := f.dyn.Tracker().Get(v1.Resource, "t", "tenant")
+	require.NoError(t, err)
+	cleared := obj.(*unstructured.Unstructured).DeepCopy()
+	require.NoError(t, unstructured.SetNestedField(cleared.Object, "", "spec", "image"))
+	testutil.BumpResourceVersion(cleared)
+	require.NoError(t, f.dyn.Tracker().Update(v1.Resource, cleared, "t"))
+
+	require.NoError(t, f.c.sync(t.Context(), "t/tenant"))
+	set, err := f.kube.AppsV1().StatefulSets("t").Get(t.Context(), "tenant-pool-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "minio/aistor:old", set.Spec.Template.Spec.Containers[0].Image, "not rolled to an empty image")
+}
