@@ -26,8 +26,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		if l.open.Add(1) > l.max {
 			l.open.Add(-1)
-			c.Close()
+			// Counted before the close: a client that sees its connection
+			// closed finds it in the metric.
 			l.rejected()
+			c.Close()
 			continue
 		}
 		return &limitedConn{Conn: c, l: l}, nil
