@@ -87,8 +87,9 @@ func (t *Tuner) Percent() int {
 // arm registers a cleanup on an object nothing references: it runs once
 // the next collection has found it unreachable, that is, after every
 // collection (one allocated while a collection marks survives it, so the
-// tuning may lag a collection), and arms the next one. The object is not tiny (16 bytes at
-// least): tiny objects share blocks, and their cleanups may never run.
+// tuning may lag a collection), and arms the next one. The sentinel is
+// larger than the allocator's 16-byte tiny objects, which share blocks and
+// whose cleanups may never run.
 func (t *Tuner) arm() {
 	runtime.AddCleanup(new(sentinel), func(t *Tuner) {
 		if t.tune() {
