@@ -173,7 +173,7 @@ func TestAReleaseFailingInPlaceHaltsAfterTheBudget(t *testing.T) {
 // their status and calls no one.
 func TestTheFleetCapHoldsAcrossAnOperatorRestart(t *testing.T) {
 	t.Parallel()
-	e := newUpdateEnv(t, updateOpts{tenantNamespaces: 4, deferMinIO: true, operatorEnv: []string{"OPERATOR_MAX_CONCURRENT_UPDATES=2"}})
+	e := newUpdateEnv(t, updateOpts{tenantNamespaces: 4, deferMinIO: true, noMinIO: true, operatorEnv: []string{"OPERATOR_MAX_CONCURRENT_UPDATES=2"}})
 	srv, calls := hangingAdmin(t, e.older, 1)
 	hang := func() string {
 		ns := e.takeNamespace(t)

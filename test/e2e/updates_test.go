@@ -38,9 +38,6 @@ type updateEnv struct {
 	store              string
 	minioPorts         []int
 	minio              *minioCluster
-	// deferred: the nodes start later (deferMinIO), and take their
-	// MinIO slot then.
-	deferred bool
 	// What startMinIO needs when the nodes start later (deferMinIO).
 	releases []string
 	minioEnv []string
@@ -64,6 +61,9 @@ type updateOpts struct {
 	newRelease string
 	// deferMinIO leaves the nodes to the test (startMinIO).
 	deferMinIO bool
+	// noMinIO: the test never starts the nodes (with deferMinIO), so it
+	// takes no MinIO slot.
+	noMinIO bool
 	// nodeSelector pins the first pool's pods (see createNode).
 	nodeSelector map[string]string
 	// newRepo is the repository of the newer image (default
@@ -83,9 +83,10 @@ type updateOpts struct {
 
 func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 	t.Helper()
-	if !o.deferMinIO {
+	if !o.noMinIO {
 		// Taken before the operator and the images, which are CPU-bound
-		// too; a test whose nodes start later (or never) takes it then.
+		// too, and before the ObjectStore is applied: a test that times
+		// what follows its nodes' start must not wait for a slot then.
 		minioSlot(t)
 	}
 	ensureCRD(t)
@@ -99,7 +100,7 @@ func newUpdateEnv(t testing.TB, o updateOpts) *updateEnv {
 		}
 	}
 	e := &updateEnv{binEnv: &binEnv{reg: startRegistry(t), opNS: operatorNamespace(t), tenantNS: operatorNamespace(t)},
-		older: older, newer: newer, store: "tenant", deferred: o.deferMinIO}
+		older: older, newer: newer, store: "tenant"}
 	trustCA(t, e.opNS, "aistor-ca-tls-registry", e.reg.caPEM)
 	dockerConfigSecret(t, e.tenantNS, "regcred", e.reg.host, e.reg.user, e.reg.pass)
 
@@ -205,9 +206,6 @@ spec:
 // startMinIO starts the tenant's nodes.
 func (e *updateEnv) startMinIO(t testing.TB) {
 	t.Helper()
-	if e.deferred {
-		minioSlot(t)
-	}
 	e.minio = startMinIO(t, e.minioPorts, e.releases, e.certs, e.roots, e.minioEnv...)
 }
 
@@ -462,7 +460,7 @@ func TestNodesOnDifferentReleasesConverge(t *testing.T) {
 func TestObjectStoreWithoutConfigurationIsExplained(t *testing.T) {
 	t.Parallel()
 	// Nothing asks MinIO: its nodes are never started.
-	e := newUpdateEnv(t, updateOpts{noConfig: true, deferMinIO: true})
+	e := newUpdateEnv(t, updateOpts{noConfig: true, deferMinIO: true, noMinIO: true})
 	c := e.waitVersion(t, metav1.ConditionUnknown, "ConfigurationMissing", 60*time.Second)
 	assert.Contains(t, c.Message, "spec.configuration")
 	assert.Equal(t, metav1.ConditionTrue, conditionOf(t, e.tenantNS, e.store, apiv1.ConditionCertificatesReady).Status)
