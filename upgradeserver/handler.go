@@ -2,6 +2,7 @@ package upgradeserver
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -26,19 +27,24 @@ var (
 type handler struct {
 	store   Catalog
 	metrics *Metrics
-	// listings caches rendered listings for the snapshot it was made for.
-	listings atomic.Pointer[listingCache]
-	log      zerolog.Logger
+	// listing is the rendered listing of the snapshot it was made for.
+	listing atomic.Pointer[renderedListing]
+	// base is what the listing's URLs start with (Config.BaseURL).
+	base string
+	log  zerolog.Logger
 	// access writes one line per request; nil: no access log.
 	access *zerolog.Logger
 	// stall is how long a download may make no progress before the
 	// connection is dropped; a client that stops reading cannot hold a
-	// connection forever.
-	stall time.Duration
-	// downloads holds a token per binary download in progress; when it is
-	// full, more are answered 503 with Retry-After instead of each taking a
-	// copy buffer.
-	downloads chan struct{}
+	// connection forever. minRate (bytes a second) is what a download must
+	// average over each stall window, so one that trickles cannot either.
+	stall   time.Duration
+	minRate int64
+	// downloads is every party's share of the binary downloads in
+	// progress; past it a download is answered 503 with Retry-After
+	// instead of taking a copy buffer.
+	downloads *shares
+	clients   Clients
 	// recorders are reused across requests: nothing holds one after its
 	// request is answered.
 	recorders sync.Pool
@@ -76,18 +82,22 @@ func methods(next http.Handler) http.Handler {
 	})
 }
 
-// listingsFor returns the listing cache of the current snapshot.
-func (h *handler) listingsFor(snap *binstore.Snapshot) *listingCache {
-	if c := h.listings.Load(); c != nil && c.snap == snap {
-		return c
+// listingOf returns the rendered listing of snap, rendering it once: one
+// listing a snapshot, whatever the requests carry, is all that is cached.
+func (h *handler) listingOf(snap *binstore.Snapshot) (*renderedListing, error) {
+	if l := h.listing.Load(); l != nil && l.snap == snap {
+		return l, nil
 	}
-	c := &listingCache{snap: snap}
-	h.listings.Store(c)
-	return c
+	l, err := renderListing(snap, h.base)
+	if err != nil {
+		return nil, err
+	}
+	h.listing.Store(l)
+	return l, nil
 }
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
-	l, err := h.listingsFor(h.store.Current()).listing(baseKey{https: r.TLS != nil, host: r.Host})
+	l, err := h.listingOf(h.store.Current())
 	if err != nil {
 		h.log.Error().Err(err).Msg("cannot render listing")
 		http.Error(w, "cannot render listing", http.StatusInternalServerError)
@@ -171,15 +181,19 @@ func (h *handler) serveBinary(w http.ResponseWriter, r *http.Request, b *binstor
 	defer f.Close()
 
 	if r.Method == http.MethodGet {
-		select {
-		case h.downloads <- struct{}{}:
-			defer func() { <-h.downloads }()
-		default:
+		who := clientFrom(r.Context())
+		// A pod whose ObjectStore is updating to this binary is held only
+		// to its own party's cap: MinIO fails the update on a 503, and no
+		// one else's downloads may cause that. There are at most as many
+		// such parties as updates in flight.
+		updating := who.namespace != "" && h.clients.Updating(who.namespace, b.SHA256)
+		if !h.downloads.acquire(who, updating) {
 			h.metrics.rejected.Inc()
 			w.Header().Set("Retry-After", "5")
 			http.Error(w, "too many downloads in progress, retry shortly", http.StatusServiceUnavailable)
 			return
 		}
+		defer h.downloads.release(who)
 		h.metrics.downloads.WithLabelValues(b.PlainPath()).Inc()
 		h.metrics.inFlight.Inc()
 		defer h.metrics.inFlight.Dec()
@@ -191,27 +205,50 @@ func (h *handler) serveBinary(w http.ResponseWriter, r *http.Request, b *binstor
 	// The section reader reads with pread, so the download cannot run past
 	// the size that was verified, even if the file grows.
 	content := io.NewSectionReader(f, 0, b.Size)
-	http.ServeContent(&progressWriter{ResponseWriter: w, rc: http.NewResponseController(w), stall: h.stall}, r, b.Name, b.ModTime, content)
+	http.ServeContent(&progressWriter{ResponseWriter: w, rc: http.NewResponseController(w), stall: h.stall, minRate: h.minRate}, r, b.Name, b.ModTime, content)
 }
 
+// errTooSlow ends a download that moved less than the minimum rate over a
+// window; net/http then closes the connection (the body is short of its
+// Content-Length), freeing the slot.
+var errTooSlow = errors.New("download slower than the minimum rate")
+
 // progressWriter pushes the write deadline forward while the client keeps
-// reading, so a stalled client is dropped after stall without limiting how
-// long a healthy slow download may take.
+// reading, so a stalled client is dropped after stall, and ends a download
+// that moved less than minRate a second over a window of stall, so that
+// a slot is held for a bounded time or above a minimum rate.
 type progressWriter struct {
 	http.ResponseWriter
 	rc       *http.ResponseController
 	stall    time.Duration
+	minRate  int64
 	extended time.Time
+	// window is when the current rate window started; moved, the bytes
+	// written in it.
+	window time.Time
+	moved  int64
 }
 
 func (p *progressWriter) Write(b []byte) (int, error) {
 	if p.stall > 0 {
-		if now := time.Now(); now.Sub(p.extended) > time.Second {
+		now := time.Now()
+		switch {
+		case p.window.IsZero():
+			p.window = now
+		case now.Sub(p.window) >= p.stall:
+			if p.minRate > 0 && float64(p.moved) < float64(p.minRate)*now.Sub(p.window).Seconds() {
+				return 0, errTooSlow
+			}
+			p.window, p.moved = now, 0
+		}
+		if now.Sub(p.extended) > time.Second || p.stall <= time.Second {
 			p.extended = now
 			_ = p.rc.SetWriteDeadline(now.Add(p.stall))
 		}
 	}
-	return p.ResponseWriter.Write(b)
+	n, err := p.ResponseWriter.Write(b)
+	p.moved += int64(n)
+	return n, err
 }
 
 // ReadFrom copies with a large pooled buffer: io.Copy's default 32 KiB

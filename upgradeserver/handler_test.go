@@ -29,7 +29,8 @@ func TestListingDescribesEveryVerifiedBinaryWithAbsoluteURLs(t *testing.T) {
 	amd := writeRelease(t, dir, "linux-amd64", release, []byte("amd64 binary"))
 	arm := writeRelease(t, dir, "linux-arm64", release, []byte("arm64 binary"))
 	root := writeRelease(t, dir, "", release, []byte("root binary"))
-	h := newTestHandler(t, newTestStore(t, dir))
+	h := New(Config{Store: newTestStore(t, dir), Log: zerolog.Nop(),
+		BaseURL: "https://object-store-operator.ops.svc.cluster.local:4221" + UpdatePath}).Handler()
 
 	for _, target := range []string{UpdatePath, UpdatePath + "/"} {
 		rec := do(t, h, http.MethodGet, "https://object-store-operator.ops.svc.cluster.local:4221"+target, nil)

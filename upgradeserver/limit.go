@@ -5,16 +5,18 @@ import (
 	"sync/atomic"
 )
 
-// limitListener closes connections accepted while max are open, so that
-// no number of clients that connect and stall can grow the server's
-// memory past max connections' worth (about 64 KiB each with TLS).
-// Closing, unlike x/net/netutil's blocking Accept, keeps the accept queue
-// moving: a client refused now retries, and one that is served is not
-// stuck behind stalled ones.
+// limitListener closes connections accepted past the server's share for
+// their party (shares: a total, a cap per party, a part of the total kept
+// for the tenants' pods), so that no number of clients that connect and
+// stall, nor one client's idle keep-alive connections, can grow the
+// server's memory past the total (about 64 KiB a TLS connection) or take
+// the connections meant for the others. Closing, unlike x/net/netutil's
+// blocking Accept, keeps the accept queue moving: a client refused now
+// retries, and one that is served is not stuck behind stalled ones.
 type limitListener struct {
 	net.Listener
-	max      int64
-	open     atomic.Int64
+	shares   *shares
+	clients  Clients
 	rejected func()
 }
 
@@ -24,21 +26,24 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) > l.max {
-			l.open.Add(-1)
+		who := clientOf(l.clients, c.RemoteAddr())
+		if !l.shares.acquire(who, false) {
 			// Counted before the close: a client that sees its connection
 			// closed finds it in the metric.
 			l.rejected()
 			c.Close()
 			continue
 		}
-		return &limitedConn{Conn: c, l: l}, nil
+		return &limitedConn{Conn: c, l: l, client: who}, nil
 	}
 }
 
+// limitedConn is an accepted connection; it knows its party, which every
+// request on it counts against (Server's ConnContext).
 type limitedConn struct {
 	net.Conn
-	l *limitListener
+	l      *limitListener
+	client client
 	// closed makes a second Close (net/http may close twice) free no
 	// second slot.
 	closed atomic.Bool
@@ -46,7 +51,7 @@ type limitedConn struct {
 
 func (c *limitedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
-		c.l.open.Add(-1)
+		c.l.shares.release(c.client)
 	}
 	return c.Conn.Close()
 }

@@ -15,7 +15,7 @@ func TestConnectionsPastTheLimitAreClosedAndSlotsComeBack(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var rejected atomic.Int64
-	ln := &limitListener{Listener: inner, max: 2, rejected: func() { rejected.Add(1) }}
+	ln := &limitListener{Listener: inner, shares: newShares(2, 0, 0), clients: noClients{}, rejected: func() { rejected.Add(1) }}
 	defer ln.Close()
 	accepted := make(chan net.Conn, 8)
 	go func() {

@@ -5,11 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/object-store-operator/operator/binstore"
@@ -34,8 +31,9 @@ type WithheldRelease struct {
 	Reason string `json:"reason"`
 }
 
-// ListedBinary describes one downloadable binary with absolute URLs built
-// from the request's scheme and Host, so a curl from a pod can follow them.
+// ListedBinary describes one downloadable binary with URLs under the
+// server's configured base (as pods reach it), so a curl from a pod can
+// follow them; never from the request's Host, which the client chooses.
 type ListedBinary struct {
 	Name    string `json:"name"`
 	Release string `json:"release"`
@@ -57,74 +55,22 @@ type ListedBinary struct {
 	MinisigURL   string    `json:"minisigUrl"`
 }
 
-// maxCachedListings bounds the per-base-URL cache: the Host header is
-// chosen by clients, so an unbounded cache would be theirs to grow.
-const maxCachedListings = 32
-
-// listingCache holds rendered listings per base URL for one snapshot, so
-// the hot path of GET /webhook/v1/update is a map lookup and one write.
-// The map is copied on write: a request only loads a pointer, so requests
-// on every core read it without writing to memory they share (a read lock
-// would count readers in one word all of them write).
-type listingCache struct {
-	snap    *binstore.Snapshot
-	mu      sync.Mutex // serializes writers
-	entries atomic.Pointer[map[baseKey]*renderedListing]
-}
-
-// baseKey names a base URL by its parts, so a lookup builds no string.
-type baseKey struct {
-	https bool
-	host  string
-}
-
-func (k baseKey) url() string {
-	scheme := "http"
-	if k.https {
-		scheme = "https"
-	}
-	return scheme + "://" + k.host + UpdatePath
-}
-
 type renderedListing struct {
+	// snap is the snapshot it was rendered from.
+	snap   *binstore.Snapshot
 	body   []byte
 	etag   []string
 	length []string
 }
 
-func (c *listingCache) listing(base baseKey) (*renderedListing, error) {
-	if m := c.entries.Load(); m != nil {
-		if r, ok := (*m)[base]; ok {
-			return r, nil
-		}
+// renderListing renders snap's listing with URLs under base (up to
+// UpdatePath; empty: paths from the root).
+func renderListing(snap *binstore.Snapshot, base string) (*renderedListing, error) {
+	if base == "" {
+		base = UpdatePath
 	}
-	r, err := renderListing(c.snap.Binaries(), c.snap.Withheld(), base.url())
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.entries.Load()
-	if old != nil && len(*old) >= maxCachedListings {
-		return r, nil
-	}
-	m := make(map[baseKey]*renderedListing, 1+lenOf(old))
-	if old != nil {
-		maps.Copy(m, *old)
-	}
-	m[base] = r
-	c.entries.Store(&m)
-	return r, nil
-}
-
-func lenOf(m *map[baseKey]*renderedListing) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
-}
-
-func renderListing(binaries []*binstore.Binary, withheld []binstore.Withheld, base string) (*renderedListing, error) {
+	base = strings.TrimSuffix(base, "/")
+	binaries, withheld := snap.Binaries(), snap.Withheld()
 	l := Listing{Binaries: make([]ListedBinary, 0, len(binaries))}
 	for _, w := range withheld {
 		osName, arch, _ := strings.Cut(w.Platform, "-")
@@ -148,6 +94,7 @@ func renderListing(binaries []*binstore.Binary, withheld []binstore.Withheld, ba
 	}
 	body = append(body, '\n')
 	return &renderedListing{
+		snap:   snap,
 		body:   body,
 		etag:   []string{`"` + contentETag(body) + `"`},
 		length: []string{strconv.Itoa(len(body))},

@@ -13,7 +13,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -64,14 +63,35 @@ type Config struct {
 	// The bounds below are the operator's to choose (cmd/operator); zero
 	// is no bound.
 
-	// StallTimeout drops a download that made no progress for this long.
+	// StallTimeout drops a download that made no progress for this long;
+	// it is also the window MinDownloadRate is measured over.
 	StallTimeout time.Duration
+	// MinDownloadRate (bytes a second) is what a download must average
+	// over each StallTimeout to keep its slot, so a client that trickles
+	// cannot hold one for hours; zero: only stalls are dropped.
+	MinDownloadRate int64
 	// MaxDownloads is how many binary downloads may run at once; more get
-	// 503 with Retry-After. Each holds a 256 KiB copy buffer.
+	// 503 with Retry-After. Each holds a 256 KiB copy buffer. A pod whose
+	// ObjectStore is updating to that binary is let in past it (Clients).
 	MaxDownloads int
+	// MaxDownloadsPerClient is how many of them one party may run.
+	MaxDownloadsPerClient int
 	// MaxConnections is how many connections may be open at once; more are
 	// closed as soon as they are accepted.
 	MaxConnections int
+	// MaxConnectionsPerClient is how many of them, idle or not, one party
+	// may hold.
+	MaxConnectionsPerClient int
+	// Clients names the party behind an address (the namespace of a known
+	// pod) and which pods are updating; nil: every address is a party of
+	// its own and none is known. With it, a quarter of MaxConnections and
+	// MaxDownloads is kept for known pods.
+	Clients Clients
+	// BaseURL is the listing's base for its URLs: the upgrade server as
+	// pods reach it, up to UpdatePath. Empty: URLs are paths from the
+	// root. The request's Host never enters the listing, so its size
+	// depends on the store alone.
+	BaseURL string
 	// WriteTimeout bounds writing any response that is not a binary (the
 	// listing, sidecars, errors): a client that does not read is dropped.
 	// Downloads extend it while they progress (StallTimeout).
@@ -80,7 +100,9 @@ type Config struct {
 
 // Server is the upgrade server.
 type Server struct {
-	cfg     Config
+	cfg Config
+	// conns is every party's share of MaxConnections.
+	conns   *shares
 	handler http.Handler
 }
 
@@ -96,11 +118,29 @@ func New(cfg Config) *Server {
 		access = &l
 	}
 	cfg.Log = log
-	return &Server{
-		cfg: cfg,
-		handler: newHandler(&handler{store: cfg.Store, metrics: cfg.Metrics, log: log, access: access, stall: cfg.StallTimeout,
-			downloads: downloadSlots(cfg.MaxDownloads)}),
+	reserve := strangersShare
+	if cfg.Clients == nil {
+		// Every address is a stranger: there is nothing to keep a part for.
+		cfg.Clients, reserve = noClients{}, func(int) int { return 0 }
 	}
+	return &Server{
+		cfg:   cfg,
+		conns: newShares(cfg.MaxConnections, cfg.MaxConnectionsPerClient, reserve(cfg.MaxConnections)),
+		handler: newHandler(&handler{store: cfg.Store, metrics: cfg.Metrics, log: log, access: access, base: cfg.BaseURL,
+			stall: cfg.StallTimeout, minRate: cfg.MinDownloadRate, clients: cfg.Clients,
+			downloads: newShares(cfg.MaxDownloads, cfg.MaxDownloadsPerClient, reserve(cfg.MaxDownloads))}),
+	}
+}
+
+// strangersShare is the part of a total that addresses which are no known
+// pod may hold together: the last quarter is kept for the tenants' pods,
+// so that clients from anywhere else, however many addresses they have,
+// leave MinIO room to connect and download.
+func strangersShare(total int) int {
+	if total <= 0 {
+		return 0
+	}
+	return max(1, total-total/4)
 }
 
 // Handler is the server's HTTP handler, for tests and embedding.
@@ -108,12 +148,18 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // TLSConfig is the TLS configuration the server uses: TLS 1.2 at least
 // (1.3 preferred by Go's negotiation), AEAD cipher suites with forward
-// secrecy only, h2 and HTTP/1.1.
+// secrecy only, HTTP/1.1 alone. h2 is not offered: its streams would
+// multiply every bound on connections (250 handlers a connection by
+// default, each held as long as the client's flow-control window stays
+// shut), and none of the server's clients needs it: MinIO's update
+// client is an http.Transport with its own TLS configuration and dialer,
+// which speaks HTTP/1.1 only, and curl falls back to HTTP/1.1 by ALPN
+// (docs/upgrade-server.md).
 func TLSConfig(src CertificateSource) *tls.Config {
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: src.GetCertificate,
-		NextProtos:     []string{"h2", "http/1.1"},
+		NextProtos:     []string{"http/1.1"},
 		CipherSuites: []uint16{
 			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
 			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
@@ -138,10 +184,12 @@ func (s *Server) Run(ctx context.Context) error {
 // connections are refused and running downloads get ShutdownGrace to
 // finish before their connections are closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	if s.cfg.MaxConnections > 0 {
-		ln = &limitListener{Listener: ln, max: int64(s.cfg.MaxConnections), rejected: s.cfg.Metrics.rejectedConns.Inc}
-	}
+	ln = &limitListener{Listener: ln, shares: s.conns, clients: s.cfg.Clients, rejected: s.cfg.Metrics.rejectedConns.Inc}
+	// HTTP/1.1 only, over TLS or not (TLSConfig says why).
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
 	srv := &http.Server{
+		Protocols:         &protocols,
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		// Requests carry no body; this bounds a client that trickles one.
@@ -153,7 +201,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes: 16 << 10,
 		ErrorLog:       newErrorLog(s.cfg.Log),
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-		ConnContext:    s.cfg.Metrics.requests.connContext,
+		// Every request counts against its connection's party.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*tls.Conn); ok {
+				c = tc.NetConn()
+			}
+			if lc, ok := c.(*limitedConn); ok {
+				ctx = context.WithValue(ctx, clientKey{}, lc.client)
+			}
+			return s.cfg.Metrics.requests.connContext(ctx, c)
+		},
 	}
 	scheme := "http"
 	if s.cfg.Certificates != nil {
@@ -195,14 +252,4 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("upgrade server shutdown: %w", err)
 	}
 	return nil
-}
-
-// downloadSlots holds a token per download in progress, n at most; n <= 0
-// is no bound (a channel of empty tokens takes no memory, whatever its
-// capacity).
-func downloadSlots(n int) chan struct{} {
-	if n <= 0 {
-		n = math.MaxInt
-	}
-	return make(chan struct{}, n)
 }

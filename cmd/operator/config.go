@@ -96,6 +96,9 @@ type config struct {
 	failureBudget    int
 	maxDownloads     int
 	maxConns         int
+	clientDownloads  int
+	clientConns      int
+	minDownloadRate  int64
 	trustBundle      bool
 	trustBundleOwner string
 	// watchNamespaces are the namespaces whose ObjectStores this install
@@ -115,7 +118,10 @@ func (c *config) settings() []setting {
 		{"auto-cert-disabled", "OPERATOR_AUTO_CERT_DISABLED", "off", "on: do not request a certificate from the Kubernetes CSR API", onOff(&c.autoCertOff)},
 		{"custom-tls-secret-name", "OPERATOR_CUSTOM_TLS_SECRET_NAME", "", "Secret in the operator namespace with the serving certificate (when autocert is disabled)", text(&c.customSecret)},
 		{"max-downloads", "OPERATOR_MAX_DOWNLOADS", "64", "binary downloads served at once; more are answered 503 with Retry-After (each holds a 256 KiB buffer)", atLeast(&c.maxDownloads, 1)},
-		{"max-connections", "OPERATOR_MAX_CONNECTIONS", "4096", "connections to the upgrade server open at once; more are closed on accept (about 64 KiB each)", atLeast(&c.maxConns, 1)},
+		{"max-connections", "OPERATOR_MAX_CONNECTIONS", "4096", "connections to the upgrade server open at once; more are closed on accept (about 64 KiB each); a quarter is kept for the watched namespaces' tenant pods", atLeast(&c.maxConns, 1)},
+		{"max-downloads-per-client", "OPERATOR_MAX_DOWNLOADS_PER_CLIENT", "4", "binary downloads one client runs at once: a watched namespace's tenant pods together, any other source address alone; a pod whose ObjectStore is updating to that binary is held to this alone, not to OPERATOR_MAX_DOWNLOADS", atLeast(&c.clientDownloads, 1)},
+		{"max-connections-per-client", "OPERATOR_MAX_CONNECTIONS_PER_CLIENT", "64", "connections to the upgrade server, idle or not, one client holds at once (a watched namespace's tenant pods together, any other source address alone); more are closed on accept", atLeast(&c.clientConns, 1)},
+		{"min-download-rate", "OPERATOR_MIN_DOWNLOAD_RATE", "256Ki", "bytes a second a binary download must average over each minute to keep its slot (Kubernetes quantity); a download that makes no progress for a minute is dropped whatever the rate", size(&c.minDownloadRate)},
 		{"shutdown-grace", "OPERATOR_SHUTDOWN_GRACE", "30s", "how long running downloads may finish after a shutdown signal", duration(&c.shutdownGrace, 0)},
 		{"log-level", "OPERATOR_LOG_LEVEL", "info", "log level: debug, info, warn or error", logLevel(&c.logLevel)},
 		{"access-log", "OPERATOR_ACCESS_LOG", "on", "on: one info line per upgrade-server request (method, path, status, bytes, duration, remote); off: none, whatever the log level (the request metrics count every request either way)", onOff(&c.accessLog)},

@@ -36,12 +36,14 @@ import (
 	"github.com/object-store-operator/operator/internal/claim"
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/placement"
+	"github.com/object-store-operator/operator/internal/podaddr"
 	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/mountsecret"
 	objstatus "github.com/object-store-operator/operator/status"
 	"github.com/object-store-operator/operator/trust"
 	"github.com/object-store-operator/operator/trustbundle"
 	"github.com/object-store-operator/operator/updates"
+	"github.com/object-store-operator/operator/upgradeserver"
 )
 
 // The namespace claim: read every claimInterval until held, then every
@@ -132,32 +134,33 @@ type parts struct {
 // startKubernetesParts builds the parts that talk to Kubernetes and
 // starts, on every replica, the trust pool and the controllers (every
 // replica fills its own store), and the leader's work under leader
-// election.
-func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) error {
+// election. It returns who the upgrade server's clients are, read from
+// the same informers.
+func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) (upgradeserver.Clients, error) {
 	pool, err := p.trustPool()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	urlKey, err := loadURLKey(ctx, p.k.client, p.cfg.namespace)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w := &leaderWork{}
 	if p.cfg.mode() == modeAutocert {
 		if w.issuer, err = newIssuer(ctx, p.cfg, p.k, p.log, p.certMetrics); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	fetcher, err := p.fetcher(pool)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.k.client.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "object-store-operator"})
 	inf, err := p.informers()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Placement and the binary source tell controllers built after them
 	// about a key: the hooks are set below, once everything is built and
@@ -165,14 +168,14 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) error
 	var placed, resolved keyHooks
 	where, err := placement.NewSource(inf.sets.Informer(), inf.pods, inf.nodes, placed.notify, p.log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// One reader of Secrets' data for every controller: each version is
 	// fetched once, whoever asks.
 	secretData := mountsecret.NewSecretReader(inf.secrets.GetIndexer(), p.k.client)
 	// Only what ObjectStores read is kept.
 	if err := secretData.Track(inf.stores, apiv1.SecretIndex((*apiv1.ObjectStore).SecretsRead)); err != nil {
-		return err
+		return nil, err
 	}
 	operatorCA := certificateAs[mountsecret.CABundleSource](p.cert)
 	if p.cert != nil && p.cfg.trustBundle {
@@ -181,24 +184,28 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) error
 		views := fanOutChanges(ctx, p.cert, 2)
 		operatorCA = views[0]
 		if w.bundle, err = p.trustBundle(views[1]); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if w.mount, err = p.mountSecret(inf, secretData, operatorCA, recorder); err != nil {
-		return err
+		return nil, err
 	}
 	if w.binaries, err = p.binarySource(inf, fetcher, where, secretData, urlKey, recorder, resolved.notify); err != nil {
-		return err
+		return nil, err
 	}
 	if w.updates, err = p.updater(inf, where, secretData, w.binaries, recorder); err != nil {
-		return err
+		return nil, err
 	}
 	placed.set(w.binaries.PlacementChanged, w.updates.PlacementChanged)
 	// The updater waits for the store.
 	resolved.set(w.updates.Resolved)
 	p.checks.Add("binaries", w.binaries.Ready)
 	p.reg.MustRegister(objstatus.NewConditionCollector(inf.stores.GetIndexer()))
-	return p.start(ctx, g, w, inf, pool, broadcaster)
+	clients, err := podaddr.New(inf.pods, inf.stores)
+	if err != nil {
+		return nil, err
+	}
+	return clients, p.start(ctx, g, w, inf, pool, broadcaster)
 }
 
 // keyHooks passes an ObjectStore key to hooks set once, after the part

@@ -97,8 +97,9 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	var clients upgradeserver.Clients
 	if kube != nil {
-		if err := startKubernetesParts(ctx, g, parts{cfg: cfg, k: kube, cert: cert, store: store, log: log, reg: reg,
+		if clients, err = startKubernetesParts(ctx, g, parts{cfg: cfg, k: kube, cert: cert, store: store, log: log, reg: reg,
 			certMetrics: certMetrics, checks: checks}); err != nil {
 			return err
 		}
@@ -122,17 +123,22 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		accessLog = &l
 	}
 	srv := upgradeserver.New(upgradeserver.Config{
-		Address:        cfg.upgradeAddress,
-		Certificates:   certificateAs[upgradeserver.CertificateSource](cert),
-		Store:          store,
-		Metrics:        upgradeserver.NewMetrics(reg),
-		Log:            log,
-		AccessLog:      accessLog,
-		ShutdownGrace:  cfg.shutdownGrace,
-		MaxDownloads:   cfg.maxDownloads,
-		MaxConnections: cfg.maxConns,
-		StallTimeout:   downloadStallTimeout,
-		WriteTimeout:   responseWriteTimeout,
+		Address:                 cfg.upgradeAddress,
+		Certificates:            certificateAs[upgradeserver.CertificateSource](cert),
+		Store:                   store,
+		Metrics:                 upgradeserver.NewMetrics(reg),
+		Log:                     log,
+		AccessLog:               accessLog,
+		ShutdownGrace:           cfg.shutdownGrace,
+		MaxDownloads:            cfg.maxDownloads,
+		MaxConnections:          cfg.maxConns,
+		StallTimeout:            downloadStallTimeout,
+		MaxDownloadsPerClient:   cfg.clientDownloads,
+		MaxConnectionsPerClient: cfg.clientConns,
+		MinDownloadRate:         cfg.minDownloadRate,
+		Clients:                 clients,
+		BaseURL:                 cfg.podUpdateURL(),
+		WriteTimeout:            responseWriteTimeout,
 	})
 	g.Go(func() error { return store.Run(ctx) })
 	g.Go(func() error { return srv.Run(ctx) })

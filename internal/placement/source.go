@@ -243,7 +243,8 @@ func storeOfSet(obj any) string {
 }
 
 // TrimPod is the pod informer's transform: what Platforms reads (name,
-// namespace, labels, owner references, spec.nodeName), nothing else.
+// namespace, labels, owner references, spec.nodeName) and what podaddr
+// reads (the addresses, whether they are the node's), nothing else.
 func TrimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -252,7 +253,10 @@ func TrimPod(obj any) (any, error) {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, ResourceVersion: p.ResourceVersion,
 			Labels: p.Labels, OwnerReferences: p.OwnerReferences},
-		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+		// The addresses tell the upgrade server which tenant a client is
+		// (internal/podaddr).
+		Status: corev1.PodStatus{PodIPs: p.Status.PodIPs},
 	}, nil
 }
 

@@ -1,0 +1,364 @@
+package upgradeserver
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// These tests attack the real TLS server on loopback, each client from an
+// address of its own (127.0.0.0/8 is all loopback on Linux): what one
+// client does must not take the server from another.
+
+// tlsServer serves dir's store over TLS with cfg (its Store, Log,
+// Certificates and Metrics filled in) and returns its address and the
+// pool that trusts it.
+func tlsServer(t *testing.T, dir string, cfg Config) (string, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "upgrade"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"object-store-operator.ops.svc.cluster.local"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	leaf, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	cfg.Certificates = fixedCert{&tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}}
+	cfg.Store = newTestStore(t, dir)
+	cfg.Log = zerolog.Nop()
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
+	srv := New(cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ln.Addr().String(), pool
+}
+
+// from is an HTTPS client whose connections leave from source (a
+// loopback address), one connection per request unless keepAlive.
+func from(source string, pool *x509.CertPool, keepAlive bool) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}, Timeout: 5 * time.Second}
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			DialContext:       d.DialContext,
+			TLSClientConfig:   &tls.Config{RootCAs: pool, ServerName: "object-store-operator.ops.svc.cluster.local"},
+			DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: 1000,
+		},
+	}
+}
+
+// dialTLS opens one TLS connection from source, offering protos.
+func dialTLS(t *testing.T, source, addr string, pool *x509.CertPool, protos ...string) (*tls.Conn, error) {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}, Timeout: 5 * time.Second}
+	return tls.DialWithDialer(d, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: "object-store-operator.ops.svc.cluster.local", NextProtos: protos})
+}
+
+// startDownload sends a GET of path on a new connection from source and
+// reads the status line and headers only: a client that then reads
+// nothing, or trickles, holds the download.
+func startDownload(t *testing.T, source, addr string, pool *x509.CertPool, path string) (int, *tls.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := dialTLS(t, source, addr, pool, "http/1.1")
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	_, err = fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: object-store-operator.ops.svc.cluster.local\r\n\r\n", path)
+	require.NoError(t, err)
+	br := bufio.NewReaderSize(c, 1024)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	return resp.StatusCode, c, br
+}
+
+func TestTheListingDependsOnTheStoreAloneNotTheHost(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 20 {
+		writeRelease(t, dir, "linux-amd64", fmt.Sprintf("RELEASE.2025-04-%02dT15-41-24Z", i+1), []byte(fmt.Sprintf("binary %d", i)))
+	}
+	const base = "https://object-store-operator.ops.svc.cluster.local:4221" + UpdatePath
+	addr, pool := tlsServer(t, dir, Config{BaseURL: base})
+
+	get := func(host string) []byte {
+		c, err := dialTLS(t, "127.0.0.2", addr, pool, "http/1.1")
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", UpdatePath, host)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return body
+	}
+	plain := get("object-store-operator.ops.svc.cluster.local:4221")
+	// Go accepts a Host of up to MaxHeaderBytes; each entry once carried
+	// it three times.
+	long := get(strings.Repeat("h", 15<<10))
+	assert.Equal(t, plain, long, "a long Host changes nothing in the listing")
+
+	var l Listing
+	require.NoError(t, json.Unmarshal(plain, &l))
+	require.Len(t, l.Binaries, 20)
+	for _, b := range l.Binaries {
+		assert.True(t, strings.HasPrefix(b.URL, base+"/linux-amd64/minio.RELEASE."), "URLs come from the configured base: %s", b.URL)
+	}
+}
+
+func TestHTTP2IsNotOfferedSoStreamsCannotMultiplyTheConnectionCap(t *testing.T) {
+	dir := t.TempDir()
+	writeRelease(t, dir, "", release, []byte("binary"))
+	addr, pool := tlsServer(t, dir, Config{MaxConnections: 4})
+
+	// A real HTTP/2 client that opens 100 streams on one connection and
+	// advertises a zero flow-control window, so no answer can be sent and
+	// each stream would hold a handler until the write timeout.
+	_, err := dialTLS(t, "127.0.0.2", addr, pool, "h2")
+	assert.ErrorContains(t, err, "no application protocol", "a client that speaks only h2 is refused at the handshake")
+	c, err := dialTLS(t, "127.0.0.2", addr, pool, "h2", "http/1.1")
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Equal(t, "http/1.1", c.ConnectionState().NegotiatedProtocol, "h2 is not negotiated")
+	_, err = io.WriteString(c, http2.ClientPreface)
+	require.NoError(t, err)
+	fr := http2.NewFramer(c, c)
+	require.NoError(t, fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}))
+	var block strings.Builder
+	enc := hpack.NewEncoder(&block)
+	for i := range 100 {
+		block.Reset()
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "object-store-operator"}, {":path", UpdatePath}} {
+			require.NoError(t, enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: []byte(block.String()), EndStream: true, EndHeaders: true}); err != nil {
+			break // the server closed the connection: nothing more to send
+		}
+	}
+	// An HTTP/1.1 server reads the preface as a bad request and closes the
+	// connection: no stream gets a handler.
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	rest, err := io.ReadAll(c)
+	assert.False(t, isTimeout(err), "the server closes the connection instead of holding it")
+	assert.NotContains(t, string(rest), "200 OK", "no stream was answered")
+
+	// curl and MinIO's update client, which speak HTTP/1.1, are served.
+	resp, err := from("127.0.0.3", pool, false).Get("https://" + addr + UpdatePath)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "HTTP/1.1", resp.Proto)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// gauge reads a gauge without labels.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	return gather(t, reg, name).GetMetric()[0].GetGauge().GetValue()
+}
+
+func TestOneClientCannotHoldEveryDownload(t *testing.T) {
+	dir := t.TempDir()
+	// Larger than what loopback's socket buffers take in, so a client
+	// that reads nothing holds its download in the server's write.
+	writeRelease(t, dir, "", release, make([]byte, 32<<20))
+	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 4, MaxDownloadsPerClient: 2, StallTimeout: time.Minute})
+	file := UpdatePath + "/minio." + release
+
+	var held int
+	for range 4 {
+		code, _, _ := startDownload(t, "127.0.0.2", addr, pool, file)
+		if code == http.StatusOK {
+			held++
+		} else {
+			assert.Equal(t, http.StatusServiceUnavailable, code)
+		}
+	}
+	assert.Equal(t, 2, held, "one address holds its share of the downloads, no more")
+
+	// Another client downloads the whole binary meanwhile.
+	resp, err := from("127.0.0.3", pool, false).Get("https://" + addr + file)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	n, err := io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, int64(32<<20), n)
+}
+
+func TestADownloadBelowTheMinimumRateLosesItsSlot(t *testing.T) {
+	dir := t.TempDir()
+	writeRelease(t, dir, "", release, make([]byte, 32<<20))
+	reg := prometheus.NewRegistry()
+	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 1, StallTimeout: 2 * time.Second, MinDownloadRate: 4 << 20, Metrics: NewMetrics(reg)})
+	file := UpdatePath + "/minio." + release
+
+	// A client that keeps reading, but 64 KiB every 20 ms (3.2 MiB/s at
+	// most): it makes progress, so no stall timeout ends it, and it would
+	// finish in ten seconds.
+	code, c, br := startDownload(t, "127.0.0.2", addr, pool, file)
+	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Second)))
+	var got int64
+	buf := make([]byte, 64<<10)
+	var err error
+	for err == nil {
+		var n int
+		n, err = io.ReadFull(br, buf)
+		got += int64(n)
+		time.Sleep(20 * time.Millisecond) // the client's pace, not a wait for the server
+	}
+	assert.False(t, isTimeout(err), "the server ended the download, not the client's deadline: %v", err)
+	assert.Less(t, got, int64(32<<20), "the trickling download was cut short")
+
+	// Its slot is free: a client at full speed gets the whole binary.
+	require.Eventually(t, func() bool { return gauge(t, reg, "objectstore_operator_upgrade_downloads_in_flight") == 0 }, 10*time.Second, 10*time.Millisecond)
+	resp, err := from("127.0.0.3", pool, false).Get("https://" + addr + file)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	n, err := io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, int64(32<<20), n, "a download above the rate is never cut")
+}
+
+func TestOneClientsIdleConnectionsCannotTakeEveryConnection(t *testing.T) {
+	dir := t.TempDir()
+	writeRelease(t, dir, "", release, []byte("binary"))
+	addr, pool := tlsServer(t, dir, Config{MaxConnections: 16, MaxConnectionsPerClient: 4})
+
+	// One client opens 16 keep-alive connections and leaves them idle.
+	attacker := from("127.0.0.2", pool, true)
+	results := make(chan error, 16)
+	for range 16 {
+		go func() {
+			resp, err := attacker.Get("https://" + addr + UpdatePath)
+			if err == nil {
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			results <- err
+		}()
+	}
+	var refused int
+	for range 16 {
+		if <-results != nil {
+			refused++
+		}
+	}
+	assert.GreaterOrEqual(t, refused, 12, "past its four, the client's connections are closed")
+
+	// Another client still connects, on fresh connections.
+	for range 8 {
+		resp, err := from("127.0.0.3", pool, false).Get("https://" + addr + UpdatePath)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+}
+
+// podsOf is a Clients whose pods and updates a test sets.
+type podsOf struct {
+	pods     map[netip.Addr]string
+	updating map[string]string // namespace -> sha256
+}
+
+func (p podsOf) Namespace(a netip.Addr) string        { return p.pods[a] }
+func (p podsOf) Updating(ns, sha256 string) bool      { return p.updating[ns] == sha256 && sha256 != "" }
+func addr(s string) netip.Addr                        { return netip.MustParseAddr(s) }
+func (p podsOf) with(ns string, ips ...string) podsOf { return p.add(ns, ips) }
+func (p podsOf) add(ns string, ips []string) podsOf {
+	for _, ip := range ips {
+		p.pods[addr(ip)] = ns
+	}
+	return p
+}
+
+func TestAPodsOfANamespaceShareOneShare(t *testing.T) {
+	dir := t.TempDir()
+	writeRelease(t, dir, "", release, make([]byte, 32<<20))
+	pods := podsOf{pods: map[netip.Addr]string{}}.with("tenant-a", "127.0.0.2", "127.0.0.3")
+	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 8, MaxDownloadsPerClient: 2, StallTimeout: time.Minute, Clients: pods})
+	file := UpdatePath + "/minio." + release
+
+	codes := []int{}
+	for _, src := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.3"} {
+		code, _, _ := startDownload(t, src, addr, pool, file)
+		codes = append(codes, code)
+	}
+	assert.Equal(t, []int{200, 200, 503}, codes, "two pods of one namespace are one party")
+	code, _, _ := startDownload(t, "127.0.0.4", addr, pool, file)
+	assert.Equal(t, http.StatusOK, code, "an address of no known pod is a party of its own")
+}
+
+func TestAPodUpdatingToABinaryGetsItWhateverElseIsGoingOn(t *testing.T) {
+	dir := t.TempDir()
+	sum := writeRelease(t, dir, "", release, make([]byte, 32<<20))
+	pods := podsOf{pods: map[netip.Addr]string{}, updating: map[string]string{"tenant-a": sum}}.with("tenant-a", "127.0.0.9")
+	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 4, MaxDownloadsPerClient: 1, MaxConnections: 8, MaxConnectionsPerClient: 4,
+		StallTimeout: time.Minute, Clients: pods})
+	file := UpdatePath + "/minio." + release
+
+	// Strangers from four addresses take every download slot they may
+	// have (three quarters) and every connection they may have.
+	var held int
+	for i := range 4 {
+		if code, _, _ := startDownload(t, fmt.Sprintf("127.0.1.%d", i+1), addr, pool, file); code == http.StatusOK {
+			held++
+		}
+	}
+	assert.Equal(t, 3, held, "strangers hold three quarters of the downloads")
+	for i := range 4 {
+		if c, err := dialTLS(t, fmt.Sprintf("127.0.2.%d", i+1), addr, pool, "http/1.1"); err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+	}
+
+	// The updating tenant's pod connects, and downloads the whole binary.
+	resp, err := from("127.0.0.9", pool, false).Get("https://" + addr + file)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	n, err := io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, int64(32<<20), n)
+}
