@@ -665,6 +665,9 @@ func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, r
 		if node == "" {
 			node = t.endpoint.Host
 		}
+		if downloadRefused(adminError(err).Error(), updateURL, true) {
+			return callResult{err: errorf(CauseDownloadRefused, "MinIO at %s could not fetch %s from the operator's upgrade server: %w", node, release, adminError(err))}
+		}
 		return callResult{err: errorf(CauseInPlaceRefused, "MinIO at %s refused the in-place update to %s: %w", node, release, adminError(err))}
 	}
 	var r callResult
@@ -681,7 +684,10 @@ func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, r
 			// taking the binary from a call still being answered.
 		default:
 			r.failed = append(r.failed, fmt.Sprintf("node %s: %s", n.Host, n.Err))
-			if strings.Contains(n.Err, "wrong checksum") || strings.Contains(n.Err, "magic number mismatch") {
+			switch {
+			case downloadRefused(n.Err, updateURL, false):
+				r.refused++
+			case strings.Contains(n.Err, "wrong checksum") || strings.Contains(n.Err, "magic number mismatch"):
 				r.transient++
 			}
 		}

@@ -53,8 +53,9 @@ type fakeAdmin struct {
 	panics bool
 	// refuse makes ServerUpdateV2 answer MinIO's error (MINIO_UPDATE=off).
 	refuse bool
-	// refusal, when set, is the message of the refusal.
-	refusal string
+	// refusal, when set, is the message of the refusal; code its code
+	// (default MethodNotAllowed).
+	refusal, code string
 }
 
 func (f *fakeAdmin) ServerInfo(context.Context, ...func(*madmin.ServerInfoOpts)) (madmin.InfoMessage, error) {
@@ -86,7 +87,11 @@ func (f *fakeAdmin) ServerUpdateV2(ctx context.Context, _ madmin.ServerUpdateOpt
 		if f.refusal != "" {
 			msg = f.refusal
 		}
-		return madmin.ServerUpdateStatusV2{}, madmin.ErrorResponse{Code: "MethodNotAllowed", Message: msg}
+		code := "MethodNotAllowed"
+		if f.code != "" {
+			code = f.code
+		}
+		return madmin.ServerUpdateStatusV2{}, madmin.ErrorResponse{Code: code, Message: msg}
 	}
 	if hang {
 		<-ctx.Done()
@@ -415,6 +420,30 @@ func TestARefusalNamesItsNodeAndReadsAsSentences(t *testing.T) {
 	assert.Contains(t, c.Message, "MethodNotAllowed: The specified method is not allowed against this resource. MINIO's own error")
 	assert.NotContains(t, c.Message, "..")
 	assert.NotContains(t, c.Message, ".;")
+}
+
+// TestOurOwn503IsNotTheTenantsFailure: MinIO could not fetch the release
+// because the operator's own upgrade server answered 503 (its limits).
+// The tenant is not rolled, the release's failure budget is not spent,
+// and the condition says so; the call is made again after a pause.
+func TestOurOwn503IsNotTheTenantsFailure(t *testing.T) {
+	f := newFixtureWith(t, func(c *Config) { c.FailureBudget, c.HaltNamespace = 1, "ops" }, fakeBinaries{}, tenantStore("t", "tenant"))
+	adm := f.admin("t", "tenant")
+	adm.refuse, adm.code = true, "XMinioAdminUpdateUnexpectedFailure"
+	adm.refusal = "Error downloading URL http://op.ops.svc:4221/webhook/v1/update/sha256/ab/c/minio." + relNew + ".sha256sum. Response: 503 Service Unavailable"
+	f.lead(t)
+	require.NoError(t, f.c.sync(t.Context(), "t/tenant"))
+	f.waitCallDone(t, "t/tenant")
+	require.NoError(t, f.c.sync(t.Context(), "t/tenant"))
+
+	c := conditionOf(f.live(t, "t", "tenant"))
+	require.Equal(t, CauseDownloadRefused, c.Reason, c.Message)
+	assert.Contains(t, c.Message, "not the tenant's failure")
+	for _, a := range f.kube.Actions() {
+		assert.False(t, a.GetVerb() == "patch" && a.GetResource().Resource == "statefulsets", "no StatefulSet is rolled: %v", a)
+		assert.False(t, a.GetResource().Resource == "leases" && a.GetVerb() != "get", "nothing is counted against the release (a budget of 1 would halt it): %v", a)
+	}
+	assert.Equal(t, 1, adm.callCount())
 }
 
 // TestACacheBehindARollKeepsWhyItRolled: MinIO refused the update and the

@@ -82,9 +82,11 @@ type callResult struct {
 	// err: the call failed as a whole (a typed cause).
 	err error
 	// failed are "node <host>: <MinIO's error>", transient how many of
-	// them are a damaged download, updated how many nodes took the binary.
+	// them are a damaged download, refused how many could not fetch from
+	// the upgrade server, updated how many nodes took the binary.
 	failed    []string
 	transient int
+	refused   int
 	updated   int
 }
 
@@ -501,6 +503,12 @@ func callAction(o observation, up *v1.UpdateStatus, host string) action {
 func follow(o observation, p params) action {
 	up := o.recorded
 	elapsed := o.now.Sub(up.Started.Time)
+	// The timeout counts from the last time our own server refused the
+	// download, if it did: only the tenant's own slowness rolls it.
+	pending := elapsed
+	if up.RetryAt != nil && up.RetryAt.After(up.Started.Time) {
+		pending = o.now.Sub(up.RetryAt.Time)
+	}
 	keep := func(msg string) action {
 		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, update: up, message: msg, after: p.poll}
 	}
@@ -520,6 +528,10 @@ func follow(o observation, p params) action {
 			// Not MinIO's answer: a panic while reading it (act returns it
 			// to the worker, which reports InternalError).
 			return action{verb: retry}
+		case causeOf(r.err) == CauseDownloadRefused:
+			return retryLater(o, p, r.err.Error())
+		case r.err == nil && len(r.failed) > 0 && r.updated == 0 && len(r.failed) == r.refused:
+			return retryLater(o, p, fmt.Sprintf("MinIO could not fetch %s from the operator's upgrade server: %s", up.Release, strings.Join(r.failed, "; ")))
 		case r.err != nil:
 			return rollBack(o, p, r.err)
 		case len(r.failed) > 0 && len(r.failed) == r.transient && up.Calls < maxCalls:
@@ -534,7 +546,20 @@ func follow(o observation, p params) action {
 		return action{verb: setImage, status: metav1.ConditionTrue, reason: ReasonUpdatedInPlace, outcome: outcomeInPlace, took: elapsed,
 			message: fmt.Sprintf("every node runs %s, the release of %s, updated in place in %s", up.Release, o.image, elapsed.Round(time.Second))}
 	}
-	if elapsed > p.timeout {
+	if up.RetryAt != nil && !up.LastCall.After(up.RetryAt.Time) {
+		// Our server refused the last call's download: call again once
+		// the time comes.
+		if o.now.Before(up.RetryAt.Time) {
+			return action{verb: report, status: metav1.ConditionFalse, reason: CauseDownloadRefused, cause: CauseDownloadRefused, update: up, after: up.RetryAt.Sub(o.now),
+				message: fmt.Sprintf("the operator's own server refused or dropped MinIO's download of %s, which is not the tenant's failure: MinIO is asked again at %s, and nothing is rolled or counted against the release",
+					up.Release, up.RetryAt.UTC().Format(time.RFC3339))}
+		}
+		if o.urlErr != nil {
+			return rollBack(o, p, newError(CauseBinaryUnavailable, o.urlErr))
+		}
+		return callAction(o, up, "")
+	}
+	if pending > p.timeout {
 		behind := "nodes still on another release: " + strings.Join(behindOf(o.nodes, up.Release), ", ")
 		if o.reach != nil {
 			behind = "the admin API did not answer: " + o.reach.Error()
@@ -553,6 +578,24 @@ func follow(o observation, p params) action {
 	}
 	return keep(fmt.Sprintf("updating to %s in place (%d call(s) made; nodes not on it yet: %s)", up.Release, up.Calls, strings.Join(behind, ", ")))
 }
+
+// retryLater answers a call whose download the operator's own upgrade
+// server refused or dropped: not the tenant's failure, so nothing is
+// rolled and no outcome is counted (the failure budget never sees it);
+// the call is made again after a pause, and the update's timeout counts
+// from then.
+func retryLater(o observation, p params, why string) action {
+	next := *o.recorded
+	at := metav1.NewTime(o.now.Add(refusedPause(p)))
+	next.RetryAt = &at
+	return action{verb: report, status: metav1.ConditionFalse, reason: CauseDownloadRefused, cause: CauseDownloadRefused, update: &next,
+		message: fmt.Sprintf("%s; the operator's own server refused or dropped the download, which is not the tenant's failure: MinIO is asked again in %s, and nothing is rolled or counted against %s",
+			why, refusedPause(p), next.Release), after: refusedPause(p)}
+}
+
+// refusedPause is how long a refused download waits before the call is
+// made again: long enough for the server's downloads to move on.
+func refusedPause(p params) time.Duration { return 5 * p.poll }
 
 // rollBack falls back to a rolling update: the StatefulSets get spec.image
 // and the statefulset controller replaces the pods. why is said in the

@@ -76,6 +76,11 @@ const (
 	// platform (os/arch); MinIO would push one binary to all of them.
 	CauseMixedPlatforms = "MixedPlatforms"
 	CauseNodeOffline    = "NodeOffline"
+	// CauseDownloadRefused: the operator's own upgrade server refused or
+	// dropped MinIO's download of the release (its limits, its shutdown);
+	// not the tenant's failure: the call is made again, nothing is rolled
+	// or counted against the release. It is the condition's reason too.
+	CauseDownloadRefused = "DownloadRefused"
 )
 
 // Error is a failure with the cause it is reported under.
@@ -147,6 +152,8 @@ func Reasons() []reason.Reason {
 		{Name: CauseDowngrade, Severity: reason.Warning},
 		{Name: CauseMixedPlatforms, Severity: reason.Warning,
 			Remedy: "to have it updated in place, run every pool of the tenant on one platform (a nodeSelector on kubernetes.io/arch in every pool)"},
+		{Name: CauseDownloadRefused, Severity: reason.Warning,
+			Remedy: "nothing to do on the tenant: the update is called again shortly. If it keeps happening, the operator's upgrade server is at its limits ({max-downloads}, {max-downloads-per-client}, {max-connections-per-client}) or restarting; see objectstore_operator_upgrade_downloads_rejected_total"},
 		{Name: CauseNodeOffline, Severity: reason.Warning,
 			Remedy: "bring the node back; the update starts when every node is online"},
 		{Name: controller.ReasonInternalError, Severity: reason.Warning},

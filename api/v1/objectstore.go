@@ -191,6 +191,11 @@ type UpdateStatus struct {
 	Calls int `json:"calls"`
 	// LastCall is when the last call was made.
 	LastCall metav1.Time `json:"lastCall"`
+	// RetryAt is set when the operator's own upgrade server refused or
+	// dropped MinIO's download (its limits, its shutdown): not the
+	// tenant's failure, so nothing is rolled or counted; the call is made
+	// again at this time, and the update's timeout counts from it.
+	RetryAt *metav1.Time `json:"retryAt,omitempty"`
 }
 
 // FromUnstructured converts what the dynamic client returns.
