@@ -21,6 +21,14 @@
 # costs, net/http/nginx what Go's HTTP stack does. BENCH_NETHTTP=off skips
 # it.
 #
+# BENCH_ONLY=attack (also part of a full run) measures one honest client
+# of a second operator, run with the chart's default limits, alone and
+# then while another loopback address (hack/flood) holds 4,000 idle
+# connections, 80 slow downloads and 100 zero-window HTTP/2 connections:
+# its listing rate and a full download's time as ratios of the same
+# client with no attack (goal >= 0.8), and that operator's peak RSS (goal
+# <= 256 MiB).
+#
 # The operator runs as the chart deploys it: in the chart's default
 # 512 MiB memory limit, which the operator would read from its cgroup and
 # here reads from GOMEMLIMIT (90% of it, as the operator sets it);
@@ -87,7 +95,10 @@ fi
 limit_mib="${BENCH_MEMORY_LIMIT_MIB:-512}"
 memlimit=()
 if (( limit_mib > 0 )) && [[ -z "${GOMEMLIMIT:-}" ]]; then memlimit=(env "GOMEMLIMIT=$((limit_mib * 1024 * 1024 * 9 / 10))"); fi
+# wrk is one address standing for 64 pods: its per-client shares are
+# raised to what 64 pods would have together.
 OPERATOR_MINISIGN_PUBKEYS="$(sed -n 2p "$work/minisign.pub")" \
+OPERATOR_MAX_DOWNLOADS_PER_CLIENT=64 OPERATOR_MAX_CONNECTIONS_PER_CLIENT=256 \
 OPERATOR_LOG_LEVEL="${BENCH_LOG_LEVEL:-info}" OPERATOR_UPDATE_DIR="$store" OPERATOR_UPGRADE_ADDRESS="127.0.0.1:$op_port" OPERATOR_METRICS_ADDRESS="127.0.0.1:$metrics_port" \
 	"${memlimit[@]}" "$operator" --tls-cert-file "$work/tls.crt" --tls-key-file "$work/tls.key" > "$work/operator.log" 2>&1 &
 op_pid=$!
@@ -250,6 +261,43 @@ if wants listing; then
 fi
 if wants handshakes; then
 	compare handshakes "new connections (Connection: close), 64" "req/s" 1.05 rps /webhook/v1/update 64 -H "Connection: close"
+fi
+if wants attack; then
+	# A second operator with the chart's default limits, on a copy of the
+	# store (hard links), and the hostile client from another address.
+	cp -al "$store" "$work/store2"
+	op2_port="$(free_port)"; metrics2_port="$(free_port)"
+	OPERATOR_MINISIGN_PUBKEYS="$(sed -n 2p "$work/minisign.pub")" OPERATOR_ACCESS_LOG=off \
+	OPERATOR_UPDATE_DIR="$work/store2" OPERATOR_UPGRADE_ADDRESS="127.0.0.1:$op2_port" OPERATOR_METRICS_ADDRESS="127.0.0.1:$metrics2_port" \
+		"${memlimit[@]}" "$operator" --tls-cert-file "$work/tls.crt" --tls-key-file "$work/tls.key" > "$work/operator2.log" 2>&1 &
+	op2_pid=$!
+	pids+=("$op2_pid")
+	for _ in $(seq 600); do
+		curl -fsk "https://127.0.0.1:$op2_port/webhook/v1/update" 2>/dev/null | grep -q "\"minio.$release\"" && break
+		sleep 0.2
+	done
+	(cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$work/flood" ./hack/flood)
+	honest() { # prints "listing-req/s download-seconds"
+		local rps secs
+		rps="$(wrk -t2 -c16 -d"$duration" "https://127.0.0.1:$op2_port/webhook/v1/update" | awk '/Requests\/sec/ {print $2}')"
+		secs="$(curl -fsk -o /dev/null -w '%{time_total}' "https://127.0.0.1:$op2_port$dl")"
+		echo "$rps $secs"
+	}
+	read -r calm_rps calm_secs <<<"$(honest)"
+	"$work/flood" -addr "127.0.0.1:$op2_port" -source 127.0.0.2 -path "$dl" -idle 4000 -slow 80 -h2 100 -for 10m > "$work/flood.out" 2>&1 &
+	flood_pid=$!
+	pids+=("$flood_pid")
+	for _ in $(seq 1200); do grep -q '^holding' "$work/flood.out" && break; sleep 0.1; done
+	grep -q '^holding' "$work/flood.out" || { echo "hack/flood did not set up within 120 s:" >&2; cat "$work/flood.out" >&2; exit 1; }
+	read -r hit_rps hit_secs <<<"$(honest)"
+	kill "$flood_pid" 2>/dev/null || true
+	peak2="$(awk '/VmHWM/ {print $2}' "/proc/$op2_pid/status")"
+	awk -v a="$hit_rps" -v b="$calm_rps" -v c="$calm_secs" -v d="$hit_secs" -v held="$(cat "$work/flood.out")" -v rss="$peak2" 'BEGIN {
+		l = a / b; t = c / d;
+		printf "under attack (another address: 4000 idle, 80 slow downloads, 100 zero-window h2; it was let hold: %s)\n", held
+		printf "  listing, 16 keep-alive: %.0f req/s vs %.0f alone: ratio %.2fx (goal >= 0.80: %s)\n", a, b, l, (l >= 0.8) ? "meets" : "BELOW"
+		printf "  128 MiB download: %.2f s vs %.2f s alone: ratio %.2fx (goal >= 0.80: %s)\n", d, c, t, (t >= 0.8) ? "meets" : "BELOW"
+		printf "  operator peak RSS %d MiB (goal <= 256 MiB: %s)\n", rss / 1024, (rss <= 256 * 1024) ? "meets" : "ABOVE" }' | tee -a "$work/summary"
 fi
 if [[ -n "$prof_pid" ]]; then
 	wait "$prof_pid"

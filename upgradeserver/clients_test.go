@@ -362,3 +362,28 @@ func TestAPodUpdatingToABinaryGetsItWhateverElseIsGoingOn(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(32<<20), n)
 }
+
+func TestMinIOsUpdateClientIsRefusedWithAClosedConnectionNotA503Body(t *testing.T) {
+	dir := t.TempDir()
+	writeRelease(t, dir, "", release, make([]byte, 32<<20))
+	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 1, StallTimeout: time.Minute})
+	file := UpdatePath + "/minio." + release
+	code, _, _ := startDownload(t, "127.0.0.2", addr, pool, file)
+	require.Equal(t, http.StatusOK, code)
+
+	// MinIO's update client takes any body for the binary; it must see
+	// a failed fetch instead, which the operator knows for its own.
+	req, err := http.NewRequest(http.MethodGet, "https://"+addr+file, nil)
+	require.NoError(t, err)
+	req.Header.Set("User-Agent", "MinIO (linux; amd64; kubernetes) minio/RELEASE.2026-01-10T10-00-00Z")
+	_, err = from("127.0.0.3", pool, false).Do(req)
+	require.Error(t, err, "no answer: the connection is closed")
+	assert.Contains(t, err.Error(), "EOF")
+
+	// curl gets the 503 with Retry-After.
+	resp, err := from("127.0.0.3", pool, false).Get("https://" + addr + file)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "5", resp.Header.Get("Retry-After"))
+}

@@ -188,9 +188,7 @@ func (h *handler) serveBinary(w http.ResponseWriter, r *http.Request, b *binstor
 		// such parties as updates in flight.
 		updating := who.namespace != "" && h.clients.Updating(who.namespace, b.SHA256)
 		if !h.downloads.acquire(who, updating) {
-			h.metrics.rejected.Inc()
-			w.Header().Set("Retry-After", "5")
-			http.Error(w, "too many downloads in progress, retry shortly", http.StatusServiceUnavailable)
+			h.refuseDownload(w, r)
 			return
 		}
 		defer h.downloads.release(who)
@@ -207,6 +205,32 @@ func (h *handler) serveBinary(w http.ResponseWriter, r *http.Request, b *binstor
 	content := io.NewSectionReader(f, 0, b.Size)
 	http.ServeContent(&progressWriter{ResponseWriter: w, rc: http.NewResponseController(w), stall: h.stall, minRate: h.minRate}, r, b.Name, b.ModTime, content)
 }
+
+// refuseDownload answers a download past its party's share: 503 with
+// Retry-After, except to MinIO's update client, which reads the body as
+// the binary whatever the status (cmd/update.go, downloadBinary) and would
+// report a wrong checksum, a failure the operator could not tell from the
+// tenant's own. Its connection is closed instead, before any answer:
+// MinIO then says it could not fetch the URL, which the operator knows
+// for its own refusal (updates: downloadRefused) and retries.
+func (h *handler) refuseDownload(w http.ResponseWriter, r *http.Request) {
+	h.metrics.rejected.Inc()
+	if strings.HasPrefix(r.UserAgent(), minioUserAgent) {
+		if rec, ok := w.(*recorder); ok {
+			rec.status = http.StatusServiceUnavailable
+		}
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	w.Header().Set("Retry-After", "5")
+	http.Error(w, "too many downloads in progress, retry shortly", http.StatusServiceUnavailable)
+}
+
+// minioUserAgent starts the User-Agent of MinIO's update client
+// ("MinIO (linux; amd64; ...").
+const minioUserAgent = "MinIO ("
 
 // errTooSlow ends a download that moved less than the minimum rate over a
 // window; net/http then closes the connection (the body is short of its

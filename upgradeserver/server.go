@@ -171,6 +171,14 @@ func TLSConfig(src CertificateSource) *tls.Config {
 	}
 }
 
+// Protocols is what the server speaks: HTTP/1.1 alone, over TLS or not
+// (TLSConfig says why not h2).
+func Protocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	return &p
+}
+
 // Run listens on the configured address and serves until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Address)
@@ -185,11 +193,8 @@ func (s *Server) Run(ctx context.Context) error {
 // finish before their connections are closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ln = &limitListener{Listener: ln, shares: s.conns, clients: s.cfg.Clients, rejected: s.cfg.Metrics.rejectedConns.Inc}
-	// HTTP/1.1 only, over TLS or not (TLSConfig says why).
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
 	srv := &http.Server{
-		Protocols:         &protocols,
+		Protocols:         Protocols(),
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		// Requests carry no body; this bounds a client that trickles one.

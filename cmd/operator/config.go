@@ -461,10 +461,15 @@ func (c config) updateURLHost() string {
 }
 
 // podUpdateURL is the upgrade server's base URL as MinIO pods reach it:
-// OPERATOR_UPDATE_URL, else the Service's cluster name on the upgrade port.
+// OPERATOR_UPDATE_URL, else the Service's cluster name on the upgrade port;
+// "" outside a cluster with neither (no namespace to name the Service
+// in), where the listing's URLs are paths from the root.
 func (c config) podUpdateURL() string {
 	if c.updateURL != "" {
 		return c.updateURL
+	}
+	if c.namespace == "" {
+		return ""
 	}
 	scheme := "https"
 	if c.mode() == modePlainHTTP {

@@ -74,6 +74,7 @@ func run(file, certFile, keyFile, addr string) error {
 	srv := &http.Server{
 		Addr:              addr,
 		TLSConfig:         upgradeserver.TLSConfig(fixedCert{&cert}),
+		Protocols:         upgradeserver.Protocols(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

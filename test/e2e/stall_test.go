@@ -17,30 +17,29 @@ import (
 	"github.com/object-store-operator/operator/upgradeserver"
 )
 
-// TestClientsThatNeverReadCannotExhaustTheOperator: 2,500 clients ask for
-// a 32 MiB binary and never read, and one pipelines listings it never
-// reads. Later clients are served or told to retry (503 with Retry-After),
-// and the operator's memory stays far below the chart's 512 MiB limit.
+// TestClientsThatNeverReadCannotExhaustTheOperator: 2,500 clients, from 50
+// loopback addresses (each within its per-client share of connections),
+// ask for a 32 MiB binary and never read, and one pipelines listings it
+// never reads. Later clients are served or told to retry (503 with
+// Retry-After), and the operator's memory stays far below the chart's
+// 512 MiB limit.
 func TestClientsThatNeverReadCannotExhaustTheOperator(t *testing.T) {
 	op, digest, c, url := servingRelease(t, randomBytes(t, 32<<20), 4)
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(testCluster.KubeletServingCA))
 	path := url[strings.Index(url, upgradeserver.UpdatePath):]
-	dial := func() (net.Conn, error) {
-		conn, err := tls.Dial("tcp", op.upgradeAddr, &tls.Config{RootCAs: pool, ServerName: podHost, NextProtos: []string{"http/1.1"}})
-		if err != nil {
-			return nil, err
-		}
-		return conn, nil
+	dial := func(source string) (net.Conn, error) {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
+		return tls.DialWithDialer(d, "tcp", op.upgradeAddr, &tls.Config{RootCAs: pool, ServerName: podHost, NextProtos: []string{"http/1.1"}})
 	}
 
-	const stalled = 2500
+	const stalled, sources = 2500, 50
 	conns := make([]net.Conn, stalled)
 	var g errgroup.Group
 	g.SetLimit(64)
 	for i := range conns {
 		g.Go(func() error {
-			conn, err := dial()
+			conn, err := dial(fmt.Sprintf("127.0.3.%d", 1+i%sources))
 			if err != nil {
 				return err
 			}
@@ -55,7 +54,7 @@ func TestClientsThatNeverReadCannotExhaustTheOperator(t *testing.T) {
 			conn.Close()
 		}
 	})
-	pipelined, err := dial()
+	pipelined, err := dial("127.0.4.1")
 	require.NoError(t, err)
 	defer pipelined.Close()
 	for range 2000 {

@@ -287,7 +287,10 @@ func TestConcurrentDownloadsAllVerify(t *testing.T) {
 	// MinIO downloads a binary once per tenant update (the node that is
 	// called pushes it to its peers), so 500 at once is a load test: the
 	// limit is raised to let them all through.
-	_, digest, c, url := servingRelease(t, randomBytes(t, size), clients, fmt.Sprintf("OPERATOR_MAX_DOWNLOADS=%d", clients))
+	// They all come from one address here, where 500 pods would each have
+	// their own: the per-client shares are raised with it.
+	_, digest, c, url := servingRelease(t, randomBytes(t, size), clients, fmt.Sprintf("OPERATOR_MAX_DOWNLOADS=%d", clients),
+		fmt.Sprintf("OPERATOR_MAX_DOWNLOADS_PER_CLIENT=%d", clients), fmt.Sprintf("OPERATOR_MAX_CONNECTIONS_PER_CLIENT=%d", 2*clients))
 
 	start := time.Now()
 	// Every client has its response headers (its TLS handshake done)
