@@ -2,16 +2,9 @@ package upgradeserver
 
 import (
 	"bufio"
-	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"syscall"
@@ -20,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"github.com/stretchr/testify/require"
 
 	"github.com/object-store-operator/operator/internal/logging"
 )
@@ -40,36 +32,10 @@ func (f fixedCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error
 // batched stderr.
 func benchServer(b *testing.B) (addr string, pool *x509.CertPool) {
 	b.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(b, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bench"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(b, err)
-	leaf, err := x509.ParseCertificate(der)
-	require.NoError(b, err)
-	pool = x509.NewCertPool()
-	pool.AddCert(leaf)
-
 	dir := b.TempDir()
 	writeRelease(b, dir, "linux-amd64", release, []byte("amd64 binary"))
 	access := zerolog.New(io.Discard)
-	srv := New(Config{
-		Certificates: fixedCert{&tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}},
-		Store:        newTestStore(b, dir), Metrics: NewMetrics(prometheus.NewRegistry()),
-		Log: zerolog.Nop(), AccessLog: &access,
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(b, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	b.Cleanup(func() { cancel(); <-done })
-	return ln.Addr().String(), pool
+	return tlsServer(b, dir, Config{AccessLog: &access})
 }
 
 // BenchmarkHandshake is one new TLS 1.3 connection per operation, one GET
