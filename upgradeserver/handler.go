@@ -265,7 +265,9 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 			}
 			p.window, p.moved = now, 0
 		}
-		if now.Sub(p.extended) > time.Second || p.stall <= time.Second {
+		// Pushed forward at most once a second (a deadline costs a
+		// syscall), and often enough for a short stall.
+		if now.Sub(p.extended) > min(time.Second, p.stall/4) {
 			p.extended = now
 			_ = p.rc.SetWriteDeadline(now.Add(p.stall))
 		}
