@@ -277,26 +277,32 @@ if wants attack; then
 		sleep 0.2
 	done
 	(cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$work/flood" ./hack/flood)
-	honest() { # prints "listing-req/s download-seconds"
-		local rps secs
+	honest() { # prints "listing-req/s download-seconds" (the faster of two downloads)
+		local rps a b
 		rps="$(wrk -t2 -c16 -d"$duration" "https://127.0.0.1:$op2_port/webhook/v1/update" | awk '/Requests\/sec/ {print $2}')"
-		secs="$(curl -fsk -o /dev/null -w '%{time_total}' "https://127.0.0.1:$op2_port$dl")"
-		echo "$rps $secs"
+		a="$(curl -fsk -o /dev/null -w '%{time_total}' "https://127.0.0.1:$op2_port$dl")"
+		b="$(curl -fsk -o /dev/null -w '%{time_total}' "https://127.0.0.1:$op2_port$dl")"
+		awk -v r="$rps" -v a="$a" -v b="$b" 'BEGIN { print r, (a < b) ? a : b }'
 	}
-	read -r calm_rps calm_secs <<<"$(honest)"
+	# Alone, under attack, alone again: the attack's figures against the
+	# mean of the two calm ones, so a machine that drifts during the run
+	# moves both sides alike.
+	read -r calm1_rps calm1_secs <<<"$(honest)"
 	"$work/flood" -addr "127.0.0.1:$op2_port" -source 127.0.0.2 -path "$dl" -idle 4000 -slow 80 -h2 100 -for 10m > "$work/flood.out" 2>&1 &
 	flood_pid=$!
 	pids+=("$flood_pid")
 	for _ in $(seq 1200); do grep -q '^holding' "$work/flood.out" && break; sleep 0.1; done
 	grep -q '^holding' "$work/flood.out" || { echo "hack/flood did not set up within 120 s:" >&2; cat "$work/flood.out" >&2; exit 1; }
 	read -r hit_rps hit_secs <<<"$(honest)"
-	kill "$flood_pid" 2>/dev/null || true
 	peak2="$(awk '/VmHWM/ {print $2}' "/proc/$op2_pid/status")"
-	awk -v a="$hit_rps" -v b="$calm_rps" -v c="$calm_secs" -v d="$hit_secs" -v held="$(cat "$work/flood.out")" -v rss="$peak2" 'BEGIN {
-		l = a / b; t = c / d;
+	kill "$flood_pid" 2>/dev/null || true
+	wait "$flood_pid" 2>/dev/null || true
+	read -r calm2_rps calm2_secs <<<"$(honest)"
+	awk -v a="$hit_rps" -v b1="$calm1_rps" -v b2="$calm2_rps" -v c1="$calm1_secs" -v c2="$calm2_secs" -v d="$hit_secs" -v held="$(cat "$work/flood.out")" -v rss="$peak2" 'BEGIN {
+		b = (b1 + b2) / 2; c = (c1 + c2) / 2; l = a / b; t = c / d;
 		printf "under attack (another address: 4000 idle, 80 slow downloads, 100 zero-window h2; it was let hold: %s)\n", held
-		printf "  listing, 16 keep-alive: %.0f req/s vs %.0f alone: ratio %.2fx (goal >= 0.80: %s)\n", a, b, l, (l >= 0.8) ? "meets" : "BELOW"
-		printf "  128 MiB download: %.2f s vs %.2f s alone: ratio %.2fx (goal >= 0.80: %s)\n", d, c, t, (t >= 0.8) ? "meets" : "BELOW"
+		printf "  listing, 16 keep-alive: %.0f req/s vs %.0f alone (%.0f, %.0f): ratio %.2fx (goal >= 0.80: %s)\n", a, b, b1, b2, l, (l >= 0.8) ? "meets" : "BELOW"
+		printf "  128 MiB download: %.2f s vs %.2f s alone (%.2f, %.2f): ratio %.2fx (goal >= 0.80: %s)\n", d, c, c1, c2, t, (t >= 0.8) ? "meets" : "BELOW"
 		printf "  operator peak RSS %d MiB (goal <= 256 MiB: %s)\n", rss / 1024, (rss <= 256 * 1024) ? "meets" : "ABOVE" }' | tee -a "$work/summary"
 fi
 if [[ -n "$prof_pid" ]]; then

@@ -73,9 +73,11 @@ func main() {
 		}
 	}
 	go func() { <-ctx.Done(); f.closeAll() }()
-	start(*idle, &held.idle, f.idle)
+	// The downloads first: idle connections alone would take every
+	// connection the server lets one client have.
 	start(*slow, &held.slow, f.slowDownload)
 	start(*h2, &held.h2, f.zeroWindow)
+	start(*idle, &held.idle, f.idle)
 	// Setting up is done once every client is held or refused.
 	for time.Sleep(time.Second); ctx.Err() == nil && f.settling(); time.Sleep(time.Second) {
 	}
