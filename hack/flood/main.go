@@ -117,12 +117,21 @@ func (f *flood) closeAll() {
 	}
 }
 
+// closeOnError closes a client's connection when the server refused it,
+// so the next client may take its place.
+func closeOnError(c net.Conn, err *error) {
+	if *err != nil {
+		c.Close()
+	}
+}
+
 // idle asks for the listing once and keeps the connection open.
-func (f *flood) idle(ready func()) error {
+func (f *flood) idle(ready func()) (err error) {
 	c, err := f.dial("http/1.1")
 	if err != nil {
 		return err
 	}
+	defer closeOnError(c, &err)
 	if _, err := fmt.Fprintf(c, "GET /webhook/v1/update HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		return err
 	}
@@ -137,11 +146,12 @@ func (f *flood) idle(ready func()) error {
 }
 
 // slowDownload reads 1 KiB of a binary every 2 s: progress, never a stall.
-func (f *flood) slowDownload(ready func()) error {
+func (f *flood) slowDownload(ready func()) (err error) {
 	c, err := f.dial("http/1.1")
 	if err != nil {
 		return err
 	}
+	defer closeOnError(c, &err)
 	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", f.path); err != nil {
 		return err
 	}
@@ -165,11 +175,12 @@ func (f *flood) slowDownload(ready func()) error {
 
 // zeroWindow offers h2, advertises a zero flow-control window and opens
 // 100 streams: each would hold a handler the server cannot answer.
-func (f *flood) zeroWindow(ready func()) error {
+func (f *flood) zeroWindow(ready func()) (err error) {
 	c, err := f.dial("h2")
 	if err != nil {
 		return err // refused at the handshake: the server does not speak h2
 	}
+	defer closeOnError(c, &err)
 	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
 		return err
 	}
