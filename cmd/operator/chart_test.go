@@ -308,3 +308,89 @@ func TestChartShutdownGraceIsReadAsTheOperatorReadsIt(t *testing.T) {
 	d = renderedDeployment(t, fromSecret+"terminationGracePeriodSeconds: 400\n")
 	assert.EqualValues(t, 400, *d.Spec.Template.Spec.TerminationGracePeriodSeconds, "an explicit period is the platform's word")
 }
+
+// makeImage is the image `make image` tags, read from make's dry run
+// (docker build ... -t <image> .) with the given make arguments.
+func makeImage(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("make", append([]string{"--no-print-directory", "-n", "image"}, args...)...)
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "make -n image: %s", out)
+	fields := strings.Fields(strings.SplitN(string(out), "\n", 2)[0])
+	i := slices.Index(fields, "-t")
+	require.Positive(t, i, "make image tags its image: %s", out)
+	return fields[i+1]
+}
+
+// The chart's default image is the one `make image` builds, so the three
+// install steps (build and load or push, helm install, helm test) run what
+// was built; a registry set on both sides agrees too.
+func TestChartDefaultImageIsWhatMakeImageBuilds(t *testing.T) {
+	_, chartYAML, err := readChartFile("Chart.yaml")
+	require.NoError(t, err)
+	image := func(values string) string {
+		t.Helper()
+		return renderedDeployment(t, values).Spec.Template.Spec.Containers[0].Image
+	}
+	def := image("")
+	assert.Equal(t, makeImage(t), def)
+	assert.Contains(t, chartYAML, `appVersion: "`+strings.TrimPrefix(def, "object-store-operator:")+`"`, "the tag is the chart's appVersion")
+	assert.Equal(t, makeImage(t, "REGISTRY=registry.example.com/platform"),
+		image("image:\n  registry: registry.example.com/platform\n"), "make image REGISTRY=... tags what image.registry=... runs")
+
+	assert.Equal(t, "registry.example.com/platform/object-store-operator:0.1.1",
+		image("image:\n  registry: registry.example.com/platform/\n  tag: \"0.1.1\"\n"))
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	assert.Equal(t, "registry.example.com/osop@"+digest,
+		image("image:\n  registry: registry.example.com\n  repository: osop\n  tag: ignored\n  digest: "+digest+"\n"),
+		"a digest names the bytes; the tag is left out")
+	_, err = helmChart(t, "image:\n  digest: latest\n", "template")
+	require.Error(t, err, "a digest that is not one is refused")
+	assert.Contains(t, err.Error(), "digest")
+}
+
+// A variable the chart sets, set again through extraEnv, appears once with
+// extraEnv's value: server-side apply (Argo CD, Helm 4) refuses a container
+// whose env names a variable twice.
+func TestChartExtraEnvOverridesTheChartsOwnVariablesOnce(t *testing.T) {
+	d := renderedDeployment(t, `global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_LOG_LEVEL
+        value: debug
+      - name: OPERATOR_STORE_MAX_BYTES
+        value: 2Gi
+      - name: OPERATOR_NAMESPACE
+        value: ops
+      - name: OPERATOR_LOG_LEVEL
+        value: warn
+`)
+	env := d.Spec.Template.Spec.Containers[0].Env
+	var names []string
+	values := map[string]string{}
+	for _, e := range env {
+		names = append(names, e.Name)
+		values[e.Name] = e.Value
+		if e.Name == "OPERATOR_NAMESPACE" {
+			assert.Nil(t, e.ValueFrom, "extraEnv's entry replaces the chart's whole, valueFrom included")
+		}
+	}
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	assert.Equal(t, len(sorted), len(slices.Compact(sorted)), "every name once: %v", names)
+	assert.Equal(t, "2Gi", values["OPERATOR_STORE_MAX_BYTES"], "extraEnv wins over the chart's 3/4 of updates.sizeLimit")
+	assert.Equal(t, "ops", values["OPERATOR_NAMESPACE"])
+	assert.Equal(t, "warn", values["OPERATOR_LOG_LEVEL"], "of a name given twice in extraEnv, the last wins")
+	assert.Equal(t, "OPERATOR_NAMESPACE", names[0], "the chart's variables keep their place")
+	assert.Equal(t, "OPERATOR_LOG_LEVEL", names[len(names)-1], "extraEnv's own follow")
+
+	def := renderedDeployment(t, "").Spec.Template.Spec.Containers[0].Env
+	var defNames []string
+	for _, e := range def {
+		defNames = append(defNames, e.Name)
+	}
+	assert.Equal(t, []string{"OPERATOR_NAMESPACE", "OPERATOR_UPGRADE_ADDRESS", "OPERATOR_METRICS_ADDRESS", "OPERATOR_UPDATE_DIR",
+		"OPERATOR_CLUSTER_TRUST_BUNDLE_OWNER", "OPERATOR_STORE_MAX_BYTES"}, defNames)
+	assert.Equal(t, "3072Mi", def[len(def)-1].Value, "3/4 of the default 4Gi")
+}
