@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
@@ -393,4 +395,132 @@ func TestChartExtraEnvOverridesTheChartsOwnVariablesOnce(t *testing.T) {
 	assert.Equal(t, []string{"OPERATOR_NAMESPACE", "OPERATOR_UPGRADE_ADDRESS", "OPERATOR_METRICS_ADDRESS", "OPERATOR_UPDATE_DIR",
 		"OPERATOR_CLUSTER_TRUST_BUNDLE_OWNER", "OPERATOR_STORE_MAX_BYTES"}, defNames)
 	assert.Equal(t, "3072Mi", def[len(def)-1].Value, "3/4 of the default 4Gi")
+}
+
+// With more than one replica, the replicas are spread across zones and
+// nodes and prefer nodes without another replica, without ever blocking
+// scheduling by default; each part can be changed or turned off.
+func TestChartSpreadsReplicasAcrossZonesAndNodes(t *testing.T) {
+	spec := renderedDeployment(t, "replicas: 3").Spec.Template.Spec
+	var keys []string
+	for _, c := range spec.TopologySpreadConstraints {
+		keys = append(keys, c.TopologyKey)
+		assert.Equal(t, corev1.ScheduleAnyway, c.WhenUnsatisfiable, "a preference: a one-zone cluster still schedules")
+		assert.Equal(t, []string{"pod-template-hash"}, c.MatchLabelKeys, "one revision at a time: a rolling update's old pods do not skew the new")
+		assert.Equal(t, "osop", c.LabelSelector.MatchLabels["app.kubernetes.io/instance"])
+	}
+	assert.Equal(t, []string{"topology.kubernetes.io/zone", "kubernetes.io/hostname"}, keys)
+	require.NotNil(t, spec.Affinity)
+	require.NotNil(t, spec.Affinity.PodAntiAffinity)
+	soft := spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+	require.Len(t, soft, 1, "soft by default")
+	assert.EqualValues(t, 100, soft[0].Weight)
+	assert.Equal(t, "kubernetes.io/hostname", soft[0].PodAffinityTerm.TopologyKey)
+	assert.Empty(t, spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+
+	one := renderedDeployment(t, "").Spec.Template.Spec
+	assert.Empty(t, one.TopologySpreadConstraints, "nothing to spread with one replica")
+	assert.Nil(t, one.Affinity)
+
+	spec = renderedDeployment(t, `replicas: 2
+topologySpread:
+  zoneTopologyKey: ""
+  whenUnsatisfiable: DoNotSchedule
+podAntiAffinity:
+  type: hard
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+        - matchExpressions: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+`).Spec.Template.Spec
+	require.Len(t, spec.TopologySpreadConstraints, 1, "no zone spread")
+	assert.Equal(t, corev1.DoNotSchedule, spec.TopologySpreadConstraints[0].WhenUnsatisfiable)
+	require.Len(t, spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, 1, "hard")
+	assert.NotNil(t, spec.Affinity.NodeAffinity, "the affinity value is kept beside it")
+
+	spec = renderedDeployment(t, `replicas: 2
+topologySpread:
+  enabled: false
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 5
+        podAffinityTerm: {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: x}}}
+`).Spec.Template.Spec
+	assert.Empty(t, spec.TopologySpreadConstraints)
+	require.Len(t, spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, 1)
+	assert.EqualValues(t, 5, spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].Weight,
+		"an anti-affinity of the user's replaces the chart's")
+}
+
+// The PodDisruptionBudget takes minAvailable or maxUnavailable, never
+// both (the API refuses both), and keeps one replica up by default.
+func TestChartDisruptionBudgetTakesMinAvailableOrMaxUnavailable(t *testing.T) {
+	pdb := func(values string) policyv1.PodDisruptionBudget {
+		t.Helper()
+		objs := renderObjects(t, values)["PodDisruptionBudget"]
+		require.Len(t, objs, 1)
+		var p policyv1.PodDisruptionBudget
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(objs[0], &p))
+		return p
+	}
+	def := pdb("replicas: 3")
+	require.NotNil(t, def.Spec.MinAvailable)
+	assert.Equal(t, "1", def.Spec.MinAvailable.String())
+	assert.Nil(t, def.Spec.MaxUnavailable)
+
+	maxU := pdb("replicas: 3\npodDisruptionBudget:\n  maxUnavailable: 34%\n")
+	require.NotNil(t, maxU.Spec.MaxUnavailable)
+	assert.Equal(t, "34%", maxU.Spec.MaxUnavailable.String())
+	assert.Nil(t, maxU.Spec.MinAvailable)
+
+	minA := pdb("replicas: 3\npodDisruptionBudget:\n  minAvailable: 2\n")
+	assert.Equal(t, "2", minA.Spec.MinAvailable.String())
+
+	_, err := helmChart(t, "replicas: 3\npodDisruptionBudget:\n  minAvailable: 2\n  maxUnavailable: 1\n", "template")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "set minAvailable or maxUnavailable, not both")
+	assert.Empty(t, renderObjects(t, "")["PodDisruptionBudget"], "no budget for one replica")
+}
+
+// crds.enabled templates the CRD, from the crds/ file itself, kept on
+// uninstall with crds.keep, as cert-manager's chart does; by default it
+// comes from crds/ only.
+func TestChartTemplatesTheCRDWithCRDsEnabled(t *testing.T) {
+	assert.Empty(t, renderObjects(t, "")["CustomResourceDefinition"], "crds/ alone by default (helm template leaves crds/ out)")
+
+	_, file, err := readChartFile("crds/objectstores.aistor.min.io.yaml")
+	require.NoError(t, err)
+	var want map[string]any
+	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(file), 4096).Decode(&want))
+
+	crds := renderObjects(t, "crds:\n  enabled: true\n")["CustomResourceDefinition"]
+	require.Len(t, crds, 1)
+	assert.Equal(t, want["spec"], crds[0]["spec"], "the template is the crds/ file")
+	meta := crds[0]["metadata"].(map[string]any)
+	assert.Equal(t, "objectstores.aistor.min.io", meta["name"])
+	assert.Equal(t, map[string]any{"helm.sh/resource-policy": "keep"}, meta["annotations"], "kept by default")
+	assert.Equal(t, "Helm", meta["labels"].(map[string]any)["app.kubernetes.io/managed-by"])
+
+	crds = renderObjects(t, "crds:\n  enabled: true\n  keep: false\n")["CustomResourceDefinition"]
+	require.Len(t, crds, 1)
+	assert.Nil(t, crds[0]["metadata"].(map[string]any)["annotations"], "crds.keep=false: removed with the release")
+}
+
+// A plain helm template (no cluster: Helm's API list names no kinds)
+// renders the admission policy; a cluster whose API list shows it does not
+// serve the policy fails the install, naming the value, instead of
+// installing without it.
+func TestChartRendersTheAdmissionPolicyWithoutACluster(t *testing.T) {
+	assert.Len(t, renderObjects(t, "")["ValidatingAdmissionPolicy"], 1, "plain helm template")
+	assert.Len(t, renderObjects(t, "")["ValidatingAdmissionPolicyBinding"], 1)
+	assert.Len(t, renderObjects(t, "", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")["ValidatingAdmissionPolicy"], 1)
+
+	_, err := helmChart(t, "", "template", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration")
+	require.Error(t, err, "the cluster lists its kinds, and not this one")
+	assert.Contains(t, err.Error(), "does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy")
+	assert.Contains(t, err.Error(), "admissionPolicy.enabled=false")
+	objs := renderObjects(t, "admissionPolicy:\n  enabled: false\n", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration")
+	assert.Empty(t, objs["ValidatingAdmissionPolicy"], "turned off, it installs without")
 }

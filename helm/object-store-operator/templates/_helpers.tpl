@@ -275,3 +275,20 @@ pod. */ -}}
 {{- end -}}
 {{- toYaml $out -}}
 {{- end -}}
+
+{{/* The pod's affinity: the affinity value, plus an anti-affinity between
+replicas (podAntiAffinity) when there is more than one and the value sets
+none of its own. */}}
+{{- define "osop.affinity" -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) -}}
+{{- $anti := .Values.podAntiAffinity -}}
+{{- if and (gt (int .Values.replicas) 1) $anti.type (not (hasKey $affinity "podAntiAffinity")) -}}
+{{- $term := dict "topologyKey" $anti.topologyKey "labelSelector" (dict "matchLabels" (include "osop.selectorLabels" . | fromYaml)) -}}
+{{- if eq $anti.type "hard" -}}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) -}}
+{{- else -}}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" (int $anti.weight) "podAffinityTerm" $term))) -}}
+{{- end -}}
+{{- end -}}
+{{- if $affinity -}}{{- toYaml $affinity -}}{{- end -}}
+{{- end -}}
