@@ -524,3 +524,109 @@ func TestChartRendersTheAdmissionPolicyWithoutACluster(t *testing.T) {
 	objs := renderObjects(t, "admissionPolicy:\n  enabled: false\n", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration")
 	assert.Empty(t, objs["ValidatingAdmissionPolicy"], "turned off, it installs without")
 }
+
+// testPod renders the chart's helm test pod.
+func testPod(t *testing.T, values string) corev1.Pod {
+	t.Helper()
+	pods := renderObjects(t, values)["Pod"]
+	require.Len(t, pods, 1, "one helm test pod")
+	var p corev1.Pod
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(pods[0], &p))
+	return p
+}
+
+// `helm test` fetches the listing from the URL MinIO pods use, trusting
+// only the CA the operator publishes for pods in the TLS mode the values
+// select (docs/tls.md, the CA pods must trust), and says what to set where
+// the chart cannot know that CA.
+func TestChartTestPodFetchesTheListingWithTheCAPodsTrust(t *testing.T) {
+	type want struct {
+		url, secret string
+		keys        []string // keys of the Secret(s) mounted at /ca
+	}
+	check := func(t *testing.T, values string, w want) corev1.Pod {
+		t.Helper()
+		p := testPod(t, values)
+		assert.Equal(t, "test", p.Annotations["helm.sh/hook"], "runs on helm test only")
+		assert.Equal(t, corev1.RestartPolicyNever, p.Spec.RestartPolicy)
+		c := p.Spec.Containers[0]
+		require.Len(t, c.Env, 1)
+		assert.Equal(t, w.url, c.Env[0].Value)
+		script := strings.Join(c.Args, "\n")
+		assert.Contains(t, script, `curl --fail`)
+		assert.Contains(t, script, `"binaries"`, "a listing, not just any 200")
+		if w.secret == "" {
+			assert.Empty(t, p.Spec.Volumes)
+			return p
+		}
+		assert.Contains(t, script, `--cacert "$cacert"`)
+		require.Len(t, p.Spec.Volumes, 1)
+		var keys []string
+		for _, src := range p.Spec.Volumes[0].Projected.Sources {
+			assert.Equal(t, w.secret, src.Secret.Name)
+			for _, item := range src.Secret.Items {
+				keys = append(keys, item.Key)
+			}
+		}
+		assert.Equal(t, w.keys, keys, "never the key")
+		assert.Equal(t, "/ca", c.VolumeMounts[0].MountPath)
+		// Pod Security restricted.
+		assert.True(t, *p.Spec.SecurityContext.RunAsNonRoot)
+		assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, p.Spec.SecurityContext.SeccompProfile.Type)
+		assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+		assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+		return p
+	}
+	t.Run("autocert", func(t *testing.T) {
+		p := check(t, "", want{"https://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", "object-store-operator-tls", []string{"ca.crt"}})
+		assert.Equal(t, "docker.io/curlimages/curl:8.11.1", p.Spec.Containers[0].Image)
+	})
+	t.Run("autocert elsewhere", func(t *testing.T) {
+		check(t, `global:
+  operator:
+    extraEnv:
+      - {name: CLUSTER_DOMAIN, value: corp.example}
+      - {name: OPERATOR_AUTOCERT_SECRET_NAME, value: osop-serving}
+service:
+  upgradePort: 8443
+`, want{"https://object-store-operator.ops.svc.corp.example:8443/webhook/v1/update", "osop-serving", []string{"ca.crt"}})
+	})
+	t.Run("custom certificate", func(t *testing.T) {
+		p := check(t, `global:
+  operator:
+    extraEnv:
+      - {name: OPERATOR_AUTO_CERT_DISABLED, value: "on"}
+      - {name: OPERATOR_CUSTOM_TLS_SECRET_NAME, value: cm-tls}
+`, want{"https://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", "cm-tls", []string{"ca.crt", "tls.crt"}})
+		assert.True(t, *p.Spec.Volumes[0].Projected.Sources[0].Secret.Optional, "ca.crt when the Secret has one, else the chain")
+	})
+	t.Run("serving CA override", func(t *testing.T) {
+		check(t, `global:
+  operator:
+    extraEnv:
+      - {name: OPERATOR_AUTO_CERT_DISABLED, value: "on"}
+      - {name: OPERATOR_CUSTOM_TLS_SECRET_NAME, value: cm-tls}
+      - {name: OPERATOR_SERVING_CA_SECRET, value: pods-ca}
+`, want{"https://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", "pods-ca", []string{"ca.crt"}})
+	})
+	t.Run("plain HTTP", func(t *testing.T) {
+		check(t, `global:
+  operator:
+    extraEnv:
+      - {name: OPERATOR_AUTO_CERT_DISABLED, value: "on"}
+`, want{url: "http://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update"})
+	})
+	t.Run("files without a CA the chart can name", func(t *testing.T) {
+		files := `global:
+  operator:
+    extraEnv:
+      - {name: OPERATOR_TLS_CERT_FILE, value: /certs/tls.crt}
+      - {name: OPERATOR_TLS_KEY_FILE, value: /certs/tls.key}
+`
+		p := testPod(t, files)
+		assert.Contains(t, strings.Join(p.Spec.Containers[0].Args, "\n"), "set OPERATOR_SERVING_CA_SECRET in global.operator.extraEnv or tests.caSecret")
+		check(t, files+"tests:\n  caSecret: files-ca\n",
+			want{"https://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", "files-ca", []string{"ca.crt"}})
+	})
+	assert.Empty(t, renderObjects(t, "tests:\n  enabled: false\n")["Pod"])
+}
