@@ -54,7 +54,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* Whether the operator approves its own CSR (OPERATOR_AUTOCERT_APPROVE, default on). */}}
 {{- define "osop.selfApprove" -}}
-{{- $approve := lower (include "osop.env" (list . "OPERATOR_AUTOCERT_APPROVE")) -}}
+{{- $approve := lower (trim (include "osop.env" (list . "OPERATOR_AUTOCERT_APPROVE"))) -}}
 {{- if and (include "osop.autocert" .) (not (has $approve (list "off" "false" "no" "0" "disable" "disabled"))) -}}true{{- end -}}
 {{- end -}}
 
@@ -125,7 +125,7 @@ unless the upgrade server serves plain HTTP. */}}
 {{/* The TLS mode the settings select (cmd/operator/config.go, mode), for
 the RBAC autocert needs and the notes: files, custom, plain or autocert. */}}
 {{- define "osop.mode" -}}
-{{- $off := has (lower (include "osop.env" (list . "OPERATOR_AUTO_CERT_DISABLED"))) (list "on" "true" "yes" "1" "enable" "enabled") -}}
+{{- $off := has (lower (trim (include "osop.env" (list . "OPERATOR_AUTO_CERT_DISABLED")))) (list "on" "true" "yes" "1" "enable" "enabled") -}}
 {{- if include "osop.env" (list . "OPERATOR_TLS_CERT_FILE") -}}files
 {{- else if and $off (include "osop.env" (list . "OPERATOR_CUSTOM_TLS_SECRET_NAME")) -}}custom
 {{- else if $off -}}plain
