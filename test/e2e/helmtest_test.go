@@ -18,9 +18,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	apiv1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/testutil"
+	"github.com/object-store-operator/operator/test/cluster"
 )
 
 // installedTestPod is the helm test pod of the release as Helm stored it
@@ -162,4 +165,51 @@ func TestChartExtraEnvOverrideIsAcceptedByServerSideApply(t *testing.T) {
 	out, err := kubectlErr(t, "apply", "--server-side", "--field-manager", "argocd-controller", "--dry-run=server", "-f", manifest)
 	require.NoError(t, err, "server-side apply of the rendered Deployment: %s", out)
 	assert.Contains(t, out, "serverside-applied")
+}
+
+// crds.enabled on a cluster whose CRD came from crds/ (as every earlier
+// install's did): the install fails naming --skip-crds and the commands
+// that hand the CRD to the release; after them the release owns it, and
+// helm uninstall keeps it (crds.keep) with every ObjectStore. Serial: it
+// changes the shared CRD's ownership and restores it.
+func TestChartTemplatedCRDIsAdoptedAsToldAndKeptOnUninstall(t *testing.T) {
+	ensureCRD(t)
+	const crd = "objectstores.aistor.min.io"
+	ns, tenant := operatorNamespace(t), operatorNamespace(t)
+	t.Cleanup(func() {
+		// Back to a CRD no release owns, as ensureCRD left it.
+		_, _ = kubectlErr(t, "label", "crd", crd, "app.kubernetes.io/managed-by-", "app.kubernetes.io/instance-",
+			"app.kubernetes.io/name-", "app.kubernetes.io/part-of-", "app.kubernetes.io/version-", "helm.sh/chart-")
+		_, _ = kubectlErr(t, "annotate", "crd", crd, "meta.helm.sh/release-name-", "meta.helm.sh/release-namespace-", "helm.sh/resource-policy-")
+	})
+	applyYAML(t, objectStoreYAML(tenant, "kept", nil, nil, nil))
+	before, err := dyn(t).Resource(apiv1.Resource).Namespace(tenant).Get(t.Context(), "kept", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	out, err := runHelm(t, "install", "osop", chartDir(t), "-n", ns, "--set", "crds.enabled=true")
+	require.Error(t, err, "the CRD from crds/ is not the release's: %s", out)
+	assert.Contains(t, out, "install with --skip-crds")
+	_, commands, ok := strings.Cut(out, "to let this release take it over: ")
+	require.True(t, ok, "the message gives the commands: %s", out)
+	commands, _, _ = strings.Cut(commands, " (docs/install.md")
+	bin, err := cluster.BinDir()
+	require.NoError(t, err)
+	cmd := exec.Command("sh", "-c", commands)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+testCluster.Kubeconfig)
+	run, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s: %s", commands, run)
+
+	helm(t, "install", "osop", chartDir(t), "-n", ns, "--skip-crds", "--set", "crds.enabled=true")
+	owned, err := dyn(t).Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).Get(t.Context(), crd, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "keep", owned.GetAnnotations()["helm.sh/resource-policy"])
+	assert.Equal(t, "osop", owned.GetAnnotations()["meta.helm.sh/release-name"])
+	assert.Equal(t, ns, owned.GetAnnotations()["meta.helm.sh/release-namespace"])
+
+	helm(t, "uninstall", "osop", "-n", ns)
+	_, err = dyn(t).Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).Get(t.Context(), crd, metav1.GetOptions{})
+	require.NoError(t, err, "crds.keep: helm uninstall leaves the CRD")
+	after, err := dyn(t).Resource(apiv1.Resource).Namespace(tenant).Get(t.Context(), "kept", metav1.GetOptions{})
+	require.NoError(t, err, "and every ObjectStore")
+	assert.Equal(t, before.GetUID(), after.GetUID())
 }
