@@ -5,7 +5,13 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # The same static build the container image ships.
 BUILD_FLAGS := -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
-IMAGE   ?= object-store-operator:$(VERSION)
+# The image is tagged with the chart's appVersion, the tag the chart's
+# default image names, so `make image` builds what `helm install` runs.
+# REGISTRY=registry.example.com/team prefixes it for a push (the chart's
+# image.registry); IMAGE overrides the whole name.
+APP_VERSION := $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' helm/object-store-operator/Chart.yaml)
+REGISTRY ?=
+IMAGE   ?= $(if $(REGISTRY),$(patsubst %/,%,$(REGISTRY))/)object-store-operator:$(APP_VERSION)
 
 .PHONY: all build tools test run bench bench-scale bench-pull bench-update bench-fleet bench-rotation fuzz image clean
 
@@ -48,9 +54,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecide -fuzztime 30s ./updates
 	$(GO) test -run '^$$' -fuzz FuzzWindow -fuzztime 30s ./internal/window
 
-## image: the container image (needs a Docker engine)
+## image: the container image the chart runs by default, object-store-operator:<chart appVersion> (REGISTRY=... prefixes it; needs a Docker engine)
 image:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	@echo "built $(IMAGE); load it into the cluster's nodes or push it (docs/install.md)"
 
 clean:
 	rm -rf bin .local

@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
@@ -307,4 +309,324 @@ func TestChartShutdownGraceIsReadAsTheOperatorReadsIt(t *testing.T) {
 	assert.Contains(t, err.Error(), "terminationGracePeriodSeconds")
 	d = renderedDeployment(t, fromSecret+"terminationGracePeriodSeconds: 400\n")
 	assert.EqualValues(t, 400, *d.Spec.Template.Spec.TerminationGracePeriodSeconds, "an explicit period is the platform's word")
+}
+
+// makeImage is the image `make image` tags, read from make's dry run
+// (docker build ... -t <image> .) with the given make arguments.
+func makeImage(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("make", append([]string{"--no-print-directory", "-n", "image"}, args...)...)
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "make -n image: %s", out)
+	fields := strings.Fields(strings.SplitN(string(out), "\n", 2)[0])
+	i := slices.Index(fields, "-t")
+	require.Positive(t, i, "make image tags its image: %s", out)
+	return fields[i+1]
+}
+
+// The chart's default image is the one `make image` builds, so the three
+// install steps (build and load or push, helm install, helm test) run what
+// was built; a registry set on both sides agrees too.
+func TestChartDefaultImageIsWhatMakeImageBuilds(t *testing.T) {
+	_, chartYAML, err := readChartFile("Chart.yaml")
+	require.NoError(t, err)
+	image := func(values string) string {
+		t.Helper()
+		return renderedDeployment(t, values).Spec.Template.Spec.Containers[0].Image
+	}
+	def := image("")
+	assert.Equal(t, makeImage(t), def)
+	assert.Contains(t, chartYAML, `appVersion: "`+strings.TrimPrefix(def, "object-store-operator:")+`"`, "the tag is the chart's appVersion")
+	assert.Equal(t, makeImage(t, "REGISTRY=registry.example.com/platform"),
+		image("image:\n  registry: registry.example.com/platform\n"), "make image REGISTRY=... tags what image.registry=... runs")
+
+	assert.Equal(t, "registry.example.com/platform/object-store-operator:0.1.1",
+		image("image:\n  registry: registry.example.com/platform/\n  tag: \"0.1.1\"\n"))
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	assert.Equal(t, "registry.example.com/osop@"+digest,
+		image("image:\n  registry: registry.example.com\n  repository: osop\n  tag: ignored\n  digest: "+digest+"\n"),
+		"a digest names the bytes; the tag is left out")
+	_, err = helmChart(t, "image:\n  digest: latest\n", "template")
+	require.Error(t, err, "a digest that is not one is refused")
+	assert.Contains(t, err.Error(), "digest")
+}
+
+// A variable the chart sets, set again through extraEnv, appears once with
+// extraEnv's value: server-side apply (Argo CD, Helm 4) refuses a container
+// whose env names a variable twice.
+func TestChartExtraEnvOverridesTheChartsOwnVariablesOnce(t *testing.T) {
+	d := renderedDeployment(t, `global:
+  operator:
+    extraEnv:
+      - name: OPERATOR_LOG_LEVEL
+        value: debug
+      - name: OPERATOR_STORE_MAX_BYTES
+        value: 2Gi
+      - name: OPERATOR_NAMESPACE
+        value: ops
+      - name: OPERATOR_LOG_LEVEL
+        value: warn
+`)
+	env := d.Spec.Template.Spec.Containers[0].Env
+	var names []string
+	values := map[string]string{}
+	for _, e := range env {
+		names = append(names, e.Name)
+		values[e.Name] = e.Value
+		if e.Name == "OPERATOR_NAMESPACE" {
+			assert.Nil(t, e.ValueFrom, "extraEnv's entry replaces the chart's whole, valueFrom included")
+		}
+	}
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	assert.Equal(t, len(sorted), len(slices.Compact(sorted)), "every name once: %v", names)
+	assert.Equal(t, "2Gi", values["OPERATOR_STORE_MAX_BYTES"], "extraEnv wins over the chart's 3/4 of updates.sizeLimit")
+	assert.Equal(t, "ops", values["OPERATOR_NAMESPACE"])
+	assert.Equal(t, "warn", values["OPERATOR_LOG_LEVEL"], "of a name given twice in extraEnv, the last wins")
+	assert.Equal(t, "OPERATOR_NAMESPACE", names[0], "the chart's variables keep their place")
+	assert.Equal(t, "OPERATOR_LOG_LEVEL", names[len(names)-1], "extraEnv's own follow")
+
+	def := renderedDeployment(t, "").Spec.Template.Spec.Containers[0].Env
+	var defNames []string
+	for _, e := range def {
+		defNames = append(defNames, e.Name)
+	}
+	assert.Equal(t, []string{"OPERATOR_NAMESPACE", "OPERATOR_UPGRADE_ADDRESS", "OPERATOR_METRICS_ADDRESS", "OPERATOR_UPDATE_DIR",
+		"OPERATOR_CLUSTER_TRUST_BUNDLE_OWNER", "OPERATOR_STORE_MAX_BYTES"}, defNames)
+	assert.Equal(t, "3072Mi", def[len(def)-1].Value, "3/4 of the default 4Gi")
+}
+
+// With more than one replica, the replicas are spread across zones and
+// nodes and prefer nodes without another replica, without ever blocking
+// scheduling by default; each part can be changed or turned off.
+func TestChartSpreadsReplicasAcrossZonesAndNodes(t *testing.T) {
+	spec := renderedDeployment(t, "replicas: 3").Spec.Template.Spec
+	var keys []string
+	for _, c := range spec.TopologySpreadConstraints {
+		keys = append(keys, c.TopologyKey)
+		assert.Equal(t, corev1.ScheduleAnyway, c.WhenUnsatisfiable, "a preference: a one-zone cluster still schedules")
+		assert.Equal(t, []string{"pod-template-hash"}, c.MatchLabelKeys, "one revision at a time: a rolling update's old pods do not skew the new")
+		assert.Equal(t, "osop", c.LabelSelector.MatchLabels["app.kubernetes.io/instance"])
+	}
+	assert.Equal(t, []string{"topology.kubernetes.io/zone", "kubernetes.io/hostname"}, keys)
+	require.NotNil(t, spec.Affinity)
+	require.NotNil(t, spec.Affinity.PodAntiAffinity)
+	soft := spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+	require.Len(t, soft, 1, "soft by default")
+	assert.EqualValues(t, 100, soft[0].Weight)
+	assert.Equal(t, "kubernetes.io/hostname", soft[0].PodAffinityTerm.TopologyKey)
+	assert.Empty(t, spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+
+	one := renderedDeployment(t, "").Spec.Template.Spec
+	assert.Empty(t, one.TopologySpreadConstraints, "nothing to spread with one replica")
+	assert.Nil(t, one.Affinity)
+
+	spec = renderedDeployment(t, `replicas: 2
+topologySpread:
+  zoneTopologyKey: ""
+  whenUnsatisfiable: DoNotSchedule
+podAntiAffinity:
+  type: hard
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+        - matchExpressions: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+`).Spec.Template.Spec
+	require.Len(t, spec.TopologySpreadConstraints, 1, "no zone spread")
+	assert.Equal(t, corev1.DoNotSchedule, spec.TopologySpreadConstraints[0].WhenUnsatisfiable)
+	require.Len(t, spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, 1, "hard")
+	assert.NotNil(t, spec.Affinity.NodeAffinity, "the affinity value is kept beside it")
+
+	spec = renderedDeployment(t, `replicas: 2
+topologySpread:
+  enabled: false
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 5
+        podAffinityTerm: {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: x}}}
+`).Spec.Template.Spec
+	assert.Empty(t, spec.TopologySpreadConstraints)
+	require.Len(t, spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, 1)
+	assert.EqualValues(t, 5, spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].Weight,
+		"an anti-affinity of the user's replaces the chart's")
+}
+
+// The PodDisruptionBudget takes minAvailable or maxUnavailable, never
+// both (the API refuses both), and keeps one replica up by default.
+func TestChartDisruptionBudgetTakesMinAvailableOrMaxUnavailable(t *testing.T) {
+	pdb := func(values string) policyv1.PodDisruptionBudget {
+		t.Helper()
+		objs := renderObjects(t, values)["PodDisruptionBudget"]
+		require.Len(t, objs, 1)
+		var p policyv1.PodDisruptionBudget
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(objs[0], &p))
+		return p
+	}
+	def := pdb("replicas: 3")
+	require.NotNil(t, def.Spec.MinAvailable)
+	assert.Equal(t, "1", def.Spec.MinAvailable.String())
+	assert.Nil(t, def.Spec.MaxUnavailable)
+
+	maxU := pdb("replicas: 3\npodDisruptionBudget:\n  maxUnavailable: 34%\n")
+	require.NotNil(t, maxU.Spec.MaxUnavailable)
+	assert.Equal(t, "34%", maxU.Spec.MaxUnavailable.String())
+	assert.Nil(t, maxU.Spec.MinAvailable)
+
+	minA := pdb("replicas: 3\npodDisruptionBudget:\n  minAvailable: 2\n")
+	assert.Equal(t, "2", minA.Spec.MinAvailable.String())
+
+	_, err := helmChart(t, "replicas: 3\npodDisruptionBudget:\n  minAvailable: 2\n  maxUnavailable: 1\n", "template")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "set minAvailable or maxUnavailable, not both")
+	assert.Empty(t, renderObjects(t, "")["PodDisruptionBudget"], "no budget for one replica")
+}
+
+// crds.enabled templates the CRD, from the crds/ file itself, kept on
+// uninstall with crds.keep, as cert-manager's chart does; by default it
+// comes from crds/ only.
+func TestChartTemplatesTheCRDWithCRDsEnabled(t *testing.T) {
+	assert.Empty(t, renderObjects(t, "")["CustomResourceDefinition"], "crds/ alone by default (helm template leaves crds/ out)")
+
+	_, file, err := readChartFile("crds/objectstores.aistor.min.io.yaml")
+	require.NoError(t, err)
+	var want map[string]any
+	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(file), 4096).Decode(&want))
+
+	crds := renderObjects(t, "crds:\n  enabled: true\n")["CustomResourceDefinition"]
+	require.Len(t, crds, 1)
+	assert.Equal(t, want["spec"], crds[0]["spec"], "the template is the crds/ file")
+	meta := crds[0]["metadata"].(map[string]any)
+	assert.Equal(t, "objectstores.aistor.min.io", meta["name"])
+	assert.Equal(t, map[string]any{"helm.sh/resource-policy": "keep"}, meta["annotations"], "kept by default")
+	assert.Equal(t, "Helm", meta["labels"].(map[string]any)["app.kubernetes.io/managed-by"])
+
+	crds = renderObjects(t, "crds:\n  enabled: true\n  keep: false\n")["CustomResourceDefinition"]
+	require.Len(t, crds, 1)
+	assert.Nil(t, crds[0]["metadata"].(map[string]any)["annotations"], "crds.keep=false: removed with the release")
+}
+
+// A plain helm template (no cluster: Helm's API list names no kinds)
+// renders the admission policy; a cluster whose API list shows it does not
+// serve the policy fails the install, naming the value, instead of
+// installing without it.
+func TestChartRendersTheAdmissionPolicyWithoutACluster(t *testing.T) {
+	assert.Len(t, renderObjects(t, "")["ValidatingAdmissionPolicy"], 1, "plain helm template")
+	assert.Len(t, renderObjects(t, "")["ValidatingAdmissionPolicyBinding"], 1)
+	assert.Len(t, renderObjects(t, "", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")["ValidatingAdmissionPolicy"], 1)
+
+	_, err := helmChart(t, "", "template", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration")
+	require.Error(t, err, "the cluster lists its kinds, and not this one")
+	assert.Contains(t, err.Error(), "does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy")
+	assert.Contains(t, err.Error(), "admissionPolicy.enabled=false")
+	objs := renderObjects(t, "admissionPolicy:\n  enabled: false\n", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration")
+	assert.Empty(t, objs["ValidatingAdmissionPolicy"], "turned off, it installs without")
+}
+
+// testPod renders the chart's helm test pod.
+func testPod(t *testing.T, values string) corev1.Pod {
+	t.Helper()
+	pods := renderObjects(t, values)["Pod"]
+	require.Len(t, pods, 1, "one helm test pod")
+	var p corev1.Pod
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(pods[0], &p))
+	return p
+}
+
+// `helm test` fetches the listing from the URL MinIO pods use, trusting
+// only the CA the operator publishes for pods in the TLS mode the values
+// select (docs/tls.md, the CA pods must trust), and says what to set where
+// the chart cannot know that CA.
+func TestChartTestPodFetchesTheListingWithTheCAPodsTrust(t *testing.T) {
+	type want struct {
+		url, secret string
+		keys        []string // keys of the Secret(s) mounted at /ca
+	}
+	check := func(t *testing.T, values string, w want) corev1.Pod {
+		t.Helper()
+		p := testPod(t, values)
+		assert.Equal(t, "test", p.Annotations["helm.sh/hook"], "runs on helm test only")
+		assert.Equal(t, corev1.RestartPolicyNever, p.Spec.RestartPolicy)
+		c := p.Spec.Containers[0]
+		require.Len(t, c.Env, 1)
+		assert.Equal(t, w.url, c.Env[0].Value)
+		script := strings.Join(c.Args, "\n")
+		assert.Contains(t, script, `curl --fail`)
+		assert.Contains(t, script, `"binaries"`, "a listing, not just any 200")
+		if w.secret == "" {
+			assert.Empty(t, p.Spec.Volumes)
+			return p
+		}
+		assert.Contains(t, script, `--cacert "$cacert"`)
+		require.Len(t, p.Spec.Volumes, 1)
+		var keys []string
+		for _, src := range p.Spec.Volumes[0].Projected.Sources {
+			assert.Equal(t, w.secret, src.Secret.Name)
+			for _, item := range src.Secret.Items {
+				keys = append(keys, item.Key)
+			}
+		}
+		assert.Equal(t, w.keys, keys, "never the key")
+		assert.Equal(t, "/ca", c.VolumeMounts[0].MountPath)
+		// Pod Security restricted.
+		assert.True(t, *p.Spec.SecurityContext.RunAsNonRoot)
+		assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, p.Spec.SecurityContext.SeccompProfile.Type)
+		assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+		assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+		return p
+	}
+	t.Run("autocert", func(t *testing.T) {
+		p := check(t, "", want{"https://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", "object-store-operator-tls", []string{"ca.crt"}})
+		assert.Equal(t, "docker.io/curlimages/curl:8.11.1", p.Spec.Containers[0].Image)
+	})
+	t.Run("autocert elsewhere", func(t *testing.T) {
+		check(t, `global:
+  operator:
+    extraEnv:
+      - {name: CLUSTER_DOMAIN, value: corp.example}
+      - {name: OPERATOR_AUTOCERT_SECRET_NAME, value: osop-serving}
+service:
+  upgradePort: 8443
+`, want{"https://object-store-operator.ops.svc.corp.example:8443/webhook/v1/update", "osop-serving", []string{"ca.crt"}})
+	})
+	t.Run("custom certificate", func(t *testing.T) {
+		p := check(t, `global:
+  operator:
+    extraEnv:
+      - {name: OPERATOR_AUTO_CERT_DISABLED, value: "on"}
+      - {name: OPERATOR_CUSTOM_TLS_SECRET_NAME, value: cm-tls}
+`, want{"https://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", "cm-tls", []string{"ca.crt", "tls.crt"}})
+		assert.True(t, *p.Spec.Volumes[0].Projected.Sources[0].Secret.Optional, "ca.crt when the Secret has one, else the chain")
+	})
+	t.Run("serving CA override", func(t *testing.T) {
+		check(t, `global:
+  operator:
+    extraEnv:
+      - {name: OPERATOR_AUTO_CERT_DISABLED, value: "on"}
+      - {name: OPERATOR_CUSTOM_TLS_SECRET_NAME, value: cm-tls}
+      - {name: OPERATOR_SERVING_CA_SECRET, value: pods-ca}
+`, want{"https://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", "pods-ca", []string{"ca.crt"}})
+	})
+	t.Run("plain HTTP", func(t *testing.T) {
+		check(t, `global:
+  operator:
+    extraEnv:
+      - {name: OPERATOR_AUTO_CERT_DISABLED, value: "on"}
+`, want{url: "http://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update"})
+	})
+	t.Run("files without a CA the chart can name", func(t *testing.T) {
+		files := `global:
+  operator:
+    extraEnv:
+      - {name: OPERATOR_TLS_CERT_FILE, value: /certs/tls.crt}
+      - {name: OPERATOR_TLS_KEY_FILE, value: /certs/tls.key}
+`
+		p := testPod(t, files)
+		assert.Contains(t, strings.Join(p.Spec.Containers[0].Args, "\n"), "set OPERATOR_SERVING_CA_SECRET in global.operator.extraEnv or tests.caSecret")
+		check(t, files+"tests:\n  caSecret: files-ca\n",
+			want{"https://object-store-operator.ops.svc.cluster.local:4221/webhook/v1/update", "files-ca", []string{"ca.crt"}})
+	})
+	assert.Empty(t, renderObjects(t, "tests:\n  enabled: false\n")["Pod"])
 }

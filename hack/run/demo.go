@@ -41,19 +41,16 @@ import (
 	"github.com/object-store-operator/operator/test/cluster"
 )
 
-// The demo tenant `make run` starts: a single-node MinIO on loopback running
-// the older of the two releases `make tools` builds, an ObjectStore for it
-// whose image (in a registry on loopback) holds the older release, and a
-// second image with the newer one. Changing the ObjectStore's image to the
-// second updates that MinIO in place.
-const (
-	tenantNamespace = "tenant-demo"
-	tenantName      = "demo"
-	tenantUser      = "demo-admin"
-	tenantPassword  = "demo-password-123"
-)
-
+// The demo tenant `make run` starts: the example tenant of the docs
+// (docs/examples/tenant.yaml) applied with an image (in a registry on
+// loopback) that holds the older of the two releases `make tools` builds,
+// and a single-node MinIO on loopback running that release with the
+// example's credentials and the generated Secret's certificates, in place
+// of its pods (the local control plane runs no kubelet). A second image
+// holds the newer release: changing the ObjectStore's image to it updates
+// that MinIO in place.
 type demo struct {
+	ex                 *example
 	key                minisign.PrivateKey
 	pub                minisign.PublicKey
 	registryCA         []byte
@@ -66,9 +63,12 @@ type demo struct {
 // prepareDemo makes the signing key (kept in local/ across runs), starts the
 // registry with both images, and seeds the store with the newer release so
 // the first curl lists a real binary.
-func prepareDemo(local, updateDir string) (*demo, error) {
+func prepareDemo(root, local, updateDir string) (*demo, error) {
 	d := &demo{}
 	var err error
+	if d.ex, err = loadExample(root); err != nil {
+		return nil, err
+	}
 	if d.older, d.newer, err = cluster.MinIOReleases(); err != nil {
 		return nil, err
 	}
@@ -232,8 +232,8 @@ func (d *demo) push(host, release string, bin []byte) (string, error) {
 }
 
 // createTenant makes the Kubernetes side: the registry's CA for the
-// operator, the tenant's certificate, credentials, StatefulSet and
-// ObjectStore.
+// operator and the tenant's certificate (which the example asks its user
+// to create), then the example itself.
 func (d *demo) createTenant(ctx context.Context, cs kubernetes.Interface, apply func(string) error) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -247,48 +247,17 @@ func (d *demo) createTenant(ctx context.Context, cs kubernetes.Interface, apply 
 	}
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "aistor-ca-tls-demo-registry"}, Data: map[string][]byte{"ca.crt": d.registryCA}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "demo-tls"}, Data: map[string][]byte{"tls.crt": srvCert, "tls.key": srvKey, "ca.crt": srvCert}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "demo-env"}, Data: map[string][]byte{apiv1.ConfigEnvKey: []byte(
-			fmt.Sprintf("export MINIO_ROOT_USER=%q\nexport MINIO_ROOT_PASSWORD=%q\n", tenantUser, tenantPassword))}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: d.ex.namespace, Name: d.ex.name + "-tls"}, Data: map[string][]byte{"tls.crt": srvCert, "tls.key": srvKey, "ca.crt": srvCert}},
 	} {
 		if err := upsertSecret(ctx, cs, s); err != nil {
 			return err
 		}
 	}
-	return apply(fmt.Sprintf(`apiVersion: aistor.min.io/v1
-kind: ObjectStore
-metadata:
-  name: %[1]s
-  namespace: %[2]s
-spec:
-  image: %[3]s
-  certificates:
-    server:
-      - name: demo-tls
-  configuration:
-    name: demo-env
-  updates:
-    endpoint: https://127.0.0.1:%[4]d
----
-apiVersion: apps/v1
-kind: StatefulSet
-metadata:
-  name: %[1]s-pool-0
-  namespace: %[2]s
-  labels:
-    %[5]s: %[1]s
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: %[1]s}
-  template:
-    metadata:
-      labels: {app: %[1]s}
-    spec:
-      containers:
-        - name: minio
-          image: %[3]s
-`, tenantName, tenantNamespace, d.oldImage, d.minioPort, apiv1.ObjectStoreLabel))
+	manifest, err := d.ex.forMakeRun(d.oldImage, fmt.Sprintf("https://127.0.0.1:%d", d.minioPort))
+	if err != nil {
+		return err
+	}
+	return apply(manifest)
 }
 
 func upsertSecret(ctx context.Context, cs kubernetes.Interface, s *corev1.Secret) error {
@@ -308,7 +277,7 @@ func (d *demo) startMinIO(ctx context.Context, cs kubernetes.Interface, local st
 	var gen *corev1.Secret
 	for {
 		var err error
-		gen, err = cs.CoreV1().Secrets(tenantNamespace).Get(ctx, apiv1.GeneratedSecretName(tenantName), metav1.GetOptions{})
+		gen, err = cs.CoreV1().Secrets(d.ex.namespace).Get(ctx, apiv1.GeneratedSecretName(d.ex.name), metav1.GetOptions{})
 		if err == nil && len(gen.Data["CAs.operator.crt"]) > 0 {
 			break
 		}
@@ -341,7 +310,7 @@ func (d *demo) startMinIO(ctx context.Context, cs kubernetes.Interface, local st
 	}
 	cmd := exec.Command(bin, "server", "--address", fmt.Sprintf("127.0.0.1:%d", d.minioPort),
 		"--certs-dir", filepath.Join(dir, "certs"), filepath.Join(dir, "data"))
-	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+tenantUser, "MINIO_ROOT_PASSWORD="+tenantPassword,
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+d.ex.user, "MINIO_ROOT_PASSWORD="+d.ex.password,
 		"MINIO_UPDATE_MINISIGN_PUBKEY="+d.pub.String(), "MINIO_BROWSER=off", "MINIO_CI_CD=on")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

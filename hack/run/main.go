@@ -1,7 +1,8 @@
 // Command run is `make run`: it starts the pinned control plane under
 // .local/, prepares the operator namespace, runs the operator in the
-// foreground against it, starts a demo tenant (a MinIO on loopback running
-// the older release, with its ObjectStore) and prints the curl a pod would
+// foreground against it, starts a demo tenant (the docs' example tenant,
+// docs/examples/tenant.yaml, its MinIO on loopback running the older
+// release) and prints the curl a pod would
 // run and the kubectl command that updates the tenant in place. Ctrl-C
 // stops everything it started.
 package main
@@ -67,7 +68,15 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, ns := range []string{namespace, tenantNamespace} {
+	host := fmt.Sprintf("%s.%s.svc.cluster.local", serviceName, namespace)
+	caFile := filepath.Join(c.Dir, "pki", "kubelet-serving-ca.crt")
+	updateDir := filepath.Join(local, "updates")
+	d, err := prepareDemo(root, local, updateDir)
+	if err != nil {
+		return fmt.Errorf("demo tenant: %w", err)
+	}
+	defer d.close()
+	for _, ns := range []string{namespace, d.ex.namespace} {
 		_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create namespace %s: %w", ns, err)
@@ -84,14 +93,6 @@ func run(ctx context.Context) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Secret kubelet-serving-ca: %w", err)
 	}
-	host := fmt.Sprintf("%s.%s.svc.cluster.local", serviceName, namespace)
-	caFile := filepath.Join(c.Dir, "pki", "kubelet-serving-ca.crt")
-	updateDir := filepath.Join(local, "updates")
-	d, err := prepareDemo(local, updateDir)
-	if err != nil {
-		return fmt.Errorf("demo tenant: %w", err)
-	}
-	defer d.close()
 
 	op := exec.Command(operatorBin)
 	op.Env = append(os.Environ(),
@@ -144,12 +145,12 @@ The operator is running against the local control plane (Ctrl-C stops everything
   a pod would run:
     curl --cacert %s --resolve %s:%s:127.0.0.1 https://%s:%s/webhook/v1/update
 
-The demo tenant: MinIO %s on https://127.0.0.1:%d (log: %s), ObjectStore %s/%s.
-  watch it:          %[1]s --kubeconfig %[2]s get objectstore -n %[12]s -w
-  update in place:   %[1]s --kubeconfig %[2]s patch objectstore %[13]s -n %[12]s --type merge -p '{"spec":{"image":"%[14]s"}}'
+The demo tenant: %s applied (its image and admin endpoint on loopback), its MinIO %s on https://127.0.0.1:%d (log: %s), ObjectStore %s/%s.
+  watch it:          %[1]s --kubeconfig %[2]s get objectstore -n %[13]s -w
+  update in place:   %[1]s --kubeconfig %[2]s patch objectstore %[14]s -n %[13]s --type merge -p '{"spec":{"image":"%[15]s"}}'
 
 `, kubectl, c.Kubeconfig, updateDir, caFile, host, port, host, port,
-		d.older, d.minioPort, filepath.Join(local, "minio.log"), tenantNamespace, tenantName, d.newImage)
+		examplePath, d.older, d.minioPort, filepath.Join(local, "minio.log"), d.ex.namespace, d.ex.name, d.newImage)
 
 	select {
 	case err := <-done:

@@ -107,7 +107,10 @@ func TestChartLintsAndRenders(t *testing.T) {
 	withVAP := helm(t, "template", "osop", chartDir(t), "-n", "objectstore-operator", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")
 	assert.Contains(t, withVAP, "kind: ValidatingAdmissionPolicy\n", "the admission policy, where the API is served")
 	assert.Contains(t, withVAP, "kind: ValidatingAdmissionPolicyBinding")
-	assert.NotContains(t, def, "ValidatingAdmissionPolicy", "not where it is not")
+	assert.Contains(t, def, "kind: ValidatingAdmissionPolicy\n", "a plain helm template keeps the policy (Helm's own API list names no kinds)")
+	out, err := runHelm(t, "template", "osop", chartDir(t), "-n", "objectstore-operator", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration")
+	require.Error(t, err, "a cluster that lists its kinds and not the policy's")
+	assert.Contains(t, out, "admissionPolicy.enabled: the cluster does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy")
 	off := helm(t, "template", "osop", chartDir(t), "-n", "objectstore-operator", "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
 		"--set", "admissionPolicy.enabled=false")
 	assert.NotContains(t, off, "ValidatingAdmissionPolicy", "admissionPolicy.enabled=false")
@@ -119,7 +122,7 @@ func TestChartLintsAndRenders(t *testing.T) {
 	// The schema refuses a wrong type before anything reaches the cluster,
 	// naming the value.
 	bad := valuesFile(t, "replicas: \"two\"\n")
-	out, err := runHelm(t, "lint", "--strict", chartDir(t), "-f", bad)
+	out, err = runHelm(t, "lint", "--strict", chartDir(t), "-f", bad)
 	require.Error(t, err, "helm lint --strict accepted replicas: \"two\"")
 	assert.Contains(t, out, "at '/replicas': got string, want integer")
 	ns := operatorNamespace(t)

@@ -54,7 +54,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* Whether the operator approves its own CSR (OPERATOR_AUTOCERT_APPROVE, default on). */}}
 {{- define "osop.selfApprove" -}}
-{{- $approve := lower (include "osop.env" (list . "OPERATOR_AUTOCERT_APPROVE")) -}}
+{{- $approve := lower (trim (include "osop.env" (list . "OPERATOR_AUTOCERT_APPROVE"))) -}}
 {{- if and (include "osop.autocert" .) (not (has $approve (list "off" "false" "no" "0" "disable" "disabled"))) -}}true{{- end -}}
 {{- end -}}
 
@@ -125,7 +125,7 @@ unless the upgrade server serves plain HTTP. */}}
 {{/* The TLS mode the settings select (cmd/operator/config.go, mode), for
 the RBAC autocert needs and the notes: files, custom, plain or autocert. */}}
 {{- define "osop.mode" -}}
-{{- $off := has (lower (include "osop.env" (list . "OPERATOR_AUTO_CERT_DISABLED"))) (list "on" "true" "yes" "1" "enable" "enabled") -}}
+{{- $off := has (lower (trim (include "osop.env" (list . "OPERATOR_AUTO_CERT_DISABLED")))) (list "on" "true" "yes" "1" "enable" "enabled") -}}
 {{- if include "osop.env" (list . "OPERATOR_TLS_CERT_FILE") -}}files
 {{- else if and $off (include "osop.env" (list . "OPERATOR_CUSTOM_TLS_SECRET_NAME")) -}}custom
 {{- else if $off -}}plain
@@ -192,4 +192,103 @@ when it watches every namespace, else in a Role per watched namespace. */}}
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch]
+{{- end -}}
+
+{{/* An image reference from a value with registry, repository, tag and
+digest: <registry>/<repository>@<digest> when a digest is set (it names
+the bytes; the tag is then only a label and left out), else
+<registry>/<repository>:<tag>. Called with (list <image value> <default
+tag>). */}}
+{{- define "osop.imageRef" -}}
+{{- $image := index . 0 -}}
+{{- $repository := $image.repository -}}
+{{- with $image.registry -}}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository -}}
+{{- end -}}
+{{- if $image.digest -}}
+{{- printf "%s@%s" $repository $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (default (index . 1) ($image.tag | toString)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The operator's image. Its default, object-store-operator:<appVersion>,
+is what `make image` tags. */}}
+{{- define "osop.image" -}}
+{{- include "osop.imageRef" (list .Values.image .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The operator container's env: what the chart sets, then
+global.operator.extraEnv merged by name. An extraEnv entry whose name the
+chart already sets replaces the chart's entry in place, and one name given
+twice in extraEnv keeps its last entry, so every name appears once:
+server-side apply (Argo CD, Helm 4) refuses a container whose env lists a
+name twice (env is a list keyed by name). */}}
+{{- define "osop.containerEnv" -}}
+{{- $env := list -}}
+{{- $env = append $env (dict "name" "OPERATOR_NAMESPACE" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.namespace"))) -}}
+{{- $env = append $env (dict "name" "OPERATOR_UPGRADE_ADDRESS" "value" (printf ":%v" .Values.service.upgradePort)) -}}
+{{- $env = append $env (dict "name" "OPERATOR_METRICS_ADDRESS" "value" (printf ":%v" .Values.service.metricsPort)) -}}
+{{- $env = append $env (dict "name" "OPERATOR_UPDATE_DIR" "value" (.Values.updates.mountPath | toString)) -}}
+{{- /* The ClusterTrustBundle is owned by the chart's ClusterRole, so helm
+uninstall removes it (docs/trust.md). */ -}}
+{{- if .Values.rbac.create -}}
+{{- $env = append $env (dict "name" "OPERATOR_CLUSTER_TRUST_BUNDLE_OWNER" "value" (printf "%s-%s" (include "osop.name" .) .Release.Namespace)) -}}
+{{- end -}}
+{{- with (include "osop.watchNamespaces" .) -}}
+{{- $env = append $env (dict "name" "OPERATOR_WATCH_NAMESPACES" "value" .) -}}
+{{- end -}}
+{{- /* The store's limit: updates.maxBytes, else 3/4 of the emptyDir's
+sizeLimit, so binaries being pulled still fit before the kubelet evicts the
+pod. */ -}}
+{{- if .Values.updates.maxBytes -}}
+{{- $env = append $env (dict "name" "OPERATOR_STORE_MAX_BYTES" "value" (.Values.updates.maxBytes | toString)) -}}
+{{- else -}}
+{{- $limit := .Values.updates.sizeLimit | toString -}}
+{{- $mi := 0 -}}
+{{- if hasSuffix "Gi" $limit -}}
+{{- $mi = mul (trimSuffix "Gi" $limit | int) 1024 -}}
+{{- else if hasSuffix "Mi" $limit -}}
+{{- $mi = trimSuffix "Mi" $limit | int -}}
+{{- end -}}
+{{- if le (int $mi) 0 -}}
+{{- fail "updates.sizeLimit must be a whole number of Mi or Gi (e.g. 4Gi), or set updates.maxBytes" -}}
+{{- end -}}
+{{- $env = append $env (dict "name" "OPERATOR_STORE_MAX_BYTES" "value" (printf "%dMi" (div (mul $mi 3) 4))) -}}
+{{- end -}}
+{{- /* global.operator.extraEnv: the last entry of each name wins. */ -}}
+{{- $extra := dict -}}
+{{- range .Values.global.operator.extraEnv -}}
+{{- $_ := set $extra .name . -}}
+{{- end -}}
+{{- $out := list -}}
+{{- $seen := dict -}}
+{{- range $env -}}
+{{- $out = append $out (get $extra .name | default .) -}}
+{{- $_ := set $seen .name true -}}
+{{- end -}}
+{{- range .Values.global.operator.extraEnv -}}
+{{- if not (hasKey $seen .name) -}}
+{{- $out = append $out (get $extra .name) -}}
+{{- $_ := set $seen .name true -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* The pod's affinity: the affinity value, plus an anti-affinity between
+replicas (podAntiAffinity) when there is more than one and the value sets
+none of its own. */}}
+{{- define "osop.affinity" -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) -}}
+{{- $anti := .Values.podAntiAffinity -}}
+{{- if and (gt (int .Values.replicas) 1) $anti.type (not (hasKey $affinity "podAntiAffinity")) -}}
+{{- $term := dict "topologyKey" $anti.topologyKey "labelSelector" (dict "matchLabels" (include "osop.selectorLabels" . | fromYaml)) -}}
+{{- if eq $anti.type "hard" -}}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) -}}
+{{- else -}}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" (int $anti.weight) "podAffinityTerm" $term))) -}}
+{{- end -}}
+{{- end -}}
+{{- if $affinity -}}{{- toYaml $affinity -}}{{- end -}}
 {{- end -}}
