@@ -192,7 +192,7 @@ func (h *handler) serveBinary(w http.ResponseWriter, r *http.Request, b *binstor
 			return
 		}
 		defer h.downloads.release(who)
-		h.metrics.downloads.WithLabelValues(b.PlainPath()).Inc()
+		h.metrics.countDownload(h.store.Current(), b)
 		h.metrics.inFlight.Inc()
 		defer h.metrics.inFlight.Dec()
 	}

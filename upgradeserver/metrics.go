@@ -1,7 +1,11 @@
 package upgradeserver
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/object-store-operator/operator/binstore"
 )
 
 // Metrics are the upgrade server's Prometheus metrics.
@@ -11,6 +15,12 @@ type Metrics struct {
 	requests  *requestMetrics
 	inFlight  prometheus.Gauge
 	downloads *prometheus.CounterVec
+	// series are the binary labels downloads has, for the snapshot
+	// pruned last: a series lives as long as its binary is in the store
+	// (a tenant names releases for free).
+	seriesMu sync.Mutex
+	series   map[string]struct{}
+	pruned   *binstore.Snapshot
 	rejected  prometheus.Counter
 	// rejectedConns counts connections closed at the connection limit.
 	rejectedConns prometheus.Counter
@@ -29,6 +39,7 @@ var codeClasses = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
 // NewMetrics creates the metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		series:   map[string]struct{}{},
 		requests: newRequestMetrics(),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "objectstore_operator_upgrade_downloads_in_flight",
@@ -36,11 +47,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		rejectedConns: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "objectstore_operator_upgrade_connections_rejected_total",
-			Help: "Connections closed on accept because the connection limit was reached.",
+			Help: "Connections closed on accept because the connection limit, or the client's share of it, was reached.",
 		}),
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "objectstore_operator_upgrade_downloads_rejected_total",
-			Help: "Binary downloads answered 503 because the concurrent-download limit was reached.",
+			Help: "Binary downloads refused because the concurrent-download limit, or the client's share of it, was reached.",
 		}),
 		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_upgrade_downloads_total",
@@ -51,4 +62,27 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.requests, m.inFlight, m.downloads, m.rejected, m.rejectedConns)
 	}
 	return m
+}
+
+// countDownload counts a download of b, first dropping the series of
+// binaries snap no longer holds if snap is new to the metrics.
+func (m *Metrics) countDownload(snap *binstore.Snapshot, b *binstore.Binary) {
+	label := b.PlainPath()
+	m.seriesMu.Lock()
+	if snap != m.pruned {
+		m.pruned = snap
+		stored := make(map[string]bool, len(snap.All()))
+		for _, s := range snap.All() {
+			stored[s.PlainPath()] = true
+		}
+		for l := range m.series {
+			if !stored[l] {
+				m.downloads.DeleteLabelValues(l)
+				delete(m.series, l)
+			}
+		}
+	}
+	m.series[label] = struct{}{}
+	m.seriesMu.Unlock()
+	m.downloads.WithLabelValues(label).Inc()
 }

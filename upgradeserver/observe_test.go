@@ -3,6 +3,8 @@ package upgradeserver
 import (
 	"bytes"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +13,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/object-store-operator/operator/binstore"
 )
 
 const durationMetric = "objectstore_operator_upgrade_request_duration_seconds"
@@ -130,4 +134,35 @@ func TestEveryRouteHasADurationSeriesBeforeTheFirstRequest(t *testing.T) {
 		series = append(series, strings.Join(labels, " "))
 	}
 	assert.ElementsMatch(t, []string{"2xx list", "2xx file", "2xx digest", "2xx tenant", "4xx not_found"}, series)
+}
+
+// TestADownloadSeriesGoesWithItsBinary: a tenant names releases for free
+// (a new name for stored bytes is a hard link), so a series a binary
+// would keep forever is one it could multiply at will. The series of a
+// binary no longer in the store is dropped at the next download.
+func TestADownloadSeriesGoesWithItsBinary(t *testing.T) {
+	dir := t.TempDir()
+	const gone, kept = "RELEASE.2025-04-08T15-41-24Z", "RELEASE.2025-04-09T15-41-24Z"
+	writeRelease(t, dir, "", gone, []byte("old binary"))
+	writeRelease(t, dir, "", kept, []byte("new binary"))
+	store := newTestStore(t, dir)
+	reg := prometheus.NewRegistry()
+	h := New(Config{Store: store, Log: zerolog.Nop(), Metrics: NewMetrics(reg)}).Handler()
+	require.Equal(t, http.StatusOK, do(t, h, http.MethodGet, UpdatePath+"/minio."+gone, nil).Code)
+	series := func() []string {
+		var out []string
+		for _, m := range gather(t, reg, "objectstore_operator_upgrade_downloads_total").GetMetric() {
+			out = append(out, m.GetLabel()[0].GetValue())
+		}
+		return out
+	}
+	assert.Equal(t, []string{"minio." + gone}, series())
+
+	for _, suffix := range []string{"", binstore.SHA256SumSuffix, binstore.MinisigSuffix} {
+		require.NoError(t, os.Remove(filepath.Join(dir, "minio."+gone+suffix)))
+	}
+	store.Scan()
+	require.Equal(t, http.StatusNotFound, do(t, h, http.MethodGet, UpdatePath+"/minio."+gone, nil).Code)
+	require.Equal(t, http.StatusOK, do(t, h, http.MethodGet, UpdatePath+"/minio."+kept, nil).Code)
+	assert.Equal(t, []string{"minio." + kept}, series(), "the removed binary's series is gone")
 }
