@@ -503,12 +503,6 @@ func callAction(o observation, up *v1.UpdateStatus, host string) action {
 func follow(o observation, p params) action {
 	up := o.recorded
 	elapsed := o.now.Sub(up.Started.Time)
-	// The timeout counts from the last time our own server refused the
-	// download, if it did: only the tenant's own slowness rolls it.
-	pending := elapsed
-	if up.RetryAt != nil && up.RetryAt.After(up.Started.Time) {
-		pending = o.now.Sub(up.RetryAt.Time)
-	}
 	keep := func(msg string) action {
 		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, update: up, message: msg, after: p.poll}
 	}
@@ -548,18 +542,21 @@ func follow(o observation, p params) action {
 	}
 	if up.RetryAt != nil && !up.LastCall.After(up.RetryAt.Time) {
 		// Our server refused the last call's download: call again once
-		// the time comes.
-		if o.now.Before(up.RetryAt.Time) {
+		// the time comes, within the update's timeout.
+		switch {
+		case elapsed > p.timeout:
+			return rollBack(o, p, errorf(CauseDownloadRefused, "the operator's own server refused or dropped MinIO's download of %s %d time(s) within %s; the StatefulSets are rolled instead, and this is not counted against the release",
+				up.Release, up.Refusals, p.timeout))
+		case o.now.Before(up.RetryAt.Time):
 			return action{verb: report, status: metav1.ConditionFalse, reason: CauseDownloadRefused, cause: CauseDownloadRefused, update: up, after: up.RetryAt.Sub(o.now),
-				message: fmt.Sprintf("the operator's own server refused or dropped MinIO's download of %s, which is not the tenant's failure: MinIO is asked again at %s, and nothing is rolled or counted against the release",
-					up.Release, up.RetryAt.UTC().Format(time.RFC3339))}
-		}
-		if o.urlErr != nil {
+				message: fmt.Sprintf("the operator's own server refused or dropped MinIO's download of %s (%d time(s)), which is not the tenant's failure: MinIO is asked again at %s; nothing is counted against the release",
+					up.Release, up.Refusals, up.RetryAt.UTC().Format(time.RFC3339))}
+		case o.urlErr != nil:
 			return rollBack(o, p, newError(CauseBinaryUnavailable, o.urlErr))
 		}
 		return callAction(o, up, "")
 	}
-	if pending > p.timeout {
+	if elapsed > p.timeout {
 		behind := "nodes still on another release: " + strings.Join(behindOf(o.nodes, up.Release), ", ")
 		if o.reach != nil {
 			behind = "the admin API did not answer: " + o.reach.Error()
@@ -580,21 +577,28 @@ func follow(o observation, p params) action {
 }
 
 // retryLater answers a call whose download the operator's own upgrade
-// server refused or dropped: not the tenant's failure, so nothing is
-// rolled and no outcome is counted (the failure budget never sees it);
-// the call is made again after a pause, and the update's timeout counts
-// from then.
+// server refused or dropped: not the tenant's failure, so it is called
+// again after a pause that doubles each time, and no outcome is counted
+// against the release (the failure budget never sees it). All of it stays
+// within the update's timeout, as any update does: a tenant that words
+// its own failure as our refusal holds its place in flight no longer than
+// one that never answers, and is then rolled (not counted either).
 func retryLater(o observation, p params, why string) action {
 	next := *o.recorded
-	at := metav1.NewTime(o.now.Add(refusedPause(p)))
+	next.Refusals++
+	pause := refusedPause(p) << min(next.Refusals-1, 5)
+	at := metav1.NewTime(o.now.Add(pause))
+	if end := next.Started.Add(p.timeout); at.After(end) {
+		at = metav1.NewTime(end)
+	}
 	next.RetryAt = &at
 	return action{verb: report, status: metav1.ConditionFalse, reason: CauseDownloadRefused, cause: CauseDownloadRefused, update: &next,
-		message: fmt.Sprintf("%s; the operator's own server refused or dropped the download, which is not the tenant's failure: MinIO is asked again in %s, and nothing is rolled or counted against %s",
-			why, refusedPause(p), next.Release), after: refusedPause(p)}
+		message: fmt.Sprintf("%s; the operator's own server refused or dropped the download, which is not the tenant's failure: MinIO is asked again at %s (refusal %d), and nothing is counted against %s",
+			why, at.UTC().Format(time.RFC3339), next.Refusals, next.Release), after: at.Sub(o.now) + time.Millisecond}
 }
 
-// refusedPause is how long a refused download waits before the call is
-// made again: long enough for the server's downloads to move on.
+// refusedPause is how long a first refused download waits before the
+// call is made again: long enough for the server's downloads to move on.
 func refusedPause(p params) time.Duration { return 5 * p.poll }
 
 // rollBack falls back to a rolling update: the StatefulSets get spec.image

@@ -21,7 +21,7 @@ import (
 // "unexpected EOF" or "connection reset by peer" when the binary's stream
 // is cut (MinIO reads no other stream before it answers). A tenant can
 // make its own failure read like this; it then only delays its own
-// update, which is retried, and counts against nothing.
+// update, within the update's timeout like any other (retryLater).
 
 // transportFailures are Go's words for a connection that ended under a
 // read.
@@ -51,7 +51,9 @@ func downloadRefused(msg, updateURL string, whole bool) bool {
 	case ours && transport:
 		return true
 	default:
-		// The binary's stream cut short names no URL.
-		return whole && transport && !strings.Contains(lower, "x509") && !strings.Contains(lower, "tls:")
+		// The binary's stream cut short names no URL: only the words Go
+		// has for a stream cut, in the call's own error (MinIO reads no
+		// other stream before it answers).
+		return whole && (strings.Contains(lower, "unexpected eof") || strings.Contains(lower, "connection reset by peer"))
 	}
 }

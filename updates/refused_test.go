@@ -7,6 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
 )
 
 func TestMinIOsWordsForOurRefusalAreKnown(t *testing.T) {
@@ -34,19 +37,23 @@ func TestMinIOsWordsForOurRefusalAreKnown(t *testing.T) {
 		// A node that could not reach its peer: not our server.
 		{"dial tcp 10.0.0.7:9000: connect: connection refused", false, false},
 		{"unexpected EOF", false, false},
+		// Transport words that name no URL of ours, in the call's error.
+		{"XMinioAdminUpdateApplyFailure: connection refused", true, false},
+		{"XMinioAdminUpdateApplyFailure: write: broken pipe", true, false},
+		{"MethodNotAllowed: server closed, update disabled", true, false},
 	} {
 		assert.Equal(t, c.want, downloadRefused(c.msg, url, c.whole), c.msg)
 	}
 }
 
-func retryAt(d time.Duration) func(*observation) {
+func retryAt(d time.Duration, refusals int) func(*observation) {
 	return func(o *observation) {
 		at := metav1.NewTime(t0.Add(d))
-		o.recorded.RetryAt = &at
+		o.recorded.RetryAt, o.recorded.Refusals = &at, refusals
 	}
 }
 
-func TestOurRefusalIsRetriedNeverRolledNorCounted(t *testing.T) {
+func TestOurRefusalIsRetriedWithinTheTimeoutNeverCounted(t *testing.T) {
 	refused := errorf(CauseDownloadRefused, "MinIO at t-hl:9000 could not fetch %s from the operator's upgrade server: Error downloading URL https://op:4221/x. Response: 503 Service Unavailable", relNew)
 
 	// The call's download was refused: a pause, then the call again.
@@ -57,7 +64,15 @@ func TestOurRefusalIsRetriedNeverRolledNorCounted(t *testing.T) {
 	require.NotNil(t, a.update)
 	require.NotNil(t, a.update.RetryAt)
 	assert.Equal(t, t0.Add(refusedPause(p)), a.update.RetryAt.Time)
+	assert.Equal(t, 1, a.update.Refusals)
 	assert.Contains(t, a.message, "not the tenant's failure")
+
+	// Each pause doubles...
+	a = decide(obs(recorded(3, time.Minute, time.Second), retryAt(-2*time.Second, 2), func(o *observation) { o.call.result = &callResult{err: refused} }), p)
+	assert.Equal(t, t0.Add(4*refusedPause(p)), a.update.RetryAt.Time)
+	// ...and never runs past the update's timeout.
+	a = decide(obs(recorded(3, p.timeout-time.Second, time.Second), retryAt(-2*time.Second, 4), func(o *observation) { o.call.result = &callResult{err: refused} }), p)
+	assert.Equal(t, t0.Add(time.Second), a.update.RetryAt.Time)
 
 	// Every node's .minisig refused alike: the same.
 	a = decide(obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
@@ -66,30 +81,74 @@ func TestOurRefusalIsRetriedNeverRolledNorCounted(t *testing.T) {
 	assert.Equal(t, report, a.verb)
 	assert.Equal(t, CauseDownloadRefused, a.reason)
 
-	// Waiting for the retry, even past the update's timeout.
-	a = decide(obs(recorded(1, time.Hour, time.Hour), retryAt(time.Second)), p)
+	// Waiting for the retry.
+	a = decide(obs(recorded(1, time.Minute, time.Minute), retryAt(time.Second, 1)), p)
 	assert.Equal(t, report, a.verb)
 	assert.Equal(t, CauseDownloadRefused, a.reason)
 	assert.Equal(t, time.Second, a.after)
 
 	// The time came: MinIO is called again, however many calls were made.
-	a = decide(obs(recorded(maxCalls, time.Hour, time.Hour), retryAt(-time.Second)), p)
+	a = decide(obs(recorded(maxCalls, 2*time.Minute, time.Minute), retryAt(-time.Second, 3)), p)
 	assert.Equal(t, call, a.verb)
 	assert.Equal(t, maxCalls+1, a.update.Calls)
 
-	// After the retried call, the timeout counts from the retry: an
-	// update started an hour ago is still followed...
-	a = decide(obs(recorded(2, time.Hour, time.Minute), retryAt(-2*time.Minute)), p)
-	assert.Equal(t, report, a.verb)
-	assert.Equal(t, ReasonUpdatingInPlace, a.reason)
-	// ...and rolled only once the tenant itself took longer than it.
-	a = decide(obs(recorded(2, time.Hour, 20*time.Minute), retryAt(-21*time.Minute)), p)
+	// Refused for the whole timeout: rolled, so the tenant gets its
+	// release and gives back its place in flight, and not counted.
+	a = decide(obs(recorded(4, p.timeout+time.Second, 2*time.Minute), retryAt(-time.Second, 4)), p)
 	assert.Equal(t, roll, a.verb)
-	assert.Equal(t, CauseNodesNotUpdated, a.cause)
+	assert.Equal(t, CauseDownloadRefused, a.cause, "the budget counts only InPlaceRefused and NodesNotUpdated")
 
-	// The tenant's own refusal is still rolled.
+	// The tenant's own refusal is still rolled at once.
 	a = decide(obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
 		o.call.result = &callResult{err: errorf(CauseInPlaceRefused, "MethodNotAllowed")}
 	}), p)
 	assert.Equal(t, roll, a.verb)
+}
+
+func TestARecordWithARetryIsWrittenOnceNotEverySync(t *testing.T) {
+	at1, at2 := metav1.NewTime(t0), metav1.NewTime(t0)
+	a := v1.UpdateStatus{Release: relNew, RetryAt: &at1, Refusals: 1}
+	b := v1.UpdateStatus{Release: relNew, RetryAt: &at2, Refusals: 1}
+	assert.True(t, a.Equal(b), "the same time under two pointers is the same record")
+	b.Refusals = 2
+	assert.False(t, a.Equal(b))
+	b.Refusals, b.RetryAt = 1, nil
+	assert.False(t, a.Equal(b))
+}
+
+// TestATenantWordingItsFailureAsOursHoldsNoPlacePastTheTimeout: a
+// tenant's MinIO answers every call with the words of our own refusal.
+// It is retried, never counted, but only within the update's timeout, as
+// any update: then it is rolled, and its place in flight (the fleet's only
+// one here) goes to the next tenant.
+func TestATenantWordingItsFailureAsOursHoldsNoPlacePastTheTimeout(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	f := newFixtureWith(t, func(c *Config) {
+		c.Clock, c.MaxInFlight, c.FailureBudget, c.HaltNamespace = clk, 1, 1, "ops"
+	}, fakeBinaries{}, tenantStore("evil", "tenant"), tenantStore("good", "tenant"))
+	adm := f.admin("evil", "tenant")
+	adm.refuse, adm.code = true, "XMinioAdminUpdateUnexpectedFailure"
+	adm.refusal = "Error downloading URL " + f.c.cfg.UpdateURL + "/minio." + relNew + ".sha256sum. Response: 503 Service Unavailable"
+	f.lead(t)
+	ctx := t.Context()
+	var evil *v1.ObjectStore
+	for range 40 {
+		require.NoError(t, f.c.sync(ctx, "evil/tenant"))
+		f.waitCallDone(t, "evil/tenant")
+		f.catchUp(t, "evil", "tenant")
+		if evil = f.live(t, "evil", "tenant"); conditionOf(evil).Reason == ReasonRollingUpdate {
+			break
+		}
+		clk.Step(refusedPause(f.c.params()))
+	}
+	assert.Equal(t, ReasonRollingUpdate, conditionOf(evil).Reason, "rolled once the update's timeout passed")
+	assert.Nil(t, evil.Status.Update, "its place in flight is given back")
+	assert.Equal(t, 1, adm.callCount(), "the retry would have come after the update's timeout (the fixture's is shorter than a pause)")
+	for _, a := range f.kube.Actions() {
+		assert.False(t, a.GetResource().Resource == "leases" && a.GetVerb() != "get", "nothing is counted against the release (a budget of 1 would halt it): %v", a)
+	}
+
+	require.NoError(t, f.c.sync(ctx, "good/tenant"))
+	good := conditionOf(f.live(t, "good", "tenant"))
+	assert.Equal(t, ReasonUpdatingInPlace, good.Reason, "the honest tenant takes the place: %s", good.Message)
 }

@@ -54,7 +54,7 @@ func (s status) equal(o status) bool {
 	if s.release != o.release || s.phase != o.phase || (s.update == nil) != (o.update == nil) || (s.cond == nil) != (o.cond == nil) {
 		return false
 	}
-	if s.update != nil && *s.update != *o.update {
+	if s.update != nil && !s.update.Equal(*o.update) {
 		return false
 	}
 	return s.cond == nil || (s.cond.Status == o.cond.Status && s.cond.Reason == o.cond.Reason &&

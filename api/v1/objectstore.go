@@ -193,9 +193,19 @@ type UpdateStatus struct {
 	LastCall metav1.Time `json:"lastCall"`
 	// RetryAt is set when the operator's own upgrade server refused or
 	// dropped MinIO's download (its limits, its shutdown): not the
-	// tenant's failure, so nothing is rolled or counted; the call is made
-	// again at this time, and the update's timeout counts from it.
+	// tenant's failure, so nothing is counted against the release; the
+	// call is made again at this time, within the update's timeout.
 	RetryAt *metav1.Time `json:"retryAt,omitempty"`
+	// Refusals counts those refusals; each pause doubles.
+	Refusals int `json:"refusals,omitempty"`
+}
+
+// Equal reports whether u and o record the same update (RetryAt by its
+// time, not its pointer).
+func (u UpdateStatus) Equal(o UpdateStatus) bool {
+	ur, or := u.RetryAt, o.RetryAt
+	u.RetryAt, o.RetryAt = nil, nil
+	return u == o && (ur == nil) == (or == nil) && (ur == nil || ur.Equal(or))
 }
 
 // FromUnstructured converts what the dynamic client returns.
