@@ -38,6 +38,13 @@ import (
 // pool that trusts it.
 func tlsServer(t testing.TB, dir string, cfg Config) (string, *x509.CertPool) {
 	t.Helper()
+	_, addr, pool := serveTLS(t, dir, cfg)
+	return addr, pool
+}
+
+// serveTLS is tlsServer, with the Server for a look at its shares.
+func serveTLS(t testing.TB, dir string, cfg Config) (*Server, string, *x509.CertPool) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
@@ -65,7 +72,7 @@ func tlsServer(t testing.TB, dir string, cfg Config) (string, *x509.CertPool) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return ln.Addr().String(), pool
+	return srv, ln.Addr().String(), pool
 }
 
 // downloadWhole GETs url with c and returns how many bytes of a 200 it read.
@@ -304,8 +311,11 @@ type podsOf struct {
 	updating map[string]string // namespace -> sha256
 }
 
-func (p podsOf) Namespace(a netip.Addr) string        { return p.pods[a] }
-func (p podsOf) Updating(ns, sha256 string) bool      { return p.updating[ns] == sha256 && sha256 != "" }
+func (p podsOf) Namespace(a netip.Addr) string { return p.pods[a] }
+func (p podsOf) Updating(ns, sha256 string) bool {
+	sum, ok := p.updating[ns]
+	return ok && (sha256 == "" || sum == sha256)
+}
 func addr(s string) netip.Addr                        { return netip.MustParseAddr(s) }
 func (p podsOf) with(ns string, ips ...string) podsOf { return p.add(ns, ips) }
 func (p podsOf) add(ns string, ips []string) podsOf {
@@ -382,4 +392,123 @@ func TestMinIOsUpdateClientIsRefusedWithAClosedConnectionNotA503Body(t *testing.
 	resp.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, "5", resp.Header.Get("Retry-After"))
+}
+
+func TestAnUpdatingPodConnectsWhateverHoldsTheConnections(t *testing.T) {
+	dir := t.TempDir()
+	sum := writeRelease(t, dir, "", release, make([]byte, 1<<20))
+	pods := podsOf{pods: map[netip.Addr]string{}, updating: map[string]string{"good": sum}}.
+		with("evil", "127.0.3.1").with("good", "127.0.0.9")
+	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 64, MaxDownloadsPerClient: 4, MaxConnections: 8, MaxConnectionsPerClient: 2,
+		StallTimeout: time.Minute, Clients: pods})
+	// Strangers hold their three quarters, another tenant's pods the
+	// quarter kept for tenants.
+	for _, src := range []string{"127.0.1.1", "127.0.1.2", "127.0.1.3", "127.0.3.1"} {
+		for range 2 {
+			if c, err := dialTLS(t, src, addr, pool, "http/1.1"); err == nil {
+				t.Cleanup(func() { c.Close() })
+			}
+		}
+	}
+	assert.Equal(t, int64(1<<20), downloadWhole(t, from("127.0.0.9", pool, false), "https://"+addr+UpdatePath+"/minio."+release),
+		"the updating tenant's MinIO connects past the total and downloads")
+}
+
+func TestNoShareLeaksWhateverWayARequestEnds(t *testing.T) {
+	dir := t.TempDir()
+	writeRelease(t, dir, "", release, make([]byte, 32<<20))
+	srv, addr, pool := serveTLS(t, dir, Config{MaxDownloads: 2, MaxDownloadsPerClient: 1, MaxConnections: 32, MaxConnectionsPerClient: 8,
+		StallTimeout: time.Second, MinDownloadRate: 64 << 20})
+	file := UpdatePath + "/minio." + release
+	url := "https://" + addr + file
+
+	// 127.0.0.2 holds its one download; MinIO's client from there is
+	// refused by a closed connection.
+	code, c, _ := startDownload(t, "127.0.0.2", addr, pool, file)
+	require.Equal(t, http.StatusOK, code)
+	for range 5 {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		require.NoError(t, err)
+		req.Header.Set("User-Agent", "MinIO (linux; amd64)")
+		_, err = from("127.0.0.2", pool, false).Do(req)
+		require.Error(t, err)
+	}
+	c.Close() // aborted mid-download
+	// HEADs and multi-range downloads.
+	for range 5 {
+		req, err := http.NewRequest(http.MethodHead, url, nil)
+		require.NoError(t, err)
+		resp, err := from("127.0.0.3", pool, false).Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		req, err = http.NewRequest(http.MethodGet, url, nil)
+		require.NoError(t, err)
+		req.Header.Set("Range", "bytes=0-10,100-200")
+		resp, err = from("127.0.0.3", pool, false).Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	// A download cut for its rate.
+	code, c, br := startDownload(t, "127.0.0.4", addr, pool, file)
+	require.Equal(t, http.StatusOK, code)
+	buf := make([]byte, 16<<10)
+	for {
+		if _, err := br.Read(buf); err != nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // the client's pace
+	}
+	c.Close()
+
+	require.Eventually(t, func() bool {
+		srv.conns.mu.Lock()
+		defer srv.conns.mu.Unlock()
+		return srv.conns.held == 0 && len(srv.conns.heldBy) == 0 && srv.conns.heldByStrangers == 0
+	}, 15*time.Second, 10*time.Millisecond, "every connection's share is given back")
+	for _, src := range []string{"127.0.0.2", "127.0.0.4"} {
+		code, _, _ := startDownload(t, src, addr, pool, file)
+		assert.Equal(t, http.StatusOK, code, "%s has its download share back", src)
+	}
+}
+
+func TestATotalOfTwoOrMoreKeepsOneForTenants(t *testing.T) {
+	for total, strangers := range map[int]int{0: 0, 1: 1, 2: 1, 3: 2, 4: 3, 8: 6, 4096: 3072} {
+		assert.Equal(t, strangers, strangersShare(total), "of %d", total)
+	}
+}
+
+func TestPlainHTTPSpeaksNoH2C(t *testing.T) {
+	dir := t.TempDir()
+	writeRelease(t, dir, "", release, []byte("binary"))
+	srv := New(Config{Store: newTestStore(t, dir), Log: zerolog.Nop(), MaxConnections: 16})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// Prior knowledge: the preface and a SETTINGS frame get no SETTINGS.
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, http2.ClientPreface)
+	require.NoError(t, err)
+	require.NoError(t, http2.NewFramer(c, c).WriteSettings())
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	buf := make([]byte, 256)
+	n, _ := c.Read(buf)
+	assert.False(t, n >= 9 && buf[3] == byte(http2.FrameSettings), "no HTTP/2 SETTINGS frame: %q", buf[:n])
+
+	// Upgrade: h2c is not switched to.
+	c2, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c2.Close()
+	_, err = fmt.Fprintf(c2, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n", UpdatePath)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c2), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "answered in HTTP/1.1")
 }

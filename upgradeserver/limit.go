@@ -27,7 +27,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		who := clientOf(l.clients, c.RemoteAddr())
-		if !l.shares.acquire(who, false) {
+		// MinIO fails an update whose connection is closed: a namespace
+		// with an update in flight is held only to its own share. There
+		// are at most as many as updates in flight.
+		updating := who.namespace != "" && l.clients.Updating(who.namespace, "")
+		if !l.shares.acquire(who, updating) {
 			// Counted before the close: a client that sees its connection
 			// closed finds it in the metric.
 			l.rejected()

@@ -21,7 +21,7 @@ type Metrics struct {
 	seriesMu sync.Mutex
 	series   map[string]struct{}
 	pruned   *binstore.Snapshot
-	rejected  prometheus.Counter
+	rejected prometheus.Counter
 	// rejectedConns counts connections closed at the connection limit.
 	rejectedConns prometheus.Counter
 }

@@ -133,14 +133,15 @@ func New(cfg Config) *Server {
 }
 
 // strangersShare is the part of a total that addresses which are no known
-// pod may hold together: the last quarter is kept for the tenants' pods,
-// so that clients from anywhere else, however many addresses they have,
-// leave MinIO room to connect and download.
+// pod may hold together: the last quarter (one at least, from a total of
+// two) is kept for the tenants' pods, so that clients from anywhere else,
+// however many addresses they have, leave MinIO room to connect and
+// download.
 func strangersShare(total int) int {
-	if total <= 0 {
-		return 0
+	if total <= 1 {
+		return total
 	}
-	return max(1, total-total/4)
+	return total - max(1, total/4)
 }
 
 // Handler is the server's HTTP handler, for tests and embedding.

@@ -17,8 +17,9 @@ type Clients interface {
 	// has that address.
 	Namespace(addr netip.Addr) string
 	// Updating reports whether an ObjectStore in namespace has an in-place
-	// update to the binary with this SHA-256 in flight: its pods get that
-	// download whatever else the server is doing.
+	// update to the binary with this SHA-256 in flight (to any binary when
+	// sha256 is ""): its pods get their connections and that download
+	// whatever else the server is doing, held only to their own share.
 	Updating(namespace, sha256 string) bool
 }
 

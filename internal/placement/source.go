@@ -244,7 +244,8 @@ func storeOfSet(obj any) string {
 
 // TrimPod is the pod informer's transform: what Platforms reads (name,
 // namespace, labels, owner references, spec.nodeName) and what podaddr
-// reads (the addresses, whether they are the node's), nothing else.
+// reads (the addresses, whether they are the node's, the phase), nothing
+// else.
 func TrimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -254,9 +255,10 @@ func TrimPod(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, ResourceVersion: p.ResourceVersion,
 			Labels: p.Labels, OwnerReferences: p.OwnerReferences},
 		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
-		// The addresses tell the upgrade server which tenant a client is
-		// (internal/podaddr).
-		Status: corev1.PodStatus{PodIPs: p.Status.PodIPs},
+		// The addresses and phase tell the upgrade server which tenant a
+		// client is (internal/podaddr): a finished pod keeps its address
+		// after the kubelet gave it to another.
+		Status: corev1.PodStatus{PodIPs: p.Status.PodIPs, Phase: p.Status.Phase},
 	}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 )
@@ -36,9 +37,12 @@ func New(pods, stores cache.SharedIndexInformer) (*Index, error) {
 
 func podIPs(obj any) ([]string, error) {
 	p, ok := obj.(*corev1.Pod)
-	if !ok || p.Spec.HostNetwork {
+	if !ok || p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !fromStatefulSet(p) {
 		// A host-network pod has its node's address, which every other
-		// such pod on the node shares: it names no one namespace.
+		// such pod on the node shares; a finished pod keeps an address
+		// the kubelet may have given to another pod (of any namespace);
+		// a pod no StatefulSet controls is no tenant's MinIO. None names
+		// a namespace.
 		return nil, nil
 	}
 	ips := make([]string, 0, len(p.Status.PodIPs))
@@ -48,6 +52,13 @@ func podIPs(obj any) ([]string, error) {
 		}
 	}
 	return ips, nil
+}
+
+// fromStatefulSet reports whether a StatefulSet controls p, as it controls
+// every MinIO pod of a tenant.
+func fromStatefulSet(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "StatefulSet" && ref.APIVersion == "apps/v1"
 }
 
 // Namespace is the namespace of the tenant pod at addr; "" when no known
@@ -77,9 +88,9 @@ func (x *Index) Namespace(addr netip.Addr) string {
 
 // Updating reports whether an ObjectStore in namespace records an
 // in-place update in flight (status.update) to the binary with this
-// SHA-256 (status.binary.sha256).
+// SHA-256 (status.binary.sha256); to any binary when sha256 is "".
 func (x *Index) Updating(namespace, sha256 string) bool {
-	if namespace == "" || sha256 == "" {
+	if namespace == "" {
 		return false
 	}
 	objs, err := x.stores.ByIndex(cache.NamespaceIndex, namespace)
@@ -94,7 +105,7 @@ func (x *Index) Updating(namespace, sha256 string) bool {
 		if _, inFlight, _ := unstructured.NestedMap(u.Object, "status", "update"); !inFlight {
 			continue
 		}
-		if sum, _, _ := unstructured.NestedString(u.Object, "status", "binary", "sha256"); sum == sha256 {
+		if sum, _, _ := unstructured.NestedString(u.Object, "status", "binary", "sha256"); sha256 == "" || sum == sha256 {
 			return true
 		}
 	}

@@ -10,10 +10,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/object-store-operator/operator/internal/placement"
 )
 
+// pod is a running pod of a StatefulSet.
 func pod(ns, name string, hostNetwork bool, ips ...string) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{HostNetwork: hostNetwork}}
+	controller := true
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "minio", Controller: &controller}}},
+		Spec: corev1.PodSpec{HostNetwork: hostNetwork}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	for _, ip := range ips {
 		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
 	}
@@ -66,11 +72,33 @@ func TestAnAddressIsItsPodsNamespace(t *testing.T) {
 	assert.Empty(t, x.Namespace(netip.Addr{}))
 }
 
+// TestAFinishedOrBarePodNamesNoAddress: a tenant can run pods that finish
+// (a finished pod keeps its address, which the kubelet gives to another
+// pod, and quota does not count it) or bare pods with the StatefulSet
+// label; neither may take a MinIO pod's address from its namespace.
+func TestAFinishedOrBarePodNamesNoAddress(t *testing.T) {
+	done := pod("evil", "sweep-17", false, "10.0.0.7")
+	done.Status.Phase = corev1.PodSucceeded
+	bare := pod("evil", "bare", false, "10.0.0.8")
+	bare.OwnerReferences = nil
+	var objs []any
+	for _, p := range []*corev1.Pod{done, bare, pod("good", "minio-0", false, "10.0.0.7")} {
+		p.Labels = map[string]string{placement.PodSelector: p.Name}
+		trimmed, err := placement.TrimPod(p) // what the informer holds
+		require.NoError(t, err)
+		objs = append(objs, trimmed)
+	}
+	x := index(t, objs...)
+	assert.Equal(t, "good", x.Namespace(netip.MustParseAddr("10.0.0.7")), "the running MinIO pod's namespace")
+	assert.Empty(t, x.Namespace(netip.MustParseAddr("10.0.0.8")), "a bare pod names nothing")
+}
+
 func TestOnlyAnUpdateInFlightToThatBinaryIsUpdating(t *testing.T) {
 	x := index(t, store("tenant-a", "s1", "aaaa", true), store("tenant-a", "s2", "bbbb", false), store("tenant-b", "s1", "cccc", true))
 	assert.True(t, x.Updating("tenant-a", "aaaa"))
 	assert.False(t, x.Updating("tenant-a", "bbbb"), "an ObjectStore with no update in flight")
 	assert.False(t, x.Updating("tenant-a", "cccc"), "another namespace's update")
 	assert.False(t, x.Updating("tenant-b", "aaaa"))
-	assert.False(t, x.Updating("tenant-a", ""))
+	assert.True(t, x.Updating("tenant-a", ""), "any update in flight")
+	assert.False(t, x.Updating("tenant-c", ""))
 }
