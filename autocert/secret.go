@@ -134,6 +134,15 @@ func (s *SecretSource) sync(_ context.Context, _ string) error {
 	if err != nil {
 		return fmt.Errorf("get %s: %w", origin, err)
 	}
+	if s.kind == KindAutocert {
+		// Autocert serves only what autocert stored: another issuer's
+		// certificate is served once the operator is told to
+		// (a custom certificate), not by surprise.
+		if foreign, detail := Ownership(secret); foreign != Owned {
+			s.cur.Reject(s.kind, origin, fmt.Errorf("%w: %s", errForeign, detail))
+			return nil
+		}
+	}
 	_, _, cert, err := KeyPairFromSecret(secret)
 	if err != nil {
 		s.cur.Reject(s.kind, origin, err)
