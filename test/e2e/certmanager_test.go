@@ -190,8 +190,12 @@ spec:
   duration: 8760h
   renewBefore: 720h
 `, ns, issuer))
-	require.Eventually(t, func() bool { _, ready := certificateState(t, ns, "operator-webhook-tls"); return ready },
-		30*time.Second, 50*time.Millisecond, "cert-manager issues the Certificate")
+	// Ready (the readiness controller) and the revision (the issuing
+	// controller) are written apart: wait for both.
+	require.Eventually(t, func() bool {
+		revision, ready := certificateState(t, ns, "operator-webhook-tls")
+		return ready && revision >= 1
+	}, 30*time.Second, 50*time.Millisecond, "cert-manager issues the Certificate")
 
 	// Autocert says it stands aside, in the metric and the log (a fight
 	// never gets there: each side re-issues instead).
