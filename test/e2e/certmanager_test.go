@@ -28,9 +28,19 @@ import (
 	"github.com/object-store-operator/operator/test/cluster"
 )
 
-// certManagerDir holds the real cert-manager controller and its CRDs
-// (its README says how they were built: the module proxy cannot).
-const certManagerDir = "/work/shared/tools/cert-manager-v1.21.1"
+// certManagerDir holds the real cert-manager controller and its CRDs (its
+// README says how they were built: the module proxy cannot):
+// $OSOP_CERT_MANAGER_DIR, else ../shared/tools/cert-manager-v1.21.1 beside
+// the repository.
+func certManagerDir(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("OSOP_CERT_MANAGER_DIR"); dir != "" {
+		return dir
+	}
+	root, err := cluster.RepoRoot()
+	require.NoError(t, err)
+	return filepath.Join(root, "..", "shared", "tools", "cert-manager-v1.21.1")
+}
 
 var certificateGVR = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}
 
@@ -40,10 +50,11 @@ var certificateGVR = schema.GroupVersionResource{Group: "cert-manager.io", Versi
 // if the test fails.
 func startCertManager(t *testing.T, clusterNS string) {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(certManagerDir, "cert-manager-controller.xz")); err != nil {
-		t.Skipf("cert-manager controller not available: %v", err)
+	dir := certManagerDir(t)
+	if _, err := os.Stat(filepath.Join(dir, "cert-manager-controller.xz")); err != nil {
+		t.Skipf("cert-manager controller not available (set OSOP_CERT_MANAGER_DIR): %v", err)
 	}
-	out, err := kubectlErr(t, "create", "-f", filepath.Join(certManagerDir, "crds.yaml"))
+	out, err := kubectlErr(t, "create", "-f", filepath.Join(dir, "crds.yaml"))
 	if err != nil && !strings.Contains(out, "AlreadyExists") {
 		t.Fatalf("install cert-manager CRDs: %v: %s", err, out)
 	}
@@ -56,7 +67,7 @@ func startCertManager(t *testing.T, clusterNS string) {
 	}
 
 	bin := filepath.Join(t.TempDir(), "cert-manager-controller")
-	xz := exec.Command("xz", "-dc", filepath.Join(certManagerDir, "cert-manager-controller.xz"))
+	xz := exec.Command("xz", "-dc", filepath.Join(dir, "cert-manager-controller.xz"))
 	f, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
 	require.NoError(t, err)
 	xz.Stdout = f
