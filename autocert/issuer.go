@@ -495,10 +495,11 @@ func (i *Issuer) store(ctx context.Context, existing *corev1.Secret, csrName str
 	}
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		// Someone wrote the Secret while the certificate was being issued
-		// (cert-manager, say): nothing is overwritten, and the informer's
-		// event brings the Secret back to be decided again.
+		// (cert-manager, say): nothing is overwritten. That write's
+		// informer event brings the Secret back to be decided again, once
+		// the cache holds it; queueing it here could decide on the stale
+		// cache and file another CSR.
 		i.log.Info().Str("reason", err.Error()).Msg("the Secret changed while autocert was issuing; the certificate is dropped and the Secret decided again")
-		i.queue.Add(i.cfg.SecretName)
 		return false, nil
 	}
 	if err != nil {

@@ -450,5 +450,5 @@ func TestIssuerDoesNotOverwriteASecretWrittenWhileItWasIssuing(t *testing.T) {
 	assert.Equal(t, "x", f.storedSecret(t).Annotations["cert-manager.io/certificate-name"], "the other writer's Secret stands")
 	assert.Contains(t, f.logs.String(), "the Secret changed while autocert was issuing")
 	assert.NotContains(t, f.logs.String(), "serving certificate issued and stored")
-	assert.Equal(t, 1, f.issuer.queue.Len(), "decided again")
+	assert.Zero(t, f.issuer.queue.Len(), "decided again on the other writer's event, not on a cache that may not hold it yet")
 }
