@@ -11,6 +11,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +109,9 @@ func (c *Current) Loaded() bool { return c.cur.Load() != nil }
 func (c *Current) Ready() error {
 	s := c.cur.Load()
 	if s == nil {
+		if why := c.rejections(); why != "" {
+			return fmt.Errorf("no serving certificate loaded yet: %s", why)
+		}
 		return errors.New("no serving certificate loaded yet")
 	}
 	now := time.Now()
@@ -117,6 +122,19 @@ func (c *Current) Ready() error {
 		return fmt.Errorf("the served certificate expired at %s and no valid one has replaced it", leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// rejections says why each origin's last candidate was refused, for
+// /readyz: the cause, not only the symptom.
+func (c *Current) rejections() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for origin, reason := range c.rejected {
+		out = append(out, origin+": "+reason)
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
 }
 
 // Offer validates a candidate of the given kind from origin (for example
@@ -175,10 +193,14 @@ func (c *Current) Reject(kind, origin string, reason error) {
 	}
 	c.metrics.rejected.WithLabelValues(reasonOf(reason)).Inc()
 	ev := c.log.Error().Str("source", kind).Str("origin", origin).Str("reason", reason.Error())
-	if s := c.cur.Load(); s != nil {
-		ev = ev.Str("stillServing", s.cert.Leaf.SerialNumber.Text(16))
+	s := c.cur.Load()
+	if s == nil {
+		ev.Msgf("TLS %s rejected: %s: %s; nothing is served yet (TLS handshakes fail and the replica is not ready until a valid certificate arrives)",
+			kind, origin, reason)
+		return
 	}
-	ev.Msgf("TLS %s rejected: keeping the certificate already served", kind)
+	ev.Str("stillServing", s.cert.Leaf.SerialNumber.Text(16)).
+		Msgf("TLS %s rejected: %s: %s; keeping the certificate already served", kind, origin, reason)
 }
 
 // checkTrust verifies the leaf against the bundle pods will be given and,

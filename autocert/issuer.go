@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -105,6 +106,24 @@ type Issuer struct {
 	foreign string
 }
 
+// standAside reports, once per version of the Secret, that another issuer
+// wrote it and autocert leaves it alone: no CSR, no write. What is served
+// stays (the SecretSource refuses the other certificate by the same rule).
+func (i *Issuer) standAside(secret *corev1.Secret, foreign Foreign, detail string) {
+	i.cfg.Metrics.foreign.Reset()
+	i.cfg.Metrics.foreign.WithLabelValues(foreign.Label()).Set(1)
+	if i.foreign == secret.ResourceVersion {
+		return
+	}
+	i.foreign = secret.ResourceVersion
+	fix := strings.ReplaceAll(remedy(i.cfg.Reasons, ProblemForeignSecret,
+		"Serve it as a custom certificate, or stop whatever writes it and delete it to let autocert manage it"), "<secret>", secret.Name)
+	i.log.Error().Str("namespace", secret.Namespace).Str("name", secret.Name).
+		Str("reason", string(foreign)).Str("detail", detail).Str("remedy", fix).
+		Msgf("autocert will not overwrite Secret %s/%s: %s; it issues nothing and keeps serving the certificate it served. %s",
+			secret.Namespace, secret.Name, detail, fix)
+}
+
 // NewIssuer returns an Issuer; call Run on every replica (it acts only
 // while Lead holds a leadership term).
 func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
@@ -180,17 +199,12 @@ func (i *Issuer) sync(_ context.Context, key string) error {
 	case err != nil:
 		return fmt.Errorf("get Secret %s/%s: %w", i.cfg.Namespace, key, err)
 	}
-	if secret != nil && secret.Labels[ManagedByLabel] != ManagedByValue {
-		if i.foreign != secret.ResourceVersion {
-			i.foreign = secret.ResourceVersion
-			i.log.Error().Str("reason", "Secret exists and was not created by the operator").
-				Msgf("autocert will not overwrite Secret %s/%s (it lacks the label %s=%s; cert-manager may manage it). %s",
-					i.cfg.Namespace, key, ManagedByLabel, ManagedByValue,
-					remedy(i.cfg.Reasons, ProblemForeignSecret, "Serve it as a custom certificate, or delete it to let autocert manage it"))
-		}
+	if foreign, detail := Ownership(secret); foreign != Owned {
+		i.standAside(secret, foreign, detail)
 		// Nothing to retry: the next change to the Secret brings us back.
 		return nil
 	}
+	i.cfg.Metrics.foreign.Reset()
 
 	reason := "no certificate yet"
 	if secret != nil {
@@ -296,7 +310,7 @@ func (i *Issuer) issue(ctx context.Context, existing *corev1.Secret) error {
 		return fmt.Errorf("marshal key: %w", err)
 	}
 	ca := i.caBundle(ctx, chain)
-	if err := i.store(ctx, existing, csr.Name, chainPEM, keyPEM, ca); err != nil {
+	if stored, err := i.store(ctx, existing, csr.Name, chainPEM, keyPEM, ca); err != nil || !stored {
 		return err
 	}
 	log.Info().Str("serial", chain[0].SerialNumber.Text(16)).Time("notAfter", chain[0].NotAfter).
@@ -450,7 +464,10 @@ func (i *Issuer) caBundle(ctx context.Context, chain []*x509.Certificate) []byte
 	return i.cfg.ClusterCA
 }
 
-func (i *Issuer) store(ctx context.Context, existing *corev1.Secret, csrName string, certPEM, keyPEM, ca []byte) error {
+// store writes the certificate into the Secret, recording its fingerprint
+// (Ownership). It reports false, and no error, when the Secret changed
+// since it was read: whoever wrote it is not overwritten.
+func (i *Issuer) store(ctx context.Context, existing *corev1.Secret, csrName string, certPEM, keyPEM, ca []byte) (bool, error) {
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: i.cfg.SecretName, Namespace: i.cfg.Namespace},
 		Type:       corev1.SecretTypeTLS,
@@ -467,6 +484,7 @@ func (i *Issuer) store(ctx context.Context, existing *corev1.Secret, csrName str
 	secret.Labels[ManagedByLabel] = ManagedByValue
 	secret.Annotations[CSRAnnotation] = csrName
 	secret.Annotations[SignerAnnotation] = i.cfg.SignerName
+	secret.Annotations[FingerprintAnnotation] = fingerprintPEM(certPEM)
 	secret.Data = map[string][]byte{KeyTLSCert: certPEM, KeyTLSKey: keyPEM, KeyCA: ca}
 	api := i.cfg.Client.CoreV1().Secrets(i.cfg.Namespace)
 	var err error
@@ -475,8 +493,17 @@ func (i *Issuer) store(ctx context.Context, existing *corev1.Secret, csrName str
 	} else {
 		_, err = api.Update(ctx, secret, metav1.UpdateOptions{})
 	}
-	if err != nil {
-		return fmt.Errorf("store certificate in Secret %s/%s: %w", i.cfg.Namespace, i.cfg.SecretName, err)
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		// Someone wrote the Secret while the certificate was being issued
+		// (cert-manager, say): nothing is overwritten. That write's
+		// informer event brings the Secret back to be decided again, once
+		// the cache holds it; queueing it here could decide on the stale
+		// cache and file another CSR.
+		i.log.Info().Str("reason", err.Error()).Msg("the Secret changed while autocert was issuing; the certificate is dropped and the Secret decided again")
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("store certificate in Secret %s/%s: %w", i.cfg.Namespace, i.cfg.SecretName, err)
+	}
+	return true, nil
 }

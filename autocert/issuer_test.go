@@ -181,10 +181,13 @@ func rootCA(pemData []byte) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "ops"}, Data: map[string]string{KeyCA: string(pemData)}}
 }
 
+// managedSecret is the Secret as autocert stores p: labelled, with the
+// certificate's fingerprint recorded.
 func managedSecret(p pair) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tlsSecret, Namespace: "ops", ResourceVersion: "3",
-		Labels: map[string]string{ManagedByLabel: ManagedByValue}}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{"tls.crt": p.cert, "tls.key": p.key}}
+		Labels:      map[string]string{ManagedByLabel: ManagedByValue},
+		Annotations: map[string]string{CSRAnnotation: "csr-1", FingerprintAnnotation: fingerprintPEM(p.cert)}},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": p.cert, "tls.key": p.key}}
 }
 
 func TestIssuerFilesApprovesAndStoresACertificate(t *testing.T) {
@@ -223,6 +226,8 @@ func TestIssuerFilesApprovesAndStoresACertificate(t *testing.T) {
 	assert.Equal(t, ManagedByValue, secret.Labels[ManagedByLabel])
 	assert.Equal(t, csr.Name, secret.Annotations[CSRAnnotation])
 	assert.Equal(t, DefaultSigner, secret.Annotations[SignerAnnotation])
+	assert.Equal(t, fingerprintPEM(secret.Data[KeyTLSCert]), secret.Annotations[FingerprintAnnotation],
+		"the fingerprint of the certificate stored, so another writer's is recognised")
 	_, _, cert, err := KeyPairFromSecret(secret)
 	require.NoError(t, err, "tls.crt and tls.key are a pair")
 	pool := x509.NewCertPool()
@@ -358,4 +363,92 @@ func TestIssuerWhileFollowingDoesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, i.sync(context.Background(), tlsSecret))
 	assert.Empty(t, cs.Actions(), "only the leader files CSRs")
+}
+
+// cert-manager, given the Secret autocert fills (the seed's Step 1),
+// applies its own fields only: the operator's label and annotations stay.
+func certManagerWrote(t *testing.T, s *corev1.Secret, annotations bool) *corev1.Secret {
+	t.Helper()
+	s = s.DeepCopy()
+	s.ResourceVersion = "9"
+	now := time.Now()
+	p := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(8760*time.Hour))
+	s.Data = map[string][]byte{"tls.crt": p.cert, "tls.key": p.key, "ca.crt": p.cert}
+	s.Labels["controller.cert-manager.io/fao"] = "true"
+	if annotations {
+		s.Annotations["cert-manager.io/certificate-name"] = "operator-webhook-tls"
+		s.Annotations["cert-manager.io/issuer-name"] = "corp-ca"
+		s.Annotations["cert-manager.io/issuer-kind"] = "ClusterIssuer"
+	}
+	return s
+}
+
+func TestIssuerLeavesASecretAnotherIssuerWroteAloneWhateverLabelsItKept(t *testing.T) {
+	now := time.Now()
+	ours := managedSecret(newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(89*time.Hour)))
+	for _, tt := range []struct {
+		name        string
+		annotations bool
+		reason      Foreign
+		detail      string
+	}{
+		{"with cert-manager's annotations", true, ForeignCertManager, `Certificate \"operator-webhook-tls\", issuer ClusterIssuer \"corp-ca\"`},
+		{"by a writer that kept every annotation", false, ForeignCertificate, "is not the one autocert stored"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newIssuerFixture(t, nil, certManagerWrote(t, ours, tt.annotations))
+			f.onApproval(f.signWith(t, nil, true))
+
+			require.NoError(t, f.issuer.sync(context.Background(), tlsSecret), "nothing to retry: a change to the Secret brings it back")
+			require.NoError(t, f.issuer.sync(context.Background(), tlsSecret))
+
+			assert.Empty(t, f.writes(), "no CSR, no write: no fight")
+			assert.Equal(t, 1.0, promtest.ToFloat64(f.metrics.foreign.WithLabelValues(tt.reason.Label())))
+			logs := f.logs.String()
+			assert.Equal(t, 1, strings.Count(logs, "autocert will not overwrite Secret ops/object-store-operator-tls"), "said once per version")
+			for _, want := range []string{`"namespace":"ops"`, `"name":"object-store-operator-tls"`, `"reason":"` + string(tt.reason) + `"`,
+				tt.detail, "set OPERATOR_AUTO_CERT_DISABLED=on and OPERATOR_CUSTOM_TLS_SECRET_NAME=object-store-operator-tls"} {
+				assert.Contains(t, logs, want)
+			}
+		})
+	}
+}
+
+func TestIssuerTakesItsSecretBackOnceTheOtherIssuerIsGone(t *testing.T) {
+	now := time.Now()
+	theirs := certManagerWrote(t, managedSecret(newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))), true)
+	f := newIssuerFixture(t, nil, theirs)
+	f.onApproval(f.signWith(t, nil, true))
+	require.NoError(t, f.issuer.sync(context.Background(), tlsSecret))
+	require.Equal(t, 1.0, promtest.ToFloat64(f.metrics.foreign.WithLabelValues("cert_manager")))
+
+	// docs/tls.md, back to autocert: the Certificate, then the Secret, deleted.
+	require.NoError(t, f.cs.CoreV1().Secrets("ops").Delete(context.Background(), tlsSecret, metav1.DeleteOptions{}))
+	require.NoError(t, f.issuer.cfg.Secrets.Informer().GetIndexer().Delete(theirs))
+	f.cs.ClearActions()
+	require.NoError(t, f.issuer.sync(context.Background(), tlsSecret))
+
+	assert.Contains(t, f.writes(), "create secrets")
+	assert.Equal(t, Owned, first(Ownership(f.storedSecret(t))), "what autocert stores, autocert owns")
+	assert.Zero(t, promtest.ToFloat64(f.metrics.foreign.WithLabelValues("cert_manager")), "the metric clears")
+}
+
+func first[A, B any](a A, _ B) A { return a }
+
+func TestIssuerDoesNotOverwriteASecretWrittenWhileItWasIssuing(t *testing.T) {
+	f := newIssuerFixture(t, nil)
+	// cert-manager creates the Secret while the CSR is being signed.
+	f.onApproval(func(csr *certificatesv1.CertificateSigningRequest) {
+		f.signWith(t, nil, false)(csr)
+		// The tracker directly: the clientset is locked while its reactors run.
+		require.NoError(t, f.cs.Tracker().Add(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+			Name: tlsSecret, Namespace: "ops", Annotations: map[string]string{"cert-manager.io/certificate-name": "x"}}}))
+	})
+
+	require.NoError(t, f.issuer.sync(context.Background(), tlsSecret), "not a failure: the Secret is decided again")
+
+	assert.Equal(t, "x", f.storedSecret(t).Annotations["cert-manager.io/certificate-name"], "the other writer's Secret stands")
+	assert.Contains(t, f.logs.String(), "the Secret changed while autocert was issuing")
+	assert.NotContains(t, f.logs.String(), "serving certificate issued and stored")
+	assert.Zero(t, f.issuer.queue.Len(), "decided again on the other writer's event, not on a cache that may not hold it yet")
 }

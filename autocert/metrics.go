@@ -15,6 +15,7 @@ type Metrics struct {
 	reloads     prometheus.Counter
 	rejected    *prometheus.CounterVec
 	csrOutcomes *prometheus.CounterVec
+	foreign     *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -30,15 +31,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_serving_certificate_rejected_total",
-			Help: "Candidate certificates rejected, by reason (missing, garbage, key_mismatch, expired, not_yet_valid, sans, deleted, other).",
+			Help: "Candidate certificates rejected, by reason (missing, garbage, key_mismatch, expired, not_yet_valid, sans, deleted, foreign, weak_key, key_usage, other).",
 		}, []string{"reason"}),
 		csrOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_csr_total",
 			Help: "CertificateSigningRequests filed by autocert, by outcome (issued, denied, failed, timeout, error).",
 		}, []string{"outcome"}),
+		foreign: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "objectstore_operator_autocert_foreign_secret",
+			Help: "1 while autocert leaves its Secret alone because another issuer wrote it, by reason " +
+				"(cert_manager, unlabelled, certificate_changed); reported by the leader.",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(servedCollector{m}, m.reloads, m.rejected, m.csrOutcomes)
+		reg.MustRegister(servedCollector{m}, m.reloads, m.rejected, m.csrOutcomes, m.foreign)
 	}
 	return m
 }

@@ -18,6 +18,7 @@ var (
 	errWeakKey     = errors.New("weak key")
 	errKeyUsage    = errors.New("not for TLS servers")
 	errDeleted     = errors.New("deleted")
+	errForeign     = errors.New("written by another issuer")
 )
 
 // Problem is a situation whose remedy depends on how the operator is
@@ -30,8 +31,9 @@ const (
 	// ProblemUntrustedCA: the served certificate does not verify against
 	// the CA bundle pods are given.
 	ProblemUntrustedCA Problem = "UntrustedCA"
-	// ProblemForeignSecret: the autocert Secret exists and was not created
-	// by the operator.
+	// ProblemForeignSecret: the autocert Secret holds a certificate
+	// another issuer wrote (Ownership). A remedy's "<secret>" is the
+	// Secret's name.
 	ProblemForeignSecret Problem = "ForeignSecret"
 	// ProblemCSRFailed: an attempt to get a certificate failed.
 	ProblemCSRFailed Problem = "CSRFailed"
@@ -47,7 +49,8 @@ func Reasons() []reason.Reason {
 			Remedy: "put the signing CA into ca.crt of the Secret named by {serving-ca-secret}, or serve a custom " +
 				"certificate ({auto-cert-disabled}=on, {custom-tls-secret-name}) signed by a CA the pods trust"},
 		{Name: string(ProblemForeignSecret), Severity: reason.Warning,
-			Remedy: "To serve it, set {auto-cert-disabled}=on and {custom-tls-secret-name} to its name; to let autocert manage it, delete it"},
+			Remedy: "To serve it, set {auto-cert-disabled}=on and {custom-tls-secret-name}=<secret> and restart the operator; " +
+				"to let autocert manage it again, stop whatever writes it (delete the cert-manager Certificate) and delete the Secret"},
 		{Name: string(ProblemCSRFailed), Severity: reason.Warning,
 			Remedy: "If the signer does not sign (not kubernetes.io/kubelet-serving-capable, EKS, or approvals are blocked), " +
 				"set {csr-signer-name}, or use a custom certificate: {auto-cert-disabled}=on and {custom-tls-secret-name}=<secret>"},
@@ -69,7 +72,7 @@ func reasonOf(err error) string {
 		label string
 	}{
 		{errMissing, "missing"}, {errGarbage, "garbage"}, {errKeyMismatch, "key_mismatch"},
-		{errExpired, "expired"}, {errNotYetValid, "not_yet_valid"}, {errSANs, "sans"}, {errDeleted, "deleted"},
+		{errExpired, "expired"}, {errNotYetValid, "not_yet_valid"}, {errSANs, "sans"}, {errDeleted, "deleted"}, {errForeign, "foreign"},
 		{errWeakKey, "weak_key"}, {errKeyUsage, "key_usage"},
 	} {
 		if errors.Is(err, r.err) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"strings"
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
@@ -30,18 +31,29 @@ const (
 // returns the PEM as stored and the parsed certificate; a missing half, or
 // a key of another certificate, is an error that says which.
 func KeyPairFromSecret(s *corev1.Secret) (certPEM, keyPEM []byte, cert *tls.Certificate, err error) {
+	certKey, keyKey := KeyTLSCert, KeyTLSKey
 	certPEM, keyPEM = s.Data[KeyTLSCert], s.Data[KeyTLSKey]
 	if len(certPEM) == 0 && len(keyPEM) == 0 {
+		certKey, keyKey = KeyPublicCert, KeyPrivateKey
 		certPEM, keyPEM = s.Data[KeyPublicCert], s.Data[KeyPrivateKey]
 	}
 	if len(certPEM) == 0 && len(keyPEM) == 0 {
 		return nil, nil, nil, fmt.Errorf("%w: no %s/%s (or %s/%s) keys in the Secret", errMissing, KeyTLSCert, KeyTLSKey, KeyPublicCert, KeyPrivateKey)
+	}
+	// Half a pair: name the key that is missing, and the one present.
+	switch certBlank, keyBlank := blank(certPEM), blank(keyPEM); {
+	case keyBlank && !certBlank:
+		return nil, nil, nil, fmt.Errorf("%w: private key is missing: the Secret has %s but no %s", errMissing, certKey, keyKey)
+	case certBlank && !keyBlank:
+		return nil, nil, nil, fmt.Errorf("%w: certificate is missing: the Secret has %s but no %s", errMissing, keyKey, certKey)
 	}
 	if cert, err = ParseKeyPair(certPEM, keyPEM); err != nil {
 		return nil, nil, nil, err
 	}
 	return certPEM, keyPEM, cert, nil
 }
+
+func blank(b []byte) bool { return len(strings.TrimSpace(string(b))) == 0 }
 
 // servingCAOverride returns ca.crt of the serving CA Secret (the bundle
 // pods must trust, set by the user), or nil when it is missing or holds
@@ -133,6 +145,15 @@ func (s *SecretSource) sync(_ context.Context, _ string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("get %s: %w", origin, err)
+	}
+	if s.kind == KindAutocert {
+		// Autocert serves only what autocert stored: another issuer's
+		// certificate is served once the operator is told to
+		// (a custom certificate), not by surprise.
+		if foreign, detail := Ownership(secret); foreign != Owned {
+			s.cur.Reject(s.kind, origin, fmt.Errorf("%w: %s", errForeign, detail))
+			return nil
+		}
 	}
 	_, _, cert, err := KeyPairFromSecret(secret)
 	if err != nil {

@@ -537,7 +537,7 @@ func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, ima
 	r := reasonOf(cause)
 	// Only words the operator chose, and a registry's bounded errors[]
 	// (see pullError), reach the condition; the log has the rest.
-	msg := cause.Error()
+	msg := message(cause, r)
 	if remedy := c.cfg.Reasons.Remedy(r); remedy != "" {
 		msg += ". " + remedy
 	}
@@ -782,4 +782,12 @@ func (c *Controller) housekeep() {
 func imageOf(u *unstructured.Unstructured) string {
 	image, _, _ := unstructured.NestedString(u.Object, "spec", "image")
 	return image
+}
+
+// message is what a condition says about cause, whose reason r the
+// condition already carries: the text without r repeated inside it
+// ("minio/b:x for linux/amd64: no opt/bin/minio ..." rather than
+// "...: NoMinIOBinary: no opt/bin/minio ...").
+func message(cause error, r string) string {
+	return strings.Replace(cause.Error(), r+": ", "", 1)
 }

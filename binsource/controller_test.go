@@ -2,7 +2,9 @@ package binsource
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,4 +219,22 @@ func TestPullSecretsAreReadOncePerResourceVersion(t *testing.T) {
 		require.Error(t, f.c.sync(context.Background(), "t/s"))
 	}
 	assert.Equal(t, []string{"get secrets"}, f.Actions(), "one GET for three syncs")
+}
+
+func TestAnImageWithoutABinaryIsExplainedOnceWithTheRemedy(t *testing.T) {
+	image := "registry.example/minio/b:RELEASE.2026-01-10T10-00-00Z"
+	store := objectStoreWithImage(image)
+	f := newControllerFixture(t, store)
+	f.lead(t)
+	// What the fetcher returns for an image whose layers hold no binary.
+	cause := fmt.Errorf("%s for linux/amd64: %w", image, reasonf(errNoBinary, "no %s in any layer", strings.Join(binaryPaths, " or ")))
+
+	require.Error(t, f.c.fail(context.Background(), store, image, cause))
+
+	c := condition(t, f)
+	assert.Equal(t, "NoMinIOBinary", c.Reason)
+	assert.NotContains(t, c.Message, "NoMinIOBinary", "the reason is the condition's, not repeated in its message")
+	assert.Equal(t, image+" for linux/amd64: no opt/bin/minio or usr/bin/minio in any layer. "+
+		"set the ObjectStore's image to a MinIO release image (one that holds opt/bin/minio or usr/bin/minio for the tenant's platform), "+
+		"or set OPERATOR_RELEASE_MIRROR_URL to a mirror of MinIO's release directories", c.Message)
 }

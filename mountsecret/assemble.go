@@ -42,11 +42,19 @@ func clientKeyKey(secret string) string  { return "client." + secret + ".key" }
 // until they do.
 type problem struct {
 	secret string
+	// field is where the ObjectStore names the Secret
+	// (spec.certificates.trustedCAs[1]); empty for the generated Secret.
+	field  string
 	reason string // condition reason
 	detail string
 }
 
-func (p *problem) Error() string { return fmt.Sprintf("Secret %s: %s", p.secret, p.detail) }
+func (p *problem) Error() string {
+	if p.field == "" {
+		return fmt.Sprintf("Secret %s: %s", p.secret, p.detail)
+	}
+	return fmt.Sprintf("Secret %s (named by %s): %s", p.secret, p.field, p.detail)
+}
 
 // assembly is the generated Secret's data and what went into it.
 type assembly struct {
@@ -67,10 +75,10 @@ type secretGetter interface {
 // The same inputs always give the same bytes.
 func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, operatorCA []byte) (*assembly, error) {
 	a := &assembly{data: map[string][]byte{}, sources: map[string]string{}}
-	get := func(name string) (*corev1.Secret, error) {
+	get := func(field, name string) (*corev1.Secret, error) {
 		s, err := secrets.Get(ctx, os.Namespace, name)
 		if apierrors.IsNotFound(err) {
-			return nil, &problem{secret: name, reason: ReasonSecretNotFound, detail: "not found in namespace " + os.Namespace}
+			return nil, &problem{secret: name, field: field, reason: ReasonSecretNotFound, detail: "not found in namespace " + os.Namespace}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("get Secret %s/%s: %w", os.Namespace, name, err)
@@ -78,13 +86,14 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		return s, nil
 	}
 	for i, ref := range os.Spec.Certificates.Server {
-		s, err := get(ref.Name)
+		field := fmt.Sprintf("spec.certificates.server[%d]", i)
+		s, err := get(field, ref.Name)
 		if err != nil {
 			return nil, err
 		}
 		cert, key, _, err := autocert.KeyPairFromSecret(s)
 		if err != nil {
-			return nil, &problem{secret: ref.Name, reason: ReasonSecretMalformed, detail: "server certificate: " + err.Error()}
+			return nil, &problem{secret: ref.Name, field: field, reason: ReasonSecretMalformed, detail: "server certificate: " + err.Error()}
 		}
 		ck, kk := serverCertKey(ref.Name), serverKeyKey(ref.Name)
 		if i == 0 {
@@ -96,26 +105,28 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 			a.put(ref.Name, serverCAKey(ref.Name), ca)
 		}
 	}
-	for _, ref := range os.Spec.Certificates.Client {
-		s, err := get(ref.Name)
+	for i, ref := range os.Spec.Certificates.Client {
+		field := fmt.Sprintf("spec.certificates.client[%d]", i)
+		s, err := get(field, ref.Name)
 		if err != nil {
 			return nil, err
 		}
 		cert, key, _, err := autocert.KeyPairFromSecret(s)
 		if err != nil {
-			return nil, &problem{secret: ref.Name, reason: ReasonSecretMalformed, detail: "client certificate: " + err.Error()}
+			return nil, &problem{secret: ref.Name, field: field, reason: ReasonSecretMalformed, detail: "client certificate: " + err.Error()}
 		}
 		a.put(ref.Name, clientCertKey(ref.Name), cert)
 		a.put(ref.Name, clientKeyKey(ref.Name), key)
 	}
-	for _, ref := range os.Spec.Certificates.TrustedCAs {
-		s, err := get(ref.Name)
+	for i, ref := range os.Spec.Certificates.TrustedCAs {
+		field := fmt.Sprintf("spec.certificates.trustedCAs[%d]", i)
+		s, err := get(field, ref.Name)
 		if err != nil {
 			return nil, err
 		}
 		cas, err := caCertificates(s)
 		if err != nil {
-			return nil, &problem{secret: ref.Name, reason: ReasonSecretMalformed, detail: "trusted CA: " + err.Error()}
+			return nil, &problem{secret: ref.Name, field: field, reason: ReasonSecretMalformed, detail: "trusted CA: " + err.Error()}
 		}
 		a.put(ref.Name, trustedCAKey(ref.Name), cas)
 	}

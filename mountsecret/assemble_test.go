@@ -99,16 +99,21 @@ func TestAssemblyProblemsNameTheSecret(t *testing.T) {
 		wantSecret string
 		wantReason string
 		wantDetail string
+		wantError  string
 	}{
-		{"missing server Secret", nil, store([]string{"one"}, nil, nil), "one", "SecretNotFound", "not found"},
+		{"missing server Secret", nil, store([]string{"one"}, nil, nil), "one", "SecretNotFound", "not found",
+			"Secret one (named by spec.certificates.server[0]): not found in namespace t"},
+		{"missing second trusted CA", []*corev1.Secret{secret("kms", map[string][]byte{"ca.crt": c1})},
+			store(nil, nil, []string{"kms", "vault-ca"}), "vault-ca", "SecretNotFound", "not found",
+			"Secret vault-ca (named by spec.certificates.trustedCAs[1]): not found in namespace t"},
 		{"key of another certificate", []*corev1.Secret{secret("one", map[string][]byte{"tls.crt": c1, "tls.key": otherKey})},
-			store([]string{"one"}, nil, nil), "one", "SecretMalformed", "belongs to another certificate"},
+			store([]string{"one"}, nil, nil), "one", "SecretMalformed", "belongs to another certificate", "(named by spec.certificates.server[0])"},
 		{"client without keys", []*corev1.Secret{secret("cl", map[string][]byte{"foo": []byte("bar")})},
-			store(nil, []string{"cl"}, nil), "cl", "SecretMalformed", "no tls.crt/tls.key"},
+			store(nil, []string{"cl"}, nil), "cl", "SecretMalformed", "no tls.crt/tls.key", "Secret cl (named by spec.certificates.client[0])"},
 		{"CA with garbage", []*corev1.Secret{secret("kms", map[string][]byte{"ca.crt": []byte("garbage")})},
-			store(nil, nil, []string{"kms"}), "kms", "SecretMalformed", "not PEM"},
+			store(nil, nil, []string{"kms"}), "kms", "SecretMalformed", "not PEM", "spec.certificates.trustedCAs[0]"},
 		{"CA Secret without certificates", []*corev1.Secret{secret("kms", map[string][]byte{"x": k1})},
-			store(nil, nil, []string{"kms"}), "kms", "SecretMalformed", "no PEM certificate"},
+			store(nil, nil, []string{"kms"}), "kms", "SecretMalformed", "no PEM certificate", "spec.certificates.trustedCAs[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,6 +123,7 @@ func TestAssemblyProblemsNameTheSecret(t *testing.T) {
 			assert.Equal(t, tt.wantSecret, p.secret)
 			assert.Equal(t, tt.wantReason, p.reason)
 			assert.Contains(t, p.detail, tt.wantDetail)
+			assert.Contains(t, err.Error(), tt.wantError, "the message names the field that names the Secret")
 		})
 	}
 }

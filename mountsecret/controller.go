@@ -394,7 +394,7 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 		if p.secret == v1.GeneratedSecretName(store.Name) {
 			msg = "generated Secret would be refused: nothing written"
 		}
-		c.log.Error().Str("objectstore", key).Str("secret", store.Namespace+"/"+p.secret).Str("reason", p.reason).Str("detail", p.detail).
+		c.log.Error().Str("objectstore", key).Str("secret", store.Namespace+"/"+p.secret).Str("field", p.field).Str("reason", p.reason).Str("detail", p.detail).
 			Msg(msg)
 		return c.setCondition(ctx, u, metav1.ConditionFalse, p.reason, p.Error())
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -87,6 +88,11 @@ type Config struct {
 	Secrets Secrets
 	// SecretsSynced tells when what Secrets reads from has synced.
 	SecretsSynced cache.InformerSynced
+	// SecretEvents, when set, is the informer behind Secrets: a change to
+	// a configuration Secret queues the ObjectStores that name it, so a
+	// fix (the credentials, config.env) is picked up within seconds, not
+	// at the next resync.
+	SecretEvents cache.SharedInformer
 	// ObjectStores is a dynamic informer on v1.Resource; StatefulSets
 	// lists the StatefulSets labelled v1.ObjectStoreLabel.
 	ObjectStores cache.SharedIndexInformer
@@ -240,7 +246,56 @@ func New(cfg Config) (*Controller, error) {
 		c.halts = newHalts(cfg.FailureBudget, cfg.Kube, cfg.HaltNamespace, cfg.Clock, cfg.Registerer)
 	}
 	c.asking = newCalls(cfg.CallsPerNamespace, c.queue.Add)
+	if err := c.watchConfigurations(); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// configurationIndex files ObjectStores under the namespace/name of the
+// configuration Secret they name.
+const configurationIndex = "updates-configuration"
+
+// watchConfigurations queues, on any change to a Secret, the ObjectStores
+// whose spec.configuration names it: found through an index, never a
+// scan of every ObjectStore per event.
+func (c *Controller) watchConfigurations() error {
+	if c.cfg.SecretEvents == nil {
+		return nil
+	}
+	err := c.cfg.ObjectStores.AddIndexers(cache.Indexers{configurationIndex: v1.SecretIndex(func(s *v1.ObjectStore) []string {
+		if s.Spec.Configuration == nil || s.Spec.Configuration.Name == "" {
+			return nil
+		}
+		return []string{s.Spec.Configuration.Name}
+	})})
+	if err != nil {
+		return fmt.Errorf("updates: index ObjectStores by configuration Secret: %w", err)
+	}
+	stores := c.cfg.ObjectStores.GetIndexer()
+	changed := func(obj any) { controller.EnqueueReferrers(c.queue, stores, configurationIndex, obj) }
+	_, err = c.cfg.SecretEvents.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: changed,
+		UpdateFunc: func(old, obj any) {
+			// A resync of an unchanged Secret is not news: the ObjectStores'
+			// own resync covers it.
+			if o, n := controller.Unwrap(old), controller.Unwrap(obj); resourceVersion(o) != resourceVersion(n) {
+				changed(obj)
+			}
+		},
+		DeleteFunc: changed,
+	})
+	if err != nil {
+		return fmt.Errorf("updates: watch configuration Secrets: %w", err)
+	}
+	return nil
+}
+
+func resourceVersion(obj any) string {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
 }
 
 // PlacementChanged queues the ObjectStore key: the platforms its pods run

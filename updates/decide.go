@@ -213,8 +213,8 @@ func begin(o observation, p params) action {
 	}
 	switch {
 	case o.sets.onImage && o.reach != nil:
-		// Missing configuration: wait for a spec change or the resync
-		// (Secrets are not watched).
+		// Missing configuration: wait for a spec change, a change to the
+		// configuration Secret (watched) or the resync.
 		return action{verb: report, status: metav1.ConditionUnknown, reason: causeOf(o.reach), message: o.reach.Error(), cause: causeOf(o.reach)}
 	case o.sets.onImage:
 		// The StatefulSets already run spec.image: a rolling update to it

@@ -347,7 +347,7 @@ func (p parts) updater(inf informerSet, where *placement.Source, secretData *sec
 	return updates.New(updates.Config{
 		Kube: p.k.client, Dynamic: p.k.dynamic, ObjectStores: inf.stores, Binaries: binaries, Store: p.store,
 		Serving: certificateAs[updates.ServingCertificate](p.cert), Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
-		Secrets: secretData, SecretsSynced: inf.secrets.HasSynced,
+		Secrets: secretData, SecretsSynced: inf.secrets.HasSynced, SecretEvents: inf.secrets,
 		StatefulSets: inf.sets.Lister(), SetsSynced: inf.sets.Informer().HasSynced,
 		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
 		Workers: cfg.updateWorkers, CallsPerNamespace: cfg.updateCallsNS, Poll: updatePoll, MaxPoll: cfg.resync,

@@ -213,6 +213,10 @@ func TestImageProblemsAreReportedAndNothingIsListed(t *testing.T) {
 				assert.Contains(t, c.Message, binstore.FormatKeyID(stranger.Public.ID()), "the condition names the key id")
 			case "Unsigned":
 				assert.Contains(t, c.Message, "OPERATOR_SIGNING_KEY_SECRET", "the condition gives the remedy")
+			case "NoMinIOBinary":
+				assert.NotContains(t, c.Message, "NoMinIOBinary", "the reason is not repeated inside the message")
+				assert.Contains(t, c.Message, "no opt/bin/minio or usr/bin/minio in any layer")
+				assert.Contains(t, c.Message, "OPERATOR_RELEASE_MIRROR_URL", "the condition gives the remedy")
 			}
 		})
 	}

@@ -148,3 +148,30 @@ func BenchmarkCustomCertificateRotation(b *testing.B) {
 	b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "median-ms")
 	b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "max-ms")
 }
+
+// A custom Secret without tls.key at start (docs/troubleshooting.md, "The
+// operator is not ready"): the log names the missing key and says nothing
+// is served yet; /readyz gives the same cause; adding the key is enough.
+func TestCustomSecretWithoutAKeyAtStartNamesTheKeyInTheLogAndReadyz(t *testing.T) {
+	t.Parallel()
+	ns := operatorNamespace(t)
+	names := serviceDNSNames(ns)
+	now := time.Now()
+	certPEM, keyPEM, serial := testutil.KeyPair(t, nil, names, now.Add(-time.Hour), now.Add(time.Hour))
+	putNamedSecret(t, ns, customSecret, map[string][]byte{"tls.crt": certPEM})
+	op := launchOperator(t, soloEnv(ns, "OPERATOR_AUTO_CERT_DISABLED=on", "OPERATOR_CUSTOM_TLS_SECRET_NAME="+customSecret))
+
+	line := op.waitDocumentedLine(t, "TLS custom certificate rejected", "the Secret has tls.crt but no tls.key", "nothing is served yet")
+	assert.NotContains(t, line, "keeping the certificate already served")
+	var body string
+	require.Eventually(t, func() bool {
+		var ok bool
+		ok, body = op.readyz()
+		return !ok && strings.Contains(body, "the Secret has tls.crt but no tls.key")
+	}, 10*time.Second, 20*time.Millisecond, "/readyz gives the cause: %s", body)
+	assert.Contains(t, body, "serving-certificate: no serving certificate loaded yet: Secret "+ns+"/"+customSecret)
+
+	putNamedSecret(t, ns, customSecret, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
+	op.waitReady(t)
+	waitServed(t, op, ns, serial)
+}

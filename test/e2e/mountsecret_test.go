@@ -285,7 +285,7 @@ func TestMissingSecretWritesNothingAndIsReported(t *testing.T) {
 		c := condition(t, tn.ns, tn.store)
 		return c.Status == metav1.ConditionFalse && c.Reason == "SecretNotFound"
 	}, 10*time.Second, 20*time.Millisecond)
-	assert.Contains(t, condition(t, tn.ns, tn.store).Message, "missing-ca")
+	assert.Contains(t, condition(t, tn.ns, tn.store).Message, "Secret missing-ca (named by spec.certificates.trustedCAs[1]): not found", "the Secret and the field that names it")
 	require.Eventually(t, func() bool {
 		return strings.Contains(kubectl(t, "describe", "objectstore", tn.store, "-n", tn.ns), "SecretNotFound")
 	}, 10*time.Second, 50*time.Millisecond, "an Event on the ObjectStore")

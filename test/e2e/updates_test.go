@@ -505,3 +505,34 @@ func (e *updateEnv) takeNamespace(t testing.TB) string {
 	e.spare = e.spare[1:]
 	return ns
 }
+
+// TestAFixedConfigurationSecretIsUsedWithinSeconds: the configuration
+// Secret is watched. An ObjectStore whose spec.configuration names a Secret
+// that does not exist says ConfigurationMissing and is not looked at again
+// by itself; once the Secret is created the operator uses it within
+// seconds, not at the next resync (10 minutes by default).
+func TestAFixedConfigurationSecretIsUsedWithinSeconds(t *testing.T) {
+	t.Parallel()
+	// Nothing needs MinIO to answer: its nodes are never started, and the
+	// tenant is never TenantUnreachable (which is looked at again with
+	// backoff) before the test names its configuration.
+	e := newUpdateEnv(t, updateOpts{noConfig: true, deferMinIO: true, noMinIO: true})
+	e.waitVersion(t, metav1.ConditionUnknown, "ConfigurationMissing", 60*time.Second)
+	require.Eventually(t, func() bool {
+		return conditionOf(t, e.tenantNS, e.store, apiv1.ConditionBinaryAvailable).Status == metav1.ConditionTrue
+	}, 60*time.Second, 100*time.Millisecond, "the image is resolved: nothing else queues the ObjectStore")
+	kubectl(t, "patch", "objectstore", e.store, "-n", e.tenantNS, "--type=merge", "-p", `{"spec":{"configuration":{"name":"later-env"}}}`)
+	require.Eventually(t, func() bool {
+		c := conditionOf(t, e.tenantNS, e.store, apiv1.ConditionVersionCurrent)
+		return c.Reason == "ConfigurationMissing" && strings.Contains(c.Message, "configuration Secret later-env not found in namespace "+e.tenantNS)
+	}, 10*time.Second, 50*time.Millisecond, "the missing Secret is named")
+	env, err := adminClient(t).CoreV1().Secrets(e.tenantNS).Get(t.Context(), "tenant-env", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	start := time.Now()
+	putNamedSecret(t, e.tenantNS, "later-env", env.Data)
+	require.Eventually(t, func() bool {
+		return conditionOf(t, e.tenantNS, e.store, apiv1.ConditionVersionCurrent).Reason != "ConfigurationMissing"
+	}, 15*time.Second, 50*time.Millisecond, "the created Secret is used without waiting for the resync")
+	t.Logf("configuration Secret created -> used in %s", time.Since(start).Round(time.Millisecond))
+}
