@@ -470,8 +470,10 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 		if err != nil {
 			return c.refused(ctx, u, err)
 		}
-		c.log.Info().Str("objectstore", key).Str("reason", ReasonRestarting).Str("changed", changed).Strs("restarted", rolled).
-			Msg("restarting pods for new certificates")
+		if len(rolled) > 0 {
+			c.log.Info().Str("objectstore", key).Str("reason", ReasonRestarting).Str("changed", changed).Strs("restarted", rolled).
+				Msg("restarting pods for new certificates")
+		}
 	}
 	if reason != "" {
 		c.rebuild.Inc()
@@ -623,12 +625,33 @@ func setNames(sets []*appsv1.StatefulSet) string {
 }
 
 // roll sets the restart annotation on the pod template of sets, which
-// makes Kubernetes roll their pods.
+// makes Kubernetes roll their pods, and names the StatefulSets it
+// patched.
+//
+// Each patch is conditional on the resourceVersion the sync saw: sets
+// come from the cache, which may not have seen the patch of this
+// controller's previous sync yet (the sync that follows a restart, woken
+// by the Secret or the status it wrote, can run before the StatefulSets'
+// watch delivers it). Patched again, such a StatefulSet would not roll
+// (its template is the same), but the sync would say it restarts again,
+// in a second Restarting Event. A conflict means the cache is behind that
+// StatefulSet: it is left for the sync its newer version's event starts,
+// which decides on what it then holds.
 func (c *Controller) roll(ctx context.Context, sets []*appsv1.StatefulSet, value string) ([]string, error) {
 	var rolled []string
 	for _, s := range sets {
-		patch := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, RestartAnnotation, value)
-		if _, err := c.cfg.Kube.AppsV1().StatefulSets(s.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		precondition := ""
+		if s.ResourceVersion != "" {
+			precondition = fmt.Sprintf(`"metadata":{"resourceVersion":%q},`, s.ResourceVersion)
+		}
+		patch := fmt.Appendf(nil, `{%s"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, precondition, RestartAnnotation, value)
+		_, err := c.cfg.Kube.AppsV1().StatefulSets(s.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		if apierrors.IsConflict(err) {
+			c.log.Debug().Str("statefulset", s.Namespace+"/"+s.Name).Str("resourceVersion", s.ResourceVersion).
+				Msg("not rolled: the cache is behind the StatefulSet; its next event syncs the tenant again")
+			continue
+		}
+		if err != nil {
 			return rolled, fmt.Errorf("roll StatefulSet %s/%s: %w", s.Namespace, s.Name, err)
 		}
 		c.writes.WithLabelValues("statefulset_patch").Inc()

@@ -2,9 +2,12 @@ package mountsecret
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -189,6 +192,68 @@ func TestARestartIsOneEventSayingWhatChanged(t *testing.T) {
 	require.Len(t, restarts, 1, "one Event per restart: %v", events)
 	assert.Contains(t, restarts[0], "s-pool-0")
 	assert.Contains(t, restarts[0], "referenced content changed: s-tls")
+}
+
+// A sync right after a restart (woken by the Secret or the status it
+// wrote) may run before the StatefulSets' cache has seen its patch: they
+// still look behind. Before, it patched them again (to the value they
+// already had: no roll) and recorded another Restarting Event, "do not
+// mount the current certificates", which the recorder merged into an
+// earlier Event of that message as a count:
+// TestASharedCARotationRestartsTheFleetFiveAtATime counted three
+// Restarting Events for a tenant restarted twice.
+func TestASyncOnACacheBehindItsOwnRestartRestartsNothingAgain(t *testing.T) {
+	f, _ := rotatedFixture(t, nil, nil)
+	f.versionStatefulSets()
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	require.Contains(t, f.Actions(), "patch statefulsets")
+	f.catchUpButStatefulSets()
+
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	restarts := slices.DeleteFunc(drain(f), func(e string) bool { return !strings.HasPrefix(e, "Normal Restarting ") })
+	assert.Len(t, restarts, 1, "one Event for one restart: %v", restarts)
+	_, held := f.c.restarts.since("t/s")
+	assert.True(t, held, "the restart holds its slot until its pods are ready")
+
+	f.catchUp()
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	assert.NotContains(t, f.Actions(), "patch statefulsets", "caught up: nothing is behind")
+	f.settle("t")
+	require.NoError(t, f.c.sync(context.Background(), "t/s"))
+	_, held = f.c.restarts.since("t/s")
+	assert.False(t, held, "rolled out and ready: the slot is free")
+	assert.Empty(t, slices.DeleteFunc(drain(f), func(e string) bool { return !strings.HasPrefix(e, "Normal Restarting ") }))
+}
+
+// versionStatefulSets makes the fake API keep StatefulSets' resource
+// versions as the apiserver does for a patch: a resourceVersion in the
+// patch must be the stored one (409 Conflict otherwise), and a patch
+// that goes through bumps it. The fake tracker does neither.
+func (f *fixture) versionStatefulSets() {
+	f.t.Helper()
+	gvr := appsv1.SchemeGroupVersion.WithResource("statefulsets")
+	f.Kube.PrependReactor("patch", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchAction)
+		obj, err := f.Kube.Tracker().Get(gvr, p.GetNamespace(), p.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		live := obj.(*appsv1.StatefulSet)
+		var patch appsv1.StatefulSet
+		if err := json.Unmarshal(p.GetPatch(), &patch); err != nil {
+			return true, nil, err
+		}
+		if patch.ResourceVersion != "" && patch.ResourceVersion != live.ResourceVersion {
+			return true, nil, apierrors.NewConflict(appsv1.Resource("statefulsets"), live.Name, errors.New("the object has been modified"))
+		}
+		rv, _ := strconv.Atoi(live.ResourceVersion)
+		live.ResourceVersion = strconv.Itoa(rv + 1)
+		if live.Spec.Template.Annotations == nil {
+			live.Spec.Template.Annotations = map[string]string{}
+		}
+		maps.Copy(live.Spec.Template.Annotations, patch.Spec.Template.Annotations)
+		return true, live, f.Kube.Tracker().Update(gvr, live, live.Namespace)
+	})
 }
 
 func TestPausedRestartsLeaveTheSecretAndThePodsAsTheyWere(t *testing.T) {
