@@ -205,7 +205,7 @@ func TestAutocertRenewsWithoutAFailedHandshake(t *testing.T) {
 	first, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err)
 
-	c := op.client(t, testCluster.KubeletServingCA, 1)
+	c := op.newClient(t, testCluster.KubeletServingCA, 1)
 	c.Transport.(*http.Transport).DisableKeepAlives = true // a new handshake per request
 	url := "https://" + serviceName + "." + ns + ".svc.cluster.local/webhook/v1/update"
 	serials := map[string]bool{first.SerialNumber.String(): true}

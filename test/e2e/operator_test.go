@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +28,12 @@ type operator struct {
 	metricsAddr string
 	logs        *testutil.LockedBuffer
 	done        chan struct{}
+	// clients are the HTTPS clients handed out, one per CA and size, so
+	// a test that polls reuses its connections, as a pod's client does,
+	// instead of leaving one idle connection a poll (the server holds a
+	// client to its share of connections).
+	clientsMu sync.Mutex
+	clients   map[string]*http.Client
 }
 
 // startOperator runs the operator with env (KEY=VALUE) on free loopback
@@ -133,6 +140,21 @@ func (op *operator) stop() {
 // client returns an HTTPS client that trusts caPEM and dials the operator
 // whatever host name the URL carries, as a pod resolving the Service would.
 func (op *operator) client(t testing.TB, caPEM []byte, maxConns int) *http.Client {
+	t.Helper()
+	op.clientsMu.Lock()
+	defer op.clientsMu.Unlock()
+	key := fmt.Sprintf("%d %s", maxConns, caPEM)
+	if c, ok := op.clients[key]; ok {
+		return c
+	}
+	if op.clients == nil {
+		op.clients = map[string]*http.Client{}
+	}
+	op.clients[key] = op.newClient(t, caPEM, maxConns)
+	return op.clients[key]
+}
+
+func (op *operator) newClient(t testing.TB, caPEM []byte, maxConns int) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(caPEM))

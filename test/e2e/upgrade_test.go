@@ -59,7 +59,9 @@ func fileModeOperator(t *testing.T, env ...string) (*operator, string) {
 	t.Helper()
 	certFile, keyFile := kubeletServingCertFiles(t, opNamespace)
 	dir := t.TempDir()
-	op := startOperator(t, append([]string{"OPERATOR_UPDATE_DIR=" + dir}, env...), "--tls-cert-file", certFile, "--tls-key-file", keyFile)
+	// The namespace names the Service the listing's URLs are built on, as
+	// the chart sets it (outside a cluster nothing else would).
+	op := startOperator(t, append([]string{"OPERATOR_UPDATE_DIR=" + dir, "OPERATOR_NAMESPACE=" + opNamespace}, env...), "--tls-cert-file", certFile, "--tls-key-file", keyFile)
 	return op, dir
 }
 
