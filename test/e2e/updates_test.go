@@ -251,12 +251,12 @@ func (e *updateEnv) setImage(t testing.TB, image string) {
 func (e *updateEnv) waitVersion(t testing.TB, status metav1.ConditionStatus, reason string, within time.Duration) metav1.Condition {
 	t.Helper()
 	var c metav1.Condition
-	require.Eventually(t, func() bool {
+	// The last condition seen is what says why a wait ran out.
+	if !assert.Eventually(t, func() bool {
 		c = conditionOf(t, e.tenantNS, e.store, apiv1.ConditionVersionCurrent)
 		return c.Status == status && c.Reason == reason
-	}, within, 100*time.Millisecond, "want VersionCurrent=%s %s", status, reason)
-	if c.Reason != reason {
-		t.Logf("last VersionCurrent: %+v", c)
+	}, within, 100*time.Millisecond, "want VersionCurrent=%s %s", status, reason) {
+		t.Fatalf("last VersionCurrent: %+v", c)
 	}
 	return c
 }
