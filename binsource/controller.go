@@ -65,10 +65,10 @@ type ControllerConfig struct {
 	// UpdateURL is the upgrade server's base URL as pods reach it (up to
 	// /webhook/v1/update); status.binary.url is the digest URL below it.
 	UpdateURL string
-	// Resolved, when set, is called with an ObjectStore's key whenever what
-	// its image resolved to changes (see Resolution): the in-place updater
-	// waits on it.
-	Resolved func(key string)
+	// OnPlacementChange, when set, registers a handler for a change to
+	// what Platforms answers for an ObjectStore (placement.Source.OnChange):
+	// the binary status.binary names may change with it.
+	OnPlacementChange func(changed func(key string))
 	// Platforms, when set, returns the platforms ("os/arch", sorted) the
 	// ObjectStore's pods run on (placement.Source): status.binary names
 	// the binary of the first the image holds, and an image that holds
@@ -145,9 +145,7 @@ type outcome struct {
 	published []string
 	// pairs are the sha256/release of every platform's binary of the
 	// image, all kept by housekeeping (status.binary names one).
-	pairs []string
-	// path is where binary is served below the update URL.
-	path      string
+	pairs     []string
 	condition metav1.Condition
 }
 
@@ -194,14 +192,15 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		return nil, err
 	}
 	c.stores, c.queue = c.loop.Stores(), c.loop.Queue()
+	if cfg.OnPlacementChange != nil {
+		// The platforms its pods run on may have changed (a pod bound, a
+		// Node relabelled), and with them the binary status.binary names.
+		// The sync resolves the image again (its manifests; layers already
+		// stored are not read).
+		cfg.OnPlacementChange(c.queue.Add)
+	}
 	return c, nil
 }
-
-// PlacementChanged queues the ObjectStore key: the platforms its pods run
-// on may have changed (a pod bound, a Node relabelled), and with them the
-// binary status.binary names. The sync resolves the image again (its
-// manifests; layers already stored are not read).
-func (c *Controller) PlacementChanged(key string) { c.queue.Add(key) }
 
 // Run works until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
@@ -335,16 +334,15 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 		}
 	}
 	var st *v1.BinaryStatus
-	var path string
 	if own != nil {
-		st, path = c.binaryStatus(own), own.URLPath()
+		st = c.binaryStatus(image, own)
 	}
 	c.cfg.Fetcher.reference(key, u.GetNamespace(), res.Binaries)
 	var pairs []string
 	for _, b := range res.Binaries {
 		pairs = append(pairs, b.SHA256+"/"+b.Release)
 	}
-	changed := c.record(key, outcome{image: image, release: res.Release, binary: st, path: path, published: published, pairs: pairs, condition: metav1.Condition{
+	changed := c.record(key, outcome{image: image, release: res.Release, binary: st, published: published, pairs: pairs, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: ReasonAvailable, Message: msg,
 	}})
 	if err := c.report(u); err != nil {
@@ -426,9 +424,10 @@ func (c *Controller) platformsOf(u *unstructured.Unstructured) []string {
 	return c.cfg.Platforms(u.GetNamespace(), u.GetName())
 }
 
-// binaryStatus names the tenant's own binary by its bytes and its URL.
-func (c *Controller) binaryStatus(b *binstore.Binary) *v1.BinaryStatus {
-	st := &v1.BinaryStatus{Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
+// binaryStatus names the tenant's own binary, resolved from image, by its
+// bytes and its URL.
+func (c *Controller) binaryStatus(image string, b *binstore.Binary) *v1.BinaryStatus {
+	st := &v1.BinaryStatus{Image: image, Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
 	if c.cfg.UpdateURL != "" {
 		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.URLPath() + binstore.SHA256SumSuffix
 	}
@@ -551,7 +550,7 @@ func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, ima
 		kept = before
 	}
 	c.mu.Unlock()
-	c.record(key, outcome{image: image, release: kept.release, binary: kept.binary, path: kept.path, published: kept.published, condition: metav1.Condition{
+	c.record(key, outcome{image: image, release: kept.release, binary: kept.binary, published: kept.published, condition: metav1.Condition{
 		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionFalse, Reason: r, Message: msg,
 	}})
 	if err := c.report(u); err != nil {
@@ -579,44 +578,6 @@ func (c *Controller) report(u *unstructured.Unstructured) error {
 // FieldManager owns the BinaryAvailable condition and status.binary.
 const FieldManager = "object-store-operator-binsource"
 
-// Resolution is what the binary source found for an ObjectStore's image.
-type Resolution struct {
-	Image string
-	// Available is true when the release of Image is in this replica's
-	// store, verified and bound to Image's source.
-	Available bool
-	// Release is the release Image holds (set when Available).
-	Release string
-	// SHA256 and Platform name the ObjectStore's own binary (set when
-	// Available): it is served at Path below the update URL.
-	SHA256, Platform string
-	// Path is where the ObjectStore's own binary is served below the
-	// update URL: its digest path, or its own private path.
-	Path string
-	// Reason and Message are the BinaryAvailable condition's.
-	Reason, Message string
-}
-
-// Resolution returns what the last sync found for the ObjectStore key;
-// ok is false until its current image has been resolved.
-func (c *Controller) Resolution(key, image string) (r Resolution, ok bool) {
-	c.mu.Lock()
-	o, had := c.outcomes[key]
-	c.mu.Unlock()
-	if !had || o.image != image {
-		return Resolution{}, false
-	}
-	available := o.condition.Status == metav1.ConditionTrue
-	r = Resolution{Image: o.image, Available: available, Reason: o.condition.Reason, Message: o.condition.Message}
-	if available {
-		r.Release = o.release
-		if o.binary != nil {
-			r.SHA256, r.Platform, r.Path = o.binary.SHA256, o.binary.Platform, o.path
-		}
-	}
-	return r, true
-}
-
 // record keeps an ObjectStore's outcome and reports whether the release it
 // wants changed.
 func (c *Controller) record(key string, o outcome) bool {
@@ -624,9 +585,6 @@ func (c *Controller) record(key string, o outcome) bool {
 	before, had := c.outcomes[key]
 	c.outcomes[key] = o
 	c.mu.Unlock()
-	if c.cfg.Resolved != nil && (!had || before.image != o.image || before.release != o.release || sha(before.binary) != sha(o.binary) || before.condition.Reason != o.condition.Reason) {
-		c.cfg.Resolved(key)
-	}
 	return !had || before.release != o.release || sha(before.binary) != sha(o.binary)
 }
 

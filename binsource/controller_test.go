@@ -97,9 +97,10 @@ func TestSyncWithAMissingPullSecretReportsItAndPullsNothing(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Equal(t, "PullSecretUnusable", c.Reason)
 	assert.Contains(t, c.Message, "pull Secret regcred not found in namespace t. create or fix it: a Secret of type kubernetes.io/dockerconfigjson")
-	r, ok := f.c.Resolution("t/s", "registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z")
+	o, ok := f.c.outcomes["t/s"]
 	require.True(t, ok, "resolved, unavailable")
-	assert.False(t, r.Available)
+	assert.Equal(t, "registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", o.image)
+	assert.Equal(t, metav1.ConditionFalse, o.condition.Status)
 }
 
 func TestSyncWithAPullSecretOfTheWrongTypeSaysSo(t *testing.T) {
@@ -117,8 +118,8 @@ func TestSyncWhileFollowingResolvesButWritesNothing(t *testing.T) {
 	f := newControllerFixture(t, objectStoreWithImage("registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", "regcred"))
 	require.Error(t, f.c.sync(context.Background(), "t/s"))
 	assert.Empty(t, f.Actions(), "every replica resolves; only the leader writes the condition")
-	_, ok := f.c.Resolution("t/s", "registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z")
-	assert.True(t, ok, "what it found is kept for when it leads")
+	o, ok := f.c.outcomes["t/s"]
+	assert.True(t, ok && o.image == "registry.example/minio/aistor:RELEASE.2026-01-10T10-00-00Z", "what it found is kept for when it leads")
 }
 
 func TestSyncOfAnObjectStoreWithoutImageDoesNothing(t *testing.T) {

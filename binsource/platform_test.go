@@ -37,7 +37,8 @@ func TestBinaryStatusIsThePlatformOfTheTenantsPods(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			own, err := ownBinary(tc.res.Binaries, tc.platforms, tc.res)
 			require.NoError(t, err)
-			st := c.binaryStatus(own)
+			st := c.binaryStatus("registry.example/minio:x", own)
+			assert.Equal(t, "registry.example/minio:x", st.Image, "the image it was resolved from")
 			assert.Equal(t, tc.want.SHA256, st.SHA256)
 			assert.Equal(t, tc.want.Platform, st.Platform)
 			assert.Equal(t, "https://op:4221/webhook/v1/update/"+tc.want.DigestPath()+binstore.SHA256SumSuffix, st.URL)

@@ -26,7 +26,7 @@ func TestAChangeToAConfigurationSecretQueuesTheObjectStoresThatNameIt(t *testing
 	f := newFixtureWith(t, func(c *Config) {
 		secrets = informers.NewSharedInformerFactory(c.Kube, 0).Core().V1().Secrets().Informer()
 		c.SecretEvents = secrets
-	}, nil, tenantStore("t1", "a"), tenantStore("t1", "b"), other, tenantStore("t2", "a"))
+	}, fakeBinaries{}, tenantStore("t1", "a"), tenantStore("t1", "b"), other, tenantStore("t2", "a"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go secrets.Run(ctx.Done())

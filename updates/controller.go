@@ -19,7 +19,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -42,24 +41,11 @@ import (
 	"k8s.io/utils/clock"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
-	"github.com/object-store-operator/operator/binsource"
-	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
-	"github.com/object-store-operator/operator/internal/placement"
 	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/object-store-operator/operator/internal/window"
 	objstatus "github.com/object-store-operator/operator/status"
 )
-
-// Binaries tells what an ObjectStore's image resolved to in the store.
-type Binaries interface {
-	Resolution(key, image string) (binsource.Resolution, bool)
-}
-
-// Catalog is the store's current verified index.
-type Catalog interface {
-	Current() *binstore.Snapshot
-}
 
 // ServingCertificate is the upgrade server's current certificate.
 type ServingCertificate interface {
@@ -99,19 +85,18 @@ type Config struct {
 	StatefulSets appslisters.StatefulSetLister
 	// SetsSynced tells when the StatefulSets' informer has synced.
 	SetsSynced cache.InformerSynced
-	Binaries   Binaries
-	Store      Catalog
 	// Platforms, when set, returns the platforms ("os/arch", sorted) the
-	// ObjectStore's pods run on (placement.Source); unset or nil (no
-	// StatefulSets), linux/amd64.
+	// ObjectStore's pods run on (placement.Source): more than one is
+	// rolled, never updated in place. Unset or nil: none known.
 	Platforms func(namespace, name string) []string
 	// PlatformsSynced tells when what Platforms reads has synced.
 	PlatformsSynced cache.InformerSynced
+	// OnPlacementChange, when set, registers a handler for a change to
+	// what Platforms answers for an ObjectStore
+	// (placement.Source.OnChange).
+	OnPlacementChange func(changed func(key string))
 	// Serving is nil when the upgrade server speaks plain HTTP.
-	Serving ServingCertificate
-	// UpdateURL is the upgrade server's base URL as pods reach it, up to
-	// and including /webhook/v1/update.
-	UpdateURL     string
+	Serving       ServingCertificate
 	ClusterDomain string
 	// AllowedEndpoints is what the admin client may reach beyond the
 	// ObjectStore's own namespace's Services (see EndpointPolicy).
@@ -156,7 +141,7 @@ type Controller struct {
 	loop    *controller.Loop
 	queue   workqueue.TypedRateLimitingInterface[string]
 	metrics *metrics
-	status  *statusWriter
+	status  *objstatus.Writer
 	calls   *calls
 	fleet   *fleet
 	halts   *halts
@@ -193,14 +178,11 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("updates: workers (%d), timeout (%s), poll (%s), max poll (%s) and calls per namespace (%d) must be positive",
 			cfg.Workers, cfg.Timeout, cfg.Poll, cfg.MaxPoll, cfg.CallsPerNamespace)
 	}
-	if _, err := url.Parse(cfg.UpdateURL); err != nil || cfg.UpdateURL == "" {
-		return nil, fmt.Errorf("updates: update URL %q: %v", cfg.UpdateURL, err)
-	}
 	c := &Controller{
 		cfg:     cfg,
 		log:     cfg.Log.With().Str("component", "updates").Logger(),
 		metrics: newMetrics(cfg.Registerer),
-		status:  &statusWriter{client: cfg.Dynamic, recorder: cfg.Recorder, clock: cfg.Clock, reasons: cfg.Reasons},
+		status:  &objstatus.Writer{Client: cfg.Dynamic, Manager: fieldManager, Recorder: cfg.Recorder, Clock: cfg.Clock, Reasons: cfg.Reasons},
 	}
 	var synced []cache.InformerSynced
 	for _, s := range []cache.InformerSynced{cfg.SetsSynced, cfg.SecretsSynced, cfg.PlatformsSynced} {
@@ -212,12 +194,15 @@ func New(cfg Config) (*Controller, error) {
 	c.loop, err = controller.NewLoop(controller.Options{
 		Name: "updates", ObjectStores: cfg.ObjectStores, Synced: synced, Workers: cfg.Workers,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute),
-		// Spec changes, resyncs and the pause and resume annotations; not
-		// status writes (ours included).
+		// Spec changes, resyncs, the pause and resume annotations, and
+		// what the binary source wrote in the status (status.binary,
+		// BinaryAvailable): the one way it tells this controller anything.
+		// Not other status writes (ours included).
 		Changed: func(old, obj *unstructured.Unstructured) bool {
 			return controller.SpecChangedOrResync(old, obj) ||
 				old.GetAnnotations()[v1.UpdatesPausedAnnotation] != obj.GetAnnotations()[v1.UpdatesPausedAnnotation] ||
-				old.GetAnnotations()[v1.ResumeUpdatesAnnotation] != obj.GetAnnotations()[v1.ResumeUpdatesAnnotation]
+				old.GetAnnotations()[v1.ResumeUpdatesAnnotation] != obj.GetAnnotations()[v1.ResumeUpdatesAnnotation] ||
+				binaryChanged(objstatus.ObjectStore(old), objstatus.ObjectStore(obj))
 		},
 		// A new term reads the halt record afresh.
 		OnTerm:      func() { c.halts.lead() },
@@ -248,6 +233,10 @@ func New(cfg Config) (*Controller, error) {
 	c.asking = newCalls(cfg.CallsPerNamespace, c.queue.Add)
 	if err := c.watchConfigurations(); err != nil {
 		return nil, err
+	}
+	if cfg.OnPlacementChange != nil {
+		// The platforms its pods run on may have changed.
+		cfg.OnPlacementChange(c.queue.Add)
 	}
 	return c, nil
 }
@@ -298,14 +287,6 @@ func resourceVersion(obj any) string {
 	return ""
 }
 
-// PlacementChanged queues the ObjectStore key: the platforms its pods run
-// on may have changed.
-func (c *Controller) PlacementChanged(key string) { c.queue.Add(key) }
-
-// Resolved queues the ObjectStore key: its image's release changed in the
-// store (binsource's Resolved hook).
-func (c *Controller) Resolved(key string) { c.queue.Add(key) }
-
 // Run works until ctx ends.
 func (c *Controller) Run(ctx context.Context) error { return c.loop.Run(ctx) }
 
@@ -316,22 +297,15 @@ func (c *Controller) Lead(ctx context.Context) { c.loop.Lead(ctx) }
 // reportPanic sets VersionCurrent Unknown, reason InternalError: whether
 // the nodes run the release is not known.
 func (c *Controller) reportPanic(ctx context.Context, u *unstructured.Unstructured, message string) {
-	have := statusOf(mustStore(u))
+	// An object that does not convert has an empty spec here (binsource
+	// reports it).
+	store := objstatus.ObjectStore(u)
+	have := statusOf(store)
 	want := have
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: metav1.ConditionUnknown,
 		Reason: controller.ReasonInternalError, Message: message}, c.cfg.Clock.Now())
 	// Whatever the cache holds: a panic has no decision to make again.
-	_ = c.status.write(ctx, u, &have, want, "")
-}
-
-// mustStore converts what the informer holds; an object that does not
-// convert has an empty spec here (binsource reports it).
-func mustStore(u *unstructured.Unstructured) *v1.ObjectStore {
-	s, err := v1.FromUnstructured(u)
-	if err != nil {
-		return &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace()}}
-	}
-	return s
+	_ = c.apply(ctx, store, have, want, "", false)
 }
 
 // node is one MinIO server as its admin API reports it.
@@ -437,11 +411,8 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 	st := statusOf(store)
 	o := observation{now: c.cfg.Clock.Now(), namespace: store.Namespace, image: store.Spec.Image, recorded: store.Status.Update, prev: st.cond,
 		paused: store.Annotations[v1.UpdatesPausedAnnotation] == "true", call: c.calls.state(key)}
-	var sha, own string // the SHA-256 of the tenant's own binary and where it is served
-	if res, resolved := c.cfg.Binaries.Resolution(key, store.Spec.Image); resolved {
-		o.binary = binaryState{resolved: true, available: res.Available, release: res.Release, reason: res.Reason}
-		sha, own = res.SHA256, res.Path
-	}
+	var bin *v1.BinaryStatus
+	o.binary, bin = binaryOf(store)
 	t, reach := c.loadTenant(ctx, store)
 	if reach == nil {
 		o.nodes, reach = c.serverInfo(ctx, t)
@@ -456,14 +427,7 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 		release = o.recorded.Release
 	}
 	if release != "" {
-		if release != o.binary.release {
-			sha, own = "", "" // an update recorded for another image's release
-		}
-		platform := placement.Default
-		if len(o.platforms) > 0 {
-			platform = o.platforms[0]
-		}
-		o.updateURL, o.urlErr = c.updateURL(release, sha, own, platform)
+		o.updateURL, o.urlErr = updateURL(store.Spec.Image, bin, release)
 		if o.urlErr == nil && t != nil {
 			o.trustErr = c.preflight(t.roots, o.updateURL, o.now)
 		}
@@ -627,7 +591,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 	want := have
 	want.release, want.update, want.phase = oldest(o.nodes), a.update, phaseOf(o, a)
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: a.status, Reason: a.reason, Message: msg}, o.now)
-	if err := c.status.writeAt(ctx, u, &have, want, u.GetResourceVersion()); err != nil {
+	if err := c.apply(ctx, store, have, want, u.GetResourceVersion(), true); err != nil {
 		c.calls.release(store.Namespace)
 		if o.recorded == nil {
 			c.fleet.end(key)
@@ -785,7 +749,7 @@ func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, st
 	want.update, want.phase = update, phase
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: msg}, c.cfg.Clock.Now())
 	before := have.cond
-	if err := c.status.write(ctx, u, &have, want, resourceVersion); err != nil {
+	if err := c.apply(ctx, store, have, want, resourceVersion, false); err != nil {
 		return err
 	}
 	if before == nil || before.Reason != reason || before.Status != st {
@@ -797,41 +761,6 @@ func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, st
 		ev.Str("objectstore", store.Namespace+"/"+store.Name).Str("reason", reason).Str("status", string(st)).Str("release", want.release).Msg(msg)
 	}
 	return nil
-}
-
-// updateURL is the .sha256sum URL MinIO is given. For the tenant's own
-// binary (sha known) it is the digest URL, which every replica serves with
-// exactly those bytes or not at all; otherwise the release's plain path,
-// at the top level or the platform's ("os/arch", the tenant's pods'),
-// which is served only while every source of the release agrees on its
-// bytes. own, when set, is where the tenant's own binary is served (its
-// private URL, for a binary pulled with its credentials).
-func (c *Controller) updateURL(release, sha, own, platform string) (string, error) {
-	name, err := binstore.BinaryName(release)
-	if err != nil {
-		return "", err
-	}
-	snap := c.cfg.Store.Current()
-	base := strings.TrimSuffix(c.cfg.UpdateURL, "/")
-	switch {
-	case own != "":
-		if b := snap.At(own); b == nil || b.SHA256 != sha || b.Release != release {
-			return "", fmt.Errorf("%s with sha256 %s is not in this replica's store at its tenant's URL", name, sha)
-		}
-		return base + "/" + own + binstore.SHA256SumSuffix, nil
-	case sha != "":
-		if snap.ByDigest(sha, release) == nil {
-			return "", fmt.Errorf("%s with sha256 %s is not in this replica's store", name, sha)
-		}
-		return base + "/" + binstore.DigestPath(sha, release) + binstore.SHA256SumSuffix, nil
-	case snap.Binary("", release) != nil:
-		return base + "/" + name + binstore.SHA256SumSuffix, nil
-	}
-	os, arch, _ := strings.Cut(platform, "/")
-	if dir := binstore.PlatformDir(os, arch); snap.Binary(dir, release) != nil {
-		return base + "/" + dir + "/" + name + binstore.SHA256SumSuffix, nil
-	}
-	return "", fmt.Errorf("%s is not in this replica's store for %s", name, platform)
 }
 
 // serverInfo asks the tenant which release each node runs.

@@ -403,6 +403,8 @@ func TestTwoNamespacesCannotHoldANewReleaseBackForever(t *testing.T) {
 	u, err := f.dyn.Resource(v1.Resource).Namespace("ha").Get(t.Context(), "h", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NoError(t, unstructured.SetNestedField(u.Object, imgNew+"-again", "spec", "image"))
+	// What the binary source writes for it: the same release.
+	require.NoError(t, unstructured.SetNestedField(u.Object, imgNew+"-again", "status", "binary", "image"))
 	_, err = f.dyn.Resource(v1.Resource).Namespace("ha").Update(t.Context(), u, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	f.catchUp(t, "ha", "h")

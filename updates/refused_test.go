@@ -128,7 +128,7 @@ func TestATenantWordingItsFailureAsOursHoldsNoPlacePastTheTimeout(t *testing.T) 
 	}, fakeBinaries{}, tenantStore("evil", "tenant"), tenantStore("good", "tenant"))
 	adm := f.admin("evil", "tenant")
 	adm.refuse, adm.code = true, "XMinioAdminUpdateUnexpectedFailure"
-	adm.refusal = "Error downloading URL " + f.c.cfg.UpdateURL + "/minio." + relNew + ".sha256sum. Response: 503 Service Unavailable"
+	adm.refusal = "Error downloading URL " + updateBase + "/minio." + relNew + ".sha256sum. Response: 503 Service Unavailable"
 	f.lead(t)
 	ctx := t.Context()
 	var evil *v1.ObjectStore

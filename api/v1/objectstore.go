@@ -166,6 +166,10 @@ type ObjectStoreStatus struct {
 
 // BinaryStatus names the ObjectStore's own binary by its bytes.
 type BinaryStatus struct {
+	// Image is the spec.image this binary was resolved from: a reader
+	// (the in-place updater) knows the status is about the image the spec
+	// names now, not the one before an edit.
+	Image   string `json:"image,omitempty"`
 	Release string `json:"release,omitempty"`
 	// SHA256 is the lower-case hex digest of the binary.
 	SHA256 string `json:"sha256,omitempty"`

@@ -162,11 +162,10 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) (upgr
 	if err != nil {
 		return nil, err
 	}
-	// Placement and the binary source tell controllers built after them
-	// about a key: the hooks are set below, once everything is built and
-	// before anything runs.
-	var placed, resolved keyHooks
-	where, err := placement.NewSource(inf.sets.Informer(), inf.pods, inf.nodes, placed.notify, p.log)
+	// Each controller that reads placement registers its own handler on
+	// it; controllers tell each other nothing but through the
+	// ObjectStore's status (docs/development.md).
+	where, err := placement.NewSource(inf.sets.Informer(), inf.pods, inf.nodes, p.log)
 	if err != nil {
 		return nil, err
 	}
@@ -190,15 +189,12 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) (upgr
 	if w.mount, err = p.mountSecret(inf, secretData, operatorCA, recorder); err != nil {
 		return nil, err
 	}
-	if w.binaries, err = p.binarySource(inf, fetcher, where, secretData, urlKey, recorder, resolved.notify); err != nil {
+	if w.binaries, err = p.binarySource(inf, fetcher, where, secretData, urlKey, recorder); err != nil {
 		return nil, err
 	}
-	if w.updates, err = p.updater(inf, where, secretData, w.binaries, recorder); err != nil {
+	if w.updates, err = p.updater(inf, where, secretData, recorder); err != nil {
 		return nil, err
 	}
-	placed.set(w.binaries.PlacementChanged, w.updates.PlacementChanged)
-	// The updater waits for the store.
-	resolved.set(w.updates.Resolved)
 	p.checks.Add("binaries", w.binaries.Ready)
 	p.reg.MustRegister(objstatus.NewConditionCollector(inf.stores.GetIndexer()))
 	clients, err := podaddr.New(inf.pods, inf.stores)
@@ -206,20 +202,6 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) (upgr
 		return nil, err
 	}
 	return clients, p.start(ctx, g, w, inf, pool, broadcaster)
-}
-
-// keyHooks passes an ObjectStore key to hooks set once, after the part
-// that calls notify is built and before it runs: it breaks a build cycle
-// (placement and the controllers read each other) without a closure over
-// a variable assigned later.
-type keyHooks struct{ hooks []func(key string) }
-
-func (h *keyHooks) set(hooks ...func(key string)) { h.hooks = hooks }
-
-func (h *keyHooks) notify(key string) {
-	for _, f := range h.hooks {
-		f(key)
-	}
 }
 
 func (p parts) trustPool() (*trust.Pool, error) {
@@ -326,13 +308,13 @@ func (p parts) mountSecret(inf informerSet, secretData *secretcache.Reader, oper
 }
 
 func (p parts) binarySource(inf informerSet, fetcher *binsource.Fetcher, where *placement.Source, secretData *secretcache.Reader,
-	urlKey []byte, recorder record.EventRecorder, resolved func(key string)) (*binsource.Controller, error) {
+	urlKey []byte, recorder record.EventRecorder) (*binsource.Controller, error) {
 	cfg := p.cfg
 	return binsource.NewController(binsource.ControllerConfig{
 		Secrets: secretData, SecretsSynced: inf.secrets.HasSynced, Dynamic: p.k.dynamic, ObjectStores: inf.stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
 		Recorder: recorder, Reasons: cfg.why.binaries, Log: p.log, Registerer: p.reg, Workers: cfg.binaryWorkers,
 		UpdateURL: cfg.podUpdateURL(), URLKey: urlKey, Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
-		Resolved: resolved,
+		OnPlacementChange: where.OnChange,
 	})
 }
 
@@ -341,15 +323,16 @@ func (p parts) binarySource(inf informerSet, fetcher *binsource.Fetcher, where *
 // resync.
 const updatePoll = 2 * time.Second
 
-func (p parts) updater(inf informerSet, where *placement.Source, secretData *secretcache.Reader, binaries *binsource.Controller,
+func (p parts) updater(inf informerSet, where *placement.Source, secretData *secretcache.Reader,
 	recorder record.EventRecorder) (*updates.Controller, error) {
 	cfg := p.cfg
 	return updates.New(updates.Config{
-		Kube: p.k.client, Dynamic: p.k.dynamic, ObjectStores: inf.stores, Binaries: binaries, Store: p.store,
+		Kube: p.k.client, Dynamic: p.k.dynamic, ObjectStores: inf.stores,
 		Serving: certificateAs[updates.ServingCertificate](p.cert), Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
+		OnPlacementChange: where.OnChange,
 		Secrets: secretData, SecretsSynced: inf.secrets.HasSynced, SecretEvents: inf.secrets,
 		StatefulSets: inf.sets.Lister(), SetsSynced: inf.sets.Informer().HasSynced,
-		UpdateURL: cfg.podUpdateURL(), ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
+		ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
 		Workers: cfg.updateWorkers, CallsPerNamespace: cfg.updateCallsNS, Poll: updatePoll, MaxPoll: cfg.resync,
 		MaxInFlight: cfg.maxUpdates, FailureBudget: cfg.failureBudget, HaltNamespace: cfg.namespace,
 		Recorder: recorder, Reasons: cfg.why.updates, Registerer: p.reg, Log: p.log,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 	"sync/atomic"
 
 	"github.com/rs/zerolog"
@@ -40,17 +41,38 @@ type Source struct {
 	HasSynced cache.InformerSynced
 	// podsForbidden, nodesForbidden: a list or watch was refused.
 	podsForbidden, nodesForbidden atomic.Bool
+	// mu guards handlers: each reader of Platforms registers its own
+	// (OnChange), so placement calls no controller it was not asked to.
+	mu       sync.RWMutex
+	handlers []func(key string)
 }
 
-// NewSource wires the informers; changed is called with an ObjectStore's
-// key ("namespace/name") whenever what Platforms answers for it may have
+// OnChange registers changed, called with an ObjectStore's key
+// ("namespace/name") whenever what Platforms answers for it may have
 // changed: a pod bound, created or deleted, a Node's labels, a
-// StatefulSet's node selector.
+// StatefulSet's node selector. A controller that reads Platforms
+// registers its own handler (it queues the key): data flows from the
+// shared informers to each reader, never from one controller to another.
+func (s *Source) OnChange(changed func(key string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handlers = append(s.handlers, changed)
+}
+
+func (s *Source) changed(key string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, h := range s.handlers {
+		h(key)
+	}
+}
+
+// NewSource wires the informers; see OnChange for who hears of a change.
 //
 // An operator whose RBAC predates this (no list or watch on pods or
 // nodes) must still serve and report: a refused list counts as synced,
 // is logged, and Platforms falls back to node selectors.
-func NewSource(sets cache.SharedIndexInformer, pods, nodes cache.SharedIndexInformer, changed func(key string), log zerolog.Logger) (*Source, error) {
+func NewSource(sets cache.SharedIndexInformer, pods, nodes cache.SharedIndexInformer, log zerolog.Logger) (*Source, error) {
 	if err := pods.AddIndexers(cache.Indexers{nodeIndex: func(obj any) ([]string, error) {
 		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
 			return []string{p.Spec.NodeName}, nil
@@ -81,9 +103,7 @@ func NewSource(sets cache.SharedIndexInformer, pods, nodes cache.SharedIndexInfo
 			return nil, fmt.Errorf("placement %s watch error handler: %w", w.resource, err)
 		}
 	}
-	if changed == nil {
-		return s, nil
-	}
+	changed := s.changed
 	pod := func(obj any) {
 		if key := s.storeOfPod(obj); key != "" {
 			changed(key)

@@ -66,12 +66,13 @@ func TestSourceFindsATenantsPodsThroughItsStatefulSets(t *testing.T) {
 	require.NoError(t, nodes.SetTransform(TrimNode))
 	var mu sync.Mutex
 	changed := map[string]int{}
-	s, err := NewSource(f.Apps().V1().StatefulSets().Informer(), pods, nodes, func(key string) {
+	s, err := NewSource(f.Apps().V1().StatefulSets().Informer(), pods, nodes, zerolog.Nop())
+	require.NoError(t, err)
+	s.OnChange(func(key string) {
 		mu.Lock()
 		defer mu.Unlock()
 		changed[key]++
-	}, zerolog.Nop())
-	require.NoError(t, err)
+	})
 	f.Start(t.Context().Done())
 	require.True(t, cache.WaitForCacheSync(t.Context().Done(), s.HasSynced))
 
@@ -114,7 +115,7 @@ func TestSourceWithoutRightsOnPodsAndNodesStillSyncs(t *testing.T) {
 		})
 	}
 	f := informers.NewSharedInformerFactory(cs, 0)
-	s, err := NewSource(f.Apps().V1().StatefulSets().Informer(), f.Core().V1().Pods().Informer(), f.Core().V1().Nodes().Informer(), nil, zerolog.Nop())
+	s, err := NewSource(f.Apps().V1().StatefulSets().Informer(), f.Core().V1().Pods().Informer(), f.Core().V1().Nodes().Informer(), zerolog.Nop())
 	require.NoError(t, err)
 	f.Start(t.Context().Done())
 	require.True(t, cache.WaitForCacheSync(t.Context().Done(), s.HasSynced))
