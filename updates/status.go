@@ -35,7 +35,6 @@ func statusOf(store *v1.ObjectStore) status {
 	return s
 }
 
-
 // setCondition sets the condition as of now (status.Next): MinIO's own
 // words in the message are bounded here, before any comparison with what
 // the ObjectStore carries.
