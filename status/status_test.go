@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -107,4 +108,48 @@ func TestAMessageFromOutsideIsBoundedBeforeItIsCompared(t *testing.T) {
 	wrote, err = w.SetCondition(context.Background(), u, metav1.Condition{Type: "BinaryAvailable", Status: metav1.ConditionFalse, Reason: "PullFailed", Message: long})
 	require.NoError(t, err)
 	assert.False(t, wrote)
+}
+
+// TestWriteComparesEveryFieldItsManagerOwns: a manager's fields besides
+// its condition (the updater's status.update, the binary source's
+// status.binary) are written when they change, and only then; a new
+// message under the same reason and status is written without an Event.
+func TestWriteComparesEveryFieldItsManagerOwns(t *testing.T) {
+	w, applied, rec := writer(t)
+	cond := metav1.Condition{Type: "VersionCurrent", Status: metav1.ConditionFalse, Reason: "New", Message: "1 call",
+		ObservedGeneration: 2, LastTransitionTime: metav1.NewTime(time.Unix(1000, 0))}
+	s := &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "t", Generation: 2}}
+	have := v1.ObjectStoreStatus{Release: "r", Update: &v1.UpdateStatus{Release: "x", Calls: 1}, Conditions: []metav1.Condition{cond}}
+	want := have
+	want.Update = &v1.UpdateStatus{Release: "x", Calls: 1}
+	wrote, err := w.Write(t.Context(), s, have, want, Options{})
+	require.NoError(t, err)
+	assert.False(t, wrote, "the same fields")
+
+	want.Update = &v1.UpdateStatus{Release: "x", Calls: 2}
+	wrote, err = w.Write(t.Context(), s, have, want, Options{})
+	require.NoError(t, err)
+	assert.True(t, wrote, "a second call is a change to record")
+	assert.Empty(t, rec.Events, "the condition did not change")
+
+	want = have
+	want.Conditions = []metav1.Condition{cond}
+	want.Conditions[0].Message = "2 calls"
+	wrote, err = w.Write(t.Context(), s, have, want, Options{})
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	assert.Empty(t, rec.Events, "a new message under the same reason is no Event")
+
+	wrote, err = w.Write(t.Context(), s, have, have, Options{ResourceVersion: "7", Always: true})
+	require.NoError(t, err)
+	assert.True(t, wrote, "always")
+	assert.Equal(t, "7", (*applied)[len(*applied)-1]["metadata"].(map[string]any)["resourceVersion"], "the precondition")
+
+	bin := &v1.BinaryStatus{Image: "i", Release: "r", SHA256: "a", URL: "u"}
+	have = v1.ObjectStoreStatus{Binary: bin, Conditions: []metav1.Condition{cond}}
+	want = have
+	want.Binary = &v1.BinaryStatus{Image: "j", Release: "r", SHA256: "a", URL: "u"}
+	wrote, err = w.Write(t.Context(), s, have, want, Options{})
+	require.NoError(t, err)
+	assert.True(t, wrote, "status.binary of another image")
 }

@@ -329,8 +329,7 @@ func (p parts) updater(inf informerSet, where *placement.Source, secretData *sec
 	return updates.New(updates.Config{
 		Kube: p.k.client, Dynamic: p.k.dynamic, ObjectStores: inf.stores,
 		Serving: certificateAs[updates.ServingCertificate](p.cert), Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
-		OnPlacementChange: where.OnChange,
-		Secrets:           secretData, SecretsSynced: inf.secrets.HasSynced, SecretEvents: inf.secrets,
+		OnPlacementChange: where.OnChange, Secrets: secretData, SecretsSynced: inf.secrets.HasSynced, SecretEvents: inf.secrets,
 		StatefulSets: inf.sets.Lister(), SetsSynced: inf.sets.Informer().HasSynced,
 		ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
 		Workers: cfg.updateWorkers, CallsPerNamespace: cfg.updateCallsNS, Poll: updatePoll, MaxPoll: cfg.resync,
