@@ -226,7 +226,7 @@ func (c *Current) checkTrust(kind, origin string, cert *tls.Certificate, caBundl
 			"does not verify against the CA bundle (ca.crt) the operator gives the pods. Likely causes: the kubelet-serving " +
 			"signer's CA differs from the cluster CA; the certificate was renewed by a CA the pods do not trust; the cluster " +
 			"uses a non-standard CSR signer. Remedy: " +
-			remedy(c.reasons, ProblemUntrustedCA, "give the pods the CA that signed the served certificate, or serve one signed by a CA they trust"))
+			remedy(c.reasons, ReasonUntrustedCA, "give the pods the CA that signed the served certificate, or serve one signed by a CA they trust"))
 }
 
 var errEmptyBundle = errors.New("no CA certificate in the bundle")

@@ -116,7 +116,7 @@ func (i *Issuer) standAside(secret *corev1.Secret, foreign Foreign, detail strin
 		return
 	}
 	i.foreign = secret.ResourceVersion
-	fix := strings.ReplaceAll(remedy(i.cfg.Reasons, ProblemForeignSecret,
+	fix := strings.ReplaceAll(remedy(i.cfg.Reasons, ReasonForeignSecret,
 		"Serve it as a custom certificate, or stop whatever writes it and delete it to let autocert manage it"), "<secret>", secret.Name)
 	i.log.Error().Str("namespace", secret.Namespace).Str("name", secret.Name).
 		Str("reason", string(foreign)).Str("detail", detail).Str("remedy", fix).
@@ -288,7 +288,7 @@ func (i *Issuer) issue(ctx context.Context, existing *corev1.Secret) error {
 		}
 	} else {
 		log.Info().Msg("waiting for someone else to approve the CSR (" +
-			remedy(i.cfg.Reasons, ProblemAwaitingApproval, "self-approval off") + "): kubectl certificate approve " + csr.Name)
+			remedy(i.cfg.Reasons, ReasonAwaitingApproval, "self-approval off") + "): kubectl certificate approve " + csr.Name)
 	}
 
 	chainPEM, err := i.waitSigned(ctx, csr)
@@ -326,7 +326,7 @@ func (i *Issuer) fail(csr string, err error) error {
 		ev = ev.Str("csr", csr)
 	}
 	ev.Msg("autocert could not get a serving certificate; retrying with backoff. " +
-		remedy(i.cfg.Reasons, ProblemCSRFailed, "If the signer does not sign, choose another signer or serve a custom certificate"))
+		remedy(i.cfg.Reasons, ReasonCSRFailed, "If the signer does not sign, choose another signer or serve a custom certificate"))
 	return err
 }
 

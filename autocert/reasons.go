@@ -21,46 +21,44 @@ var (
 	errForeign     = errors.New("written by another issuer")
 )
 
-// Problem is a situation whose remedy depends on how the operator is
-// configured: Reasons words it with the settings' flags, which whoever
-// wires the package spells (reason.Spell).
-type Problem string
-
-// Problems with a remedy.
+// Reasons autocert reports with a remedy whose words depend on how the
+// operator is configured: Reasons words it with the settings' flags, which
+// whoever wires the package spells (reason.Spell).
 const (
-	// ProblemUntrustedCA: the served certificate does not verify against
+	// ReasonUntrustedCA: the served certificate does not verify against
 	// the CA bundle pods are given.
-	ProblemUntrustedCA Problem = "UntrustedCA"
-	// ProblemForeignSecret: the autocert Secret holds a certificate
+	ReasonUntrustedCA = "UntrustedCA"
+	// ReasonForeignSecret: the autocert Secret holds a certificate
 	// another issuer wrote (Ownership). A remedy's "<secret>" is the
 	// Secret's name.
-	ProblemForeignSecret Problem = "ForeignSecret"
-	// ProblemCSRFailed: an attempt to get a certificate failed.
-	ProblemCSRFailed Problem = "CSRFailed"
-	// ProblemAwaitingApproval: the operator does not approve its own CSR.
-	ProblemAwaitingApproval Problem = "AwaitingApproval"
+	ReasonForeignSecret = "ForeignSecret"
+	// ReasonCSRFailed: an attempt to get a certificate failed.
+	ReasonCSRFailed = "CSRFailed"
+	// ReasonAwaitingApproval: the operator does not approve its own CSR.
+	ReasonAwaitingApproval = "AwaitingApproval"
 )
 
-// Reasons is every problem autocert reports with a remedy, in the
+// Reasons is every reason autocert reports with a remedy, in the
 // operator's words (settings named by flag, see reason.Spell).
 func Reasons() []reason.Reason {
 	return []reason.Reason{
-		{Name: string(ProblemUntrustedCA), Severity: reason.Warning,
+		{Name: ReasonUntrustedCA, Severity: reason.Warning,
 			Remedy: "put the signing CA into ca.crt of the Secret named by {serving-ca-secret}, or serve a custom " +
 				"certificate ({auto-cert-disabled}=on, {custom-tls-secret-name}) signed by a CA the pods trust"},
-		{Name: string(ProblemForeignSecret), Severity: reason.Warning,
+		{Name: ReasonForeignSecret, Severity: reason.Warning,
 			Remedy: "To serve it, set {auto-cert-disabled}=on and {custom-tls-secret-name}=<secret> and restart the operator; " +
 				"to let autocert manage it again, stop whatever writes it (delete the cert-manager Certificate) and delete the Secret"},
-		{Name: string(ProblemCSRFailed), Severity: reason.Warning,
+		{Name: ReasonCSRFailed, Severity: reason.Warning,
 			Remedy: "If the signer does not sign (not kubernetes.io/kubelet-serving-capable, EKS, or approvals are blocked), " +
 				"set {csr-signer-name}, or use a custom certificate: {auto-cert-disabled}=on and {custom-tls-secret-name}=<secret>"},
-		{Name: string(ProblemAwaitingApproval), Severity: reason.Normal, Remedy: "{autocert-approve}=off"},
+		{Name: ReasonAwaitingApproval, Severity: reason.Normal, Remedy: "{autocert-approve}=off"},
 	}
 }
 
-// remedy is what the user can do about p in set's words, else fallback.
-func remedy(set reason.Set, p Problem, fallback string) string {
-	if r := set.Remedy(string(p)); r != "" {
+// remedy is what the user can do about the reason name in set's words,
+// else fallback.
+func remedy(set reason.Set, name, fallback string) string {
+	if r := set.Remedy(name); r != "" {
 		return r
 	}
 	return fallback

@@ -27,20 +27,20 @@ import (
 // reason on the ObjectStore. Reasons about the binary itself (checksum,
 // signature, conflict, size) come from binstore.
 var (
-	errInvalidImage  = errors.New("InvalidImage")
-	errNotFound      = errors.New("ImageNotFound")
-	errAuth          = errors.New("AuthFailed")
-	errUntrusted     = errors.New("RegistryNotTrusted")
-	errNoBinary      = errors.New("NoMinIOBinary")
-	errChecksum      = errors.New(string(binstore.ReasonChecksumMismatch))
-	errPullSecret    = errors.New("PullSecretUnusable")
-	errImageTooLarge = errors.New("ImageTooLarge")
-	errTimeout       = errors.New("PullTimeout")
-	errPull          = errors.New("PullFailed")
+	errInvalidImage  = reason.Sentinel("InvalidImage")
+	errNotFound      = reason.Sentinel("ImageNotFound")
+	errAuth          = reason.Sentinel("AuthFailed")
+	errUntrusted     = reason.Sentinel("RegistryNotTrusted")
+	errNoBinary      = reason.Sentinel("NoMinIOBinary")
+	errChecksum      = reason.Sentinel(string(binstore.ReasonChecksumMismatch))
+	errPullSecret    = reason.Sentinel("PullSecretUnusable")
+	errImageTooLarge = reason.Sentinel("ImageTooLarge")
+	errTimeout       = reason.Sentinel("PullTimeout")
+	errPull          = reason.Sentinel("PullFailed")
 	// errNoPlatform: the image has no binary for a platform the tenant's
 	// pods run on.
-	errNoPlatform = errors.New("NoBinaryForPlatform")
-	errStoreFull  = errors.New("StoreFull")
+	errNoPlatform = reason.Sentinel("NoBinaryForPlatform")
+	errStoreFull  = reason.Sentinel("StoreFull")
 )
 
 // Reasons is every reason of the BinaryAvailable condition, with its
@@ -101,38 +101,25 @@ func reasonOf(err error) string {
 // (which quote bodies: "no token in bearer response:\n<body>") go to the
 // operator's log only.
 
-// ownError is a failure the operator words itself: safe to show whole.
-type ownError struct {
-	reason error
-	msg    string
-}
-
-func (e *ownError) Error() string { return e.reason.Error() + ": " + e.msg }
-func (e *ownError) Unwrap() error { return e.reason }
-
-// reasonf is an ownError. Its arguments must be the operator's own values
+// reasonf is a failure the operator words itself, safe to show whole:
+// "<reason>: <message>". Its arguments must be the operator's own values
 // or names the tenant gave (the image), never text a server sent.
-func reasonf(r error, format string, args ...any) error {
-	return &ownError{reason: r, msg: fmt.Sprintf(format, args...)}
+func reasonf(r *reason.Error, format string, args ...any) error {
+	return &reason.Error{Reason: r.Reason, Message: r.Reason + ": " + fmt.Sprintf(format, args...)}
 }
 
 // pullError is a failure from a registry, a mirror or the network, with
 // what a tenant may read about it (public) apart from all of it (cause).
-type pullError struct {
-	reason error
-	public string
-	cause  error
+func pullError(r *reason.Error, public string, cause error) *reason.Error {
+	return &reason.Error{Reason: r.Reason, Message: public, Err: cause}
 }
 
-func (e *pullError) Error() string   { return e.public }
-func (e *pullError) Unwrap() []error { return []error{e.reason, e.cause} }
-
-// detail is everything known about err, for the operator's log: the causes
-// of the pull errors in it, bounded.
+// detail is everything known about err, for the operator's log: the cause
+// of the first failure in it that has one, bounded.
 func detail(err error) string {
-	var pe *pullError
-	if errors.As(err, &pe) {
-		return bounded(pe.cause.Error(), 4096)
+	var re *reason.Error
+	if errors.As(err, &re) && re.Err != nil {
+		return bounded(re.Err.Error(), 4096)
 	}
 	return bounded(err.Error(), 4096)
 }
@@ -146,25 +133,21 @@ func classify(what string, err error) error {
 	}
 	// Errors worded here already (limits, checksums, refusals) keep their
 	// words, whatever go-containerregistry wrapped them in.
-	var pe *pullError
-	if errors.As(err, &pe) {
-		return &pullError{reason: pe.reason, public: what + ": " + pe.public, cause: err}
-	}
-	var own *ownError
-	if errors.As(err, &own) {
-		return &pullError{reason: own.reason, public: what + ": " + own.Error(), cause: err}
+	var re *reason.Error
+	if errors.As(err, &re) {
+		return &reason.Error{Reason: re.Reason, Message: what + ": " + re.Error(), Err: err}
 	}
 	var be *binstore.Error
 	if errors.As(err, &be) && be.Reason != binstore.ReasonOther {
-		return &pullError{reason: be, public: what + ": " + be.Error(), cause: err}
+		return &reason.Error{Reason: string(be.Reason), Message: what + ": " + be.Error(), Err: err}
 	}
 	r, public := describe(err)
-	return &pullError{reason: r, public: what + ": " + public, cause: err}
+	return pullError(r, what+": "+public, err)
 }
 
 // describe says what went wrong in the operator's words, quoting at most
 // the registry's own bounded error codes and messages.
-func describe(err error) (error, string) {
+func describe(err error) (*reason.Error, string) {
 	var terr *transport.Error
 	var uerr *url.Error
 	var unknownAuthority x509.UnknownAuthorityError
@@ -225,7 +208,7 @@ func isTimeout(err error) bool {
 }
 
 // statusReason maps a registry's answer onto a reason.
-func statusReason(terr *transport.Error) error {
+func statusReason(terr *transport.Error) *reason.Error {
 	switch terr.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return errAuth

@@ -202,7 +202,7 @@ func (f *Fetcher) layerError(digest ggcrv1.Hash, sum hash.Hash, raw io.Reader, w
 	// The rest of a small blob settles it; a large one is not read on.
 	_, _ = io.Copy(io.Discard, io.LimitReader(raw, 1<<20))
 	if got := "sha256:" + hex.EncodeToString(sum.Sum(nil)); got != digest.String() {
-		return &pullError{reason: errChecksum, public: what + ": " + reasonf(errChecksum, "layer blob does not match its digest %s", digest).Error(), cause: err}
+		return pullError(errChecksum, what+": "+reasonf(errChecksum, "layer blob does not match its digest %s", digest).Error(), err)
 	}
 	return classify(what, err)
 }

@@ -279,7 +279,7 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		start := time.Now()
 		res, pulled, err := f.ensure(ctx, image, kc)
 		if err != nil && ctx.Err() == context.DeadlineExceeded {
-			err = &pullError{reason: errTimeout, public: fmt.Sprintf("pull of %s did not finish within %s: %s", image, f.cfg.PullTimeout, err), cause: err}
+			err = pullError(errTimeout, fmt.Sprintf("pull of %s did not finish within %s: %s", image, f.cfg.PullTimeout, err), err)
 		}
 		outcome, took := pullCached, pullCached
 		switch {
@@ -503,7 +503,7 @@ func (f *Fetcher) lockUnlessServed(ctx context.Context, p Platform, source strin
 	}
 	unlock, err = f.cfg.Store.LockSource(ctx, p.dir(), source)
 	if err != nil {
-		return nil, nil, &pullError{reason: errPull, public: err.Error(), cause: err}
+		return nil, nil, pullError(errPull, err.Error(), err)
 	}
 	f.cfg.Store.Scan()
 	if b := served(); b != nil {
@@ -518,7 +518,7 @@ func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *bi
 	unlock, err := f.cfg.Store.Lock(ctx, p.dir(), rel)
 	if err != nil {
 		staged.Discard()
-		return nil, &pullError{reason: errPull, public: err.Error(), cause: err}
+		return nil, pullError(errPull, err.Error(), err)
 	}
 	defer unlock()
 	f.quotaMu.Lock()

@@ -212,8 +212,8 @@ func quietElsewhere(next http.RoundTripper) http.RoundTripper {
 				resp.Body.Close()
 				cause = fmt.Errorf("%s answered %s", req.URL.Redacted(), resp.Status)
 			}
-			return nil, &pullError{reason: errPull, cause: cause, public: fmt.Sprintf(
-				"the registry redirected to %s, which could not be used (what it answered is in the operator's log only)", bounded(req.URL.Host, 256))}
+			return nil, pullError(errPull, fmt.Sprintf(
+				"the registry redirected to %s, which could not be used (what it answered is in the operator's log only)", bounded(req.URL.Host, 256)), cause)
 		}
 		if err != nil {
 			return nil, err

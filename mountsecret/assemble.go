@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/autocert"
+	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/object-store-operator/operator/trust"
 )
 
@@ -38,15 +39,21 @@ func trustedCAKey(secret string) string  { return "CAs.trusted." + secret + ".cr
 func clientCertKey(secret string) string { return "client." + secret + ".crt" }
 func clientKeyKey(secret string) string  { return "client." + secret + ".key" }
 
-// problem is a referenced Secret the user must fix; nothing is written
-// until they do.
+// problem is what is wrong with a Secret the user must fix; nothing is
+// written until they do. It reaches the condition filed under its reason
+// (newProblem).
 type problem struct {
 	secret string
 	// field is where the ObjectStore names the Secret
 	// (spec.certificates.trustedCAs[1]); empty for the generated Secret.
 	field  string
-	reason string // condition reason
 	detail string
+}
+
+// newProblem is a problem (detail) of the Secret secret, named by field,
+// reported under the condition reason name.
+func newProblem(name, secret, field, detail string) error {
+	return &reason.Error{Reason: name, Err: &problem{secret: secret, field: field, detail: detail}}
 }
 
 func (p *problem) Error() string {
@@ -78,7 +85,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 	get := func(field, name string) (*corev1.Secret, error) {
 		s, err := secrets.Get(ctx, os.Namespace, name)
 		if apierrors.IsNotFound(err) {
-			return nil, &problem{secret: name, field: field, reason: ReasonSecretNotFound, detail: "not found in namespace " + os.Namespace}
+			return nil, newProblem(ReasonSecretNotFound, name, field, "not found in namespace "+os.Namespace)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("get Secret %s/%s: %w", os.Namespace, name, err)
@@ -93,7 +100,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		}
 		cert, key, _, err := autocert.KeyPairFromSecret(s)
 		if err != nil {
-			return nil, &problem{secret: ref.Name, field: field, reason: ReasonSecretMalformed, detail: "server certificate: " + err.Error()}
+			return nil, newProblem(ReasonSecretMalformed, ref.Name, field, "server certificate: "+err.Error())
 		}
 		ck, kk := serverCertKey(ref.Name), serverKeyKey(ref.Name)
 		if i == 0 {
@@ -113,7 +120,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		}
 		cert, key, _, err := autocert.KeyPairFromSecret(s)
 		if err != nil {
-			return nil, &problem{secret: ref.Name, field: field, reason: ReasonSecretMalformed, detail: "client certificate: " + err.Error()}
+			return nil, newProblem(ReasonSecretMalformed, ref.Name, field, "client certificate: "+err.Error())
 		}
 		a.put(ref.Name, clientCertKey(ref.Name), cert)
 		a.put(ref.Name, clientKeyKey(ref.Name), key)
@@ -126,7 +133,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		}
 		cas, err := caCertificates(s)
 		if err != nil {
-			return nil, &problem{secret: ref.Name, field: field, reason: ReasonSecretMalformed, detail: "trusted CA: " + err.Error()}
+			return nil, newProblem(ReasonSecretMalformed, ref.Name, field, "trusted CA: "+err.Error())
 		}
 		a.put(ref.Name, trustedCAKey(ref.Name), cas)
 	}
@@ -134,9 +141,8 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		a.put("operator CA", KeyOperatorCA, operatorCA)
 	}
 	if size := a.size(); size > maxSecretSize {
-		return nil, &problem{secret: v1.GeneratedSecretName(os.Name), reason: ReasonTooLarge,
-			detail: fmt.Sprintf("would hold %d bytes, over the %d a Secret may hold; nothing was written. Biggest inputs: %s",
-				size, maxSecretSize, a.biggest(3))}
+		return nil, newProblem(ReasonTooLarge, v1.GeneratedSecretName(os.Name), "", fmt.Sprintf("would hold %d bytes, over the %d a Secret may hold; nothing was written. Biggest inputs: %s",
+			size, maxSecretSize, a.biggest(3)))
 	}
 	a.hash = contentHash(a.data)
 	return a, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/object-store-operator/operator/internal/secretcache"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/object-store-operator/operator/internal/testutil"
 )
 
@@ -121,7 +122,7 @@ func TestAssemblyProblemsNameTheSecret(t *testing.T) {
 			var p *problem
 			require.ErrorAs(t, err, &p)
 			assert.Equal(t, tt.wantSecret, p.secret)
-			assert.Equal(t, tt.wantReason, p.reason)
+			assert.Equal(t, tt.wantReason, reason.Of(err))
 			assert.Contains(t, p.detail, tt.wantDetail)
 			assert.Contains(t, err.Error(), tt.wantError, "the message names the field that names the Secret")
 		})
@@ -141,7 +142,7 @@ func TestAGeneratedSecretOverOneMiBIsNeverAttempted(t *testing.T) {
 	), nil)
 	var p *problem
 	require.ErrorAs(t, err, &p)
-	assert.Equal(t, "TooLarge", p.reason)
+	assert.Equal(t, "TooLarge", reason.Of(err))
 	assert.Equal(t, "s-generated", p.secret)
 	assert.Contains(t, p.detail, "over the 1048576 a Secret may hold")
 	assert.Contains(t, p.detail, "Biggest inputs: CAs.trusted.big-ca.crt (15", "names the biggest input first")

@@ -394,9 +394,9 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 		if p.secret == v1.GeneratedSecretName(store.Name) {
 			msg = "generated Secret would be refused: nothing written"
 		}
-		c.log.Error().Str("objectstore", key).Str("secret", store.Namespace+"/"+p.secret).Str("field", p.field).Str("reason", p.reason).Str("detail", p.detail).
+		c.log.Error().Str("objectstore", key).Str("secret", store.Namespace+"/"+p.secret).Str("field", p.field).Str("reason", reason.Of(err)).Str("detail", p.detail).
 			Msg(msg)
-		return c.setCondition(ctx, u, metav1.ConditionFalse, p.reason, p.Error())
+		return c.setCondition(ctx, u, metav1.ConditionFalse, reason.Of(err), p.Error())
 	}
 	if err != nil {
 		return err
@@ -405,7 +405,7 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	generated, handEdited, created, err := c.generated(ctx, store, a)
 	if err != nil {
 		if errors.As(err, &p) {
-			return c.setCondition(ctx, u, metav1.ConditionFalse, p.reason, p.Error())
+			return c.setCondition(ctx, u, metav1.ConditionFalse, reason.Of(err), p.Error())
 		}
 		return c.refused(ctx, u, err)
 	}
@@ -575,8 +575,7 @@ func (c *Controller) generated(ctx context.Context, store *v1.ObjectStore, a *as
 		return nil, false, "", fmt.Errorf("get Secret %s/%s: %w", store.Namespace, name, err)
 	}
 	if ref := metav1.GetControllerOf(existing); ref == nil || ref.UID != store.UID {
-		return nil, false, "", &problem{secret: name, reason: ReasonGeneratedSecretConflict,
-			detail: "exists but is not owned by this ObjectStore; rename or delete it"}
+		return nil, false, "", newProblem(ReasonGeneratedSecretConflict, name, "", "exists but is not owned by this ObjectStore; rename or delete it")
 	}
 	return existing, digest != existing.Annotations[HashAnnotation], "", nil
 }

@@ -214,7 +214,7 @@ func New(cfg Config) (*Controller, error) {
 				c.log.Info().Str("objectstore", key).Str("reason", "Conflict").Err(err).Msg("the ObjectStore changed during the sync; retrying")
 				return
 			}
-			c.log.Error().Str("objectstore", key).Str("reason", causeOf(err)).Err(err).Msg("update sync failed; retrying")
+			c.log.Error().Str("objectstore", key).Str("reason", reason.Of(err)).Err(err).Msg("update sync failed; retrying")
 		},
 		Registerer: cfg.Registerer, Log: cfg.Log,
 	}, c)
@@ -657,7 +657,7 @@ func (c *Controller) budget(ctx context.Context, key string, u *unstructured.Uns
 func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, release string) callResult {
 	adm, done, err := c.dialAdmin(t, host)
 	if err != nil {
-		return callResult{err: newError(CauseTenantUnreachable, err)}
+		return callResult{err: reason.Wrap(CauseTenantUnreachable, err)}
 	}
 	defer done()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
@@ -668,7 +668,7 @@ func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, r
 		case strings.Contains(err.Error(), updateInProgress):
 			// A call of ours is being answered by MinIO already: follow it.
 			return callResult{}
-		case causeOf(err) == "" && madmin.ToErrorResponse(err).Code == "" && ctx.Err() == nil:
+		case reason.Of(err) == "" && madmin.ToErrorResponse(err).Code == "" && ctx.Err() == nil:
 			// No answer of MinIO's, refusing or not: the connection broke
 			// (a node re-executes as the new release as soon as every node
 			// has it, and can drop the answer with it). The nodes may be
@@ -685,9 +685,9 @@ func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, r
 			node = t.endpoint.Host
 		}
 		if downloadRefused(adminError(err).Error(), updateURL, true) {
-			return callResult{err: errorf(CauseDownloadRefused, "MinIO at %s could not fetch %s from the operator's upgrade server: %w", node, release, adminError(err))}
+			return callResult{err: reason.Errorf(CauseDownloadRefused, "MinIO at %s could not fetch %s from the operator's upgrade server: %w", node, release, adminError(err))}
 		}
-		return callResult{err: errorf(CauseInPlaceRefused, "MinIO at %s refused the in-place update to %s: %w", node, release, adminError(err))}
+		return callResult{err: reason.Errorf(CauseInPlaceRefused, "MinIO at %s refused the in-place update to %s: %w", node, release, adminError(err))}
 	}
 	var r callResult
 	if len(result.Results) > maxNodes {
@@ -767,20 +767,20 @@ func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, st
 func (c *Controller) serverInfo(ctx context.Context, t *tenant) ([]node, error) {
 	adm, done, err := c.dialAdmin(t, "")
 	if err != nil {
-		return nil, newError(CauseTenantUnreachable, err)
+		return nil, reason.Wrap(CauseTenantUnreachable, err)
 	}
 	defer done()
 	ctx, cancel := context.WithTimeout(ctx, serverInfoTimeout)
 	defer cancel()
 	info, err := adm.ServerInfo(ctx)
 	if err != nil {
-		return nil, errorf(CauseTenantUnreachable, "MinIO admin API at %s: %w", t.endpoint.Redacted(), adminError(err))
+		return nil, reason.Errorf(CauseTenantUnreachable, "MinIO admin API at %s: %w", t.endpoint.Redacted(), adminError(err))
 	}
 	if len(info.Servers) == 0 {
-		return nil, errorf(CauseTenantUnreachable, "MinIO admin API at %s reported no servers", t.endpoint.Redacted())
+		return nil, reason.Errorf(CauseTenantUnreachable, "MinIO admin API at %s reported no servers", t.endpoint.Redacted())
 	}
 	if len(info.Servers) > maxNodes {
-		return nil, errorf(CauseTenantUnreachable, "MinIO admin API at %s reported %d servers, more than the %d the operator reads", t.endpoint.Redacted(), len(info.Servers), maxNodes)
+		return nil, reason.Errorf(CauseTenantUnreachable, "MinIO admin API at %s reported %d servers, more than the %d the operator reads", t.endpoint.Redacted(), len(info.Servers), maxNodes)
 	}
 	nodes := make([]node, 0, len(info.Servers))
 	for _, srv := range info.Servers {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/object-store-operator/operator/internal/window"
 )
 
@@ -183,7 +184,7 @@ func decide(o observation, p params) action {
 
 // begin decides for a tenant with no update recorded.
 func begin(o observation, p params) action {
-	if o.reach != nil && causeOf(o.reach) == "" {
+	if o.reach != nil && reason.Of(o.reach) == "" {
 		return action{verb: retry}
 	}
 	b := o.binary
@@ -199,7 +200,7 @@ func begin(o observation, p params) action {
 		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonWaitingForBinary,
 			message: fmt.Sprintf("waiting for the release of %s to be resolved into the upgrade store", o.image)}
 	}
-	if causeOf(o.reach) == CauseTenantUnreachable && (o.sets.onImage || o.sets.count == 0 || unreachableFor(o) <= p.timeout) {
+	if reason.Of(o.reach) == CauseTenantUnreachable && (o.sets.onImage || o.sets.count == 0 || unreachableFor(o) <= p.timeout) {
 		// Not a verdict: the pods are starting (an ObjectStore is usually
 		// applied before its MinIO answers), or restarting. Look again,
 		// less often the longer it lasts; roll to a new image only once it
@@ -215,7 +216,7 @@ func begin(o observation, p params) action {
 	case o.sets.onImage && o.reach != nil:
 		// Missing configuration: wait for a spec change, a change to the
 		// configuration Secret (watched) or the resync.
-		return action{verb: report, status: metav1.ConditionUnknown, reason: causeOf(o.reach), message: o.reach.Error(), cause: causeOf(o.reach)}
+		return action{verb: report, status: metav1.ConditionUnknown, reason: reason.Of(o.reach), message: o.reach.Error(), cause: reason.Of(o.reach)}
 	case o.sets.onImage:
 		// The StatefulSets already run spec.image: a rolling update to it
 		// is under way (or pods pick it up as they restart). An in-place
@@ -439,12 +440,12 @@ func start(o observation, p params) action {
 		// MinIO pushes the binary of the node called to every node, and
 		// checks no architecture: some nodes would exec a binary they
 		// cannot run.
-		return rollBack(o, p, errorf(CauseMixedPlatforms, "the pods run on nodes of %d platforms (%s); MinIO updates every node with one binary, so a tenant on mixed platforms is not updated in place",
+		return rollBack(o, p, reason.Errorf(CauseMixedPlatforms, "the pods run on nodes of %d platforms (%s); MinIO updates every node with one binary, so a tenant on mixed platforms is not updated in place",
 			len(o.platforms), strings.Join(o.platforms, ", ")))
 	}
 	want, err := releaseTime(release)
 	if err != nil {
-		return rollBack(o, p, newError(CauseBinaryUnavailable, err))
+		return rollBack(o, p, reason.Wrap(CauseBinaryUnavailable, err))
 	}
 	var old, same, newer, offline []string
 	for _, n := range o.nodes {
@@ -462,7 +463,7 @@ func start(o observation, p params) action {
 	}
 	switch {
 	case len(newer) > 0:
-		return rollBack(o, p, errorf(CauseDowngrade, "nodes %s run a newer release than %s; MinIO updates in place only forward",
+		return rollBack(o, p, reason.Errorf(CauseDowngrade, "nodes %s run a newer release than %s; MinIO updates in place only forward",
 			strings.Join(newer, ", "), release))
 	case len(offline) > 0:
 		// An update now would leave these nodes behind; wait for them.
@@ -471,10 +472,10 @@ func start(o observation, p params) action {
 	case len(old) == 0:
 		// Every node runs a build of the release's time under another tag
 		// (MinIO would answer "already the latest"), or reported none.
-		return rollBack(o, p, errorf(CauseInPlaceRefused, "no node runs a release older than %s (nodes: %s); MinIO updates in place only to a newer release",
+		return rollBack(o, p, reason.Errorf(CauseInPlaceRefused, "no node runs a release older than %s (nodes: %s); MinIO updates in place only to a newer release",
 			release, describeNodes(o.nodes)))
 	case o.urlErr != nil:
-		return rollBack(o, p, newError(CauseBinaryUnavailable, o.urlErr))
+		return rollBack(o, p, reason.Wrap(CauseBinaryUnavailable, o.urlErr))
 	case o.trustErr != nil:
 		return rollBack(o, p, o.trustErr)
 	}
@@ -518,11 +519,11 @@ func follow(o observation, p params) action {
 	}
 	if r := o.call.result; r != nil {
 		switch {
-		case r.err != nil && causeOf(r.err) == "":
+		case r.err != nil && reason.Of(r.err) == "":
 			// Not MinIO's answer: a panic while reading it (act returns it
 			// to the worker, which reports InternalError).
 			return action{verb: retry}
-		case causeOf(r.err) == CauseDownloadRefused:
+		case reason.Of(r.err) == CauseDownloadRefused:
 			return retryLater(o, p, r.err.Error())
 		case r.err == nil && len(r.failed) > 0 && r.updated == 0 && len(r.failed) == r.refused:
 			return retryLater(o, p, fmt.Sprintf("MinIO could not fetch %s from the operator's upgrade server: %s", up.Release, strings.Join(r.failed, "; ")))
@@ -533,7 +534,7 @@ func follow(o observation, p params) action {
 			// maxCalls): ask one of them again, which downloads it afresh.
 			return callAction(o, up, failedHost(r.failed[0]))
 		case len(r.failed) > 0 && r.updated == 0:
-			return rollBack(o, p, errorf(CauseInPlaceRefused, "MinIO could not update in place to %s: %s", up.Release, strings.Join(r.failed, "; ")))
+			return rollBack(o, p, reason.Errorf(CauseInPlaceRefused, "MinIO could not update in place to %s: %s", up.Release, strings.Join(r.failed, "; ")))
 		}
 	}
 	if o.reach == nil && allOn(o.nodes, up.Release) {
@@ -545,14 +546,14 @@ func follow(o observation, p params) action {
 		// the time comes, within the update's timeout.
 		switch {
 		case elapsed > p.timeout:
-			return rollBack(o, p, errorf(CauseDownloadRefused, "the operator's own server refused or dropped MinIO's download of %s %d time(s) within %s; the StatefulSets are rolled instead, and this is not counted against the release",
+			return rollBack(o, p, reason.Errorf(CauseDownloadRefused, "the operator's own server refused or dropped MinIO's download of %s %d time(s) within %s; the StatefulSets are rolled instead, and this is not counted against the release",
 				up.Release, up.Refusals, p.timeout))
 		case o.now.Before(up.RetryAt.Time):
 			return action{verb: report, status: metav1.ConditionFalse, reason: CauseDownloadRefused, cause: CauseDownloadRefused, update: up, after: up.RetryAt.Sub(o.now),
 				message: fmt.Sprintf("the operator's own server refused or dropped MinIO's download of %s (%d time(s)), which is not the tenant's failure: MinIO is asked again at %s; nothing is counted against the release",
 					up.Release, up.Refusals, up.RetryAt.UTC().Format(time.RFC3339))}
 		case o.urlErr != nil:
-			return rollBack(o, p, newError(CauseBinaryUnavailable, o.urlErr))
+			return rollBack(o, p, reason.Wrap(CauseBinaryUnavailable, o.urlErr))
 		}
 		return callAction(o, up, "")
 	}
@@ -561,7 +562,7 @@ func follow(o observation, p params) action {
 		if o.reach != nil {
 			behind = "the admin API did not answer: " + o.reach.Error()
 		}
-		return rollBack(o, p, errorf(CauseNodesNotUpdated, "the in-place update to %s did not complete in %s (%s)", up.Release, p.timeout, behind))
+		return rollBack(o, p, reason.Errorf(CauseNodesNotUpdated, "the in-place update to %s did not complete in %s (%s)", up.Release, p.timeout, behind))
 	}
 	behind := behindOf(o.nodes, up.Release)
 	if o.reach == nil && o.now.Sub(up.LastCall.Time) > settle && up.Calls < maxCalls &&
@@ -569,7 +570,7 @@ func follow(o observation, p params) action {
 		// Mixed releases: ask a node left behind, which pushes the binary
 		// to the other nodes left behind.
 		if o.urlErr != nil {
-			return rollBack(o, p, newError(CauseBinaryUnavailable, o.urlErr))
+			return rollBack(o, p, reason.Wrap(CauseBinaryUnavailable, o.urlErr))
 		}
 		return callAction(o, up, behind[0])
 	}
@@ -610,10 +611,10 @@ func rollBack(o observation, p params, why error) action {
 		took = o.now.Sub(o.recorded.Started.Time)
 	}
 	if o.paused && o.recorded == nil {
-		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesPaused, cause: causeOf(why),
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesPaused, cause: reason.Of(why),
 			message: why.Error() + "; updates are paused by the annotation " + v1.UpdatesPausedAnnotation}
 	}
-	return action{verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate, cause: causeOf(why),
+	return action{verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate, cause: reason.Of(why),
 		message: why.Error(), outcome: outcomeRolling, took: took, after: 5 * p.poll}
 }
 

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/object-store-operator/operator/internal/window"
 )
 
@@ -83,7 +84,7 @@ func prevCondition(st metav1.ConditionStatus, reason string, since time.Duration
 // TestDecide covers every reason of VersionCurrent (docs/updates.md) and
 // the orderings that decide between them.
 func TestDecide(t *testing.T) {
-	unreachable := errorf(CauseTenantUnreachable, "MinIO admin API at https://t-hl.t.svc:9000: connection refused")
+	unreachable := reason.Errorf(CauseTenantUnreachable, "MinIO admin API at https://t-hl.t.svc:9000: connection refused")
 	for _, tc := range []struct {
 		name   string
 		o      observation
@@ -120,12 +121,12 @@ func TestDecide(t *testing.T) {
 		{name: "no configuration, on the image: say so, no roll",
 			o: obs(func(o *observation) {
 				o.sets.onImage, o.nodes = true, nil
-				o.reach = errorf(CauseConfigurationMissing, "spec.configuration is not set")
+				o.reach = reason.Errorf(CauseConfigurationMissing, "spec.configuration is not set")
 			}),
 			verb: report, status: metav1.ConditionUnknown, reason: ReasonConfigurationMissing},
 		{name: "no configuration, old image: roll",
 			o: obs(func(o *observation) {
-				o.nodes, o.reach = nil, errorf(CauseConfigurationMissing, "spec.configuration is not set")
+				o.nodes, o.reach = nil, reason.Errorf(CauseConfigurationMissing, "spec.configuration is not set")
 			}),
 			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
 		{name: "endpoint not answering yet, no StatefulSets: poll from 1 s, never a verdict",
@@ -158,7 +159,7 @@ func TestDecide(t *testing.T) {
 			o:    obs(func(o *observation) { o.nodes = nodesOn(relNew, relOld, relOld) }),
 			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, host: "n1:9000"},
 		{name: "the tenant does not trust the upgrade server: roll, no call",
-			o:    obs(func(o *observation) { o.trustErr = errorf(CauseOperatorNotTrusted, "unknown authority") }),
+			o:    obs(func(o *observation) { o.trustErr = reason.Errorf(CauseOperatorNotTrusted, "unknown authority") }),
 			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
 		{name: "the release is not in this replica's store for the tenant: roll",
 			o:    obs(func(o *observation) { o.urlErr = errors.New("not in this replica's store") }),
@@ -233,7 +234,7 @@ func TestDecide(t *testing.T) {
 			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll},
 		{name: "MinIO refused the call: roll",
 			o: obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
-				o.call.result = &callResult{err: errorf(CauseInPlaceRefused, "MethodNotAllowed")}
+				o.call.result = &callResult{err: reason.Errorf(CauseInPlaceRefused, "MethodNotAllowed")}
 			}),
 			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate},
 		{name: "every node failed for good: roll",
@@ -335,7 +336,7 @@ func TestDecide(t *testing.T) {
 			o:    obs(inWindow("30 9 * * *", "1h")),
 			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
 		{name: "window closed: a rolling update waits for it too",
-			o:    obs(inWindow("0 12 * * *", "1h"), func(o *observation) { o.trustErr = errorf(CauseOperatorNotTrusted, "unknown authority") }),
+			o:    obs(inWindow("0 12 * * *", "1h"), func(o *observation) { o.trustErr = reason.Errorf(CauseOperatorNotTrusted, "unknown authority") }),
 			verb: report, status: metav1.ConditionFalse, reason: ReasonOutsideWindow, after: 2 * time.Hour},
 		{name: "window closed, an update recorded: it finishes",
 			o:    obs(inWindow("0 12 * * *", "1h"), recorded(1, time.Minute, time.Minute)),
@@ -422,11 +423,11 @@ func FuzzDecide(f *testing.F) {
 		}
 		switch flags >> 6 {
 		case 1:
-			o.reach = errorf(CauseTenantUnreachable, "refused")
+			o.reach = reason.Errorf(CauseTenantUnreachable, "refused")
 		case 2:
 			o.reach = errors.New("transient")
 		case 3:
-			o.reach = errorf(CauseConfigurationMissing, "missing")
+			o.reach = reason.Errorf(CauseConfigurationMissing, "missing")
 		}
 		if calls > 0 {
 			o.recorded = &v1.UpdateStatus{Release: n2, Image: imgNew, Calls: int(calls % 8),

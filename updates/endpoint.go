@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/object-store-operator/operator/internal/netguard"
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 // EndpointPolicy is what the platform allows the admin client to reach
@@ -113,18 +114,18 @@ const maxHostInMessage = 256
 func (p EndpointPolicy) allowHost(hostport, ns, clusterDomain string) error {
 	host, err := splitHostPort(hostport)
 	if err != nil {
-		return errorf(CauseEndpointNotAllowed, "%q is not a host[:port]: %v", cleanText(hostport, maxHostInMessage), err)
+		return reason.Errorf(CauseEndpointNotAllowed, "%q is not a host[:port]: %v", cleanText(hostport, maxHostInMessage), err)
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Zone() == "" && p.allowsAddr(a) {
 			return nil
 		}
-		return errorf(CauseEndpointNotAllowed, "host %s is an address no allowed network contains (addresses are allowed only by CIDR); nothing was dialled",
+		return reason.Errorf(CauseEndpointNotAllowed, "host %s is an address no allowed network contains (addresses are allowed only by CIDR); nothing was dialled",
 			cleanText(a.String(), maxHostInMessage))
 	}
 	name := strings.TrimSuffix(strings.ToLower(host), ".")
 	if err := checkName(name, false); err != nil {
-		return errorf(CauseEndpointNotAllowed, "host %q is not a host name: %v", cleanText(host, maxHostInMessage), err)
+		return reason.Errorf(CauseEndpointNotAllowed, "host %q is not a host name: %v", cleanText(host, maxHostInMessage), err)
 	}
 	if inNamespace(name, ns, strings.TrimSuffix(strings.ToLower(clusterDomain), ".")) || p.allowsName(name) {
 		return nil
@@ -133,7 +134,7 @@ func (p EndpointPolicy) allowHost(hostport, ns, clusterDomain string) error {
 	if clusterDomain != "" {
 		domain = ", optionally followed by ." + clusterDomain
 	}
-	return errorf(CauseEndpointNotAllowed,
+	return reason.Errorf(CauseEndpointNotAllowed,
 		"host %s is not a Service of namespace %s (<service>.%[2]s.svc, or <pod>.<service>.%[2]s.svc%[3]s) and no allowed host glob matches it; nothing was dialled",
 		name, ns, domain)
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 // loopbackTenant is a tenant whose endpoint is srv, on loopback, which the
@@ -183,7 +184,7 @@ func TestEndpointPolicyAllowsTheNamespacesServicesAndWhatThePlatformAllows(t *te
 				return
 			}
 			require.Error(t, err)
-			assert.Equal(t, CauseEndpointNotAllowed, causeOf(err))
+			assert.Equal(t, CauseEndpointNotAllowed, reason.Of(err))
 		})
 	}
 }
@@ -249,7 +250,7 @@ func TestRefusedEndpointIsNeitherDialledNorGivenCredentials(t *testing.T) {
 			c, cs := tenantController(t, "")
 			_, err := c.loadTenant(t.Context(), storeWithEndpoint(endpoint))
 			require.Error(t, err)
-			assert.Equal(t, CauseEndpointNotAllowed, causeOf(err))
+			assert.Equal(t, CauseEndpointNotAllowed, reason.Of(err))
 			assert.Contains(t, err.Error(), "spec.updates.endpoint")
 			assert.NotContains(t, err.Error(), "hunter2")
 			assert.Empty(t, cs.Actions(), "no Secret was read for a refused endpoint")
@@ -275,7 +276,7 @@ func TestNodeEndpointsFromServerInfoFollowThePolicy(t *testing.T) {
 	for _, host := range []string{"169.254.169.254:80", "minio.other-ns.svc:9000", "evil.com/x@tenant-hl.t.svc:9000"} {
 		_, _, err = tn.admin(host)
 		require.Error(t, err, host)
-		assert.Equal(t, CauseEndpointNotAllowed, causeOf(newError(CauseTenantUnreachable, err)), "the specific cause wins")
+		assert.Equal(t, CauseEndpointNotAllowed, reason.Of(reason.Wrap(CauseTenantUnreachable, err)), "the specific cause wins")
 	}
 }
 

@@ -3,6 +3,7 @@ package updates
 import (
 	"crypto/x509"
 	"fmt"
+	"github.com/object-store-operator/operator/internal/reason"
 	"net/url"
 	"time"
 )
@@ -20,16 +21,16 @@ func (c *Controller) preflight(roots *x509.CertPool, updateURL string, now time.
 		return nil
 	}
 	if c.cfg.Serving == nil {
-		return errorf(CauseOperatorNotTrusted, "the update URL %s is https but the upgrade server serves plain HTTP", u.Redacted())
+		return reason.Errorf(CauseOperatorNotTrusted, "the update URL %s is https but the upgrade server serves plain HTTP", u.Redacted())
 	}
 	cert, err := c.cfg.Serving.GetCertificate(nil)
 	if err != nil || cert == nil || len(cert.Certificate) == 0 {
-		return errorf(CauseOperatorNotTrusted, "the upgrade server has no certificate yet: %v", err)
+		return reason.Errorf(CauseOperatorNotTrusted, "the upgrade server has no certificate yet: %v", err)
 	}
 	leaf := cert.Leaf
 	if leaf == nil {
 		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return errorf(CauseOperatorNotTrusted, "the upgrade server's certificate does not parse: %v", err)
+			return reason.Errorf(CauseOperatorNotTrusted, "the upgrade server's certificate does not parse: %v", err)
 		}
 	}
 	intermediates := x509.NewCertPool()
@@ -42,7 +43,7 @@ func (c *Controller) preflight(roots *x509.CertPool, updateURL string, now time.
 		DNSName: u.Hostname(), Roots: roots, Intermediates: intermediates, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}); err != nil {
-		return errorf(CauseOperatorNotTrusted, "the tenant's CAs (its generated Secret's CAs.* keys, MinIO's certs/CAs) do not verify the upgrade server's certificate for %s: %v",
+		return reason.Errorf(CauseOperatorNotTrusted, "the tenant's CAs (its generated Secret's CAs.* keys, MinIO's certs/CAs) do not verify the upgrade server's certificate for %s: %v",
 			u.Hostname(), err)
 	}
 	return nil

@@ -1,9 +1,6 @@
 package updates
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/reason"
 )
@@ -82,39 +79,6 @@ const (
 	// or counted against the release. It is the condition's reason too.
 	CauseDownloadRefused = "DownloadRefused"
 )
-
-// Error is a failure with the cause it is reported under.
-type Error struct {
-	Cause string
-	Err   error
-}
-
-func (e *Error) Error() string { return e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-// newError gives err a cause, unless err already has one: the cause found
-// nearest the failure is the more specific (an admin client refused for
-// its endpoint stays EndpointNotAllowed when the caller files every admin
-// client failure under TenantUnreachable).
-func newError(cause string, err error) *Error {
-	if inner := causeOf(err); inner != "" {
-		cause = inner
-	}
-	return &Error{Cause: cause, Err: err}
-}
-
-func errorf(cause, format string, args ...any) *Error {
-	return newError(cause, fmt.Errorf(format, args...))
-}
-
-// causeOf returns err's cause, "" for an untyped error.
-func causeOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Cause
-	}
-	return ""
-}
 
 // Reasons is every reason and cause this package reports, with its Event
 // severity and what the user can do about it.

@@ -10,6 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 func TestMinIOsWordsForOurRefusalAreKnown(t *testing.T) {
@@ -54,7 +55,7 @@ func retryAt(d time.Duration, refusals int) func(*observation) {
 }
 
 func TestOurRefusalIsRetriedWithinTheTimeoutNeverCounted(t *testing.T) {
-	refused := errorf(CauseDownloadRefused, "MinIO at t-hl:9000 could not fetch %s from the operator's upgrade server: Error downloading URL https://op:4221/x. Response: 503 Service Unavailable", relNew)
+	refused := reason.Errorf(CauseDownloadRefused, "MinIO at t-hl:9000 could not fetch %s from the operator's upgrade server: Error downloading URL https://op:4221/x. Response: 503 Service Unavailable", relNew)
 
 	// The call's download was refused: a pause, then the call again.
 	a := decide(obs(recorded(1, time.Minute, time.Minute), func(o *observation) { o.call.result = &callResult{err: refused} }), p)
@@ -100,7 +101,7 @@ func TestOurRefusalIsRetriedWithinTheTimeoutNeverCounted(t *testing.T) {
 
 	// The tenant's own refusal is still rolled at once.
 	a = decide(obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
-		o.call.result = &callResult{err: errorf(CauseInPlaceRefused, "MethodNotAllowed")}
+		o.call.result = &callResult{err: reason.Errorf(CauseInPlaceRefused, "MethodNotAllowed")}
 	}), p)
 	assert.Equal(t, roll, a.verb)
 }

@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 // maxAdminResponse bounds what the operator reads from a tenant's admin
@@ -45,7 +46,7 @@ type tenant struct {
 // a typed reason (ReasonOf).
 func (c *Controller) loadTenant(ctx context.Context, store *v1.ObjectStore) (*tenant, error) {
 	if store.Spec.Configuration == nil || store.Spec.Configuration.Name == "" {
-		return nil, newError(CauseConfigurationMissing, errors.New("spec.configuration is not set: the operator needs MinIO's root credentials (Secret key config.env) to ask it to update"))
+		return nil, reason.Wrap(CauseConfigurationMissing, errors.New("spec.configuration is not set: the operator needs MinIO's root credentials (Secret key config.env) to ask it to update"))
 	}
 	endpoint := store.Spec.Updates.Endpoint
 	if endpoint == "" {
@@ -53,27 +54,27 @@ func (c *Controller) loadTenant(ctx context.Context, store *v1.ObjectStore) (*te
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, newError(CauseConfigurationMissing, fmt.Errorf("spec.updates.endpoint %q is not an http(s) URL", endpoint))
+		return nil, reason.Wrap(CauseConfigurationMissing, fmt.Errorf("spec.updates.endpoint %q is not an http(s) URL", endpoint))
 	}
 	// Checked before any Secret is read: credentials go nowhere the
 	// policy refuses.
 	if u.User != nil {
-		return nil, errorf(CauseEndpointNotAllowed, "spec.updates.endpoint %s carries user info; the host is what follows the @, and credentials come from spec.configuration", u.Redacted())
+		return nil, reason.Errorf(CauseEndpointNotAllowed, "spec.updates.endpoint %s carries user info; the host is what follows the @, and credentials come from spec.configuration", u.Redacted())
 	}
 	if err := c.cfg.AllowedEndpoints.allowHost(u.Host, store.Namespace, c.cfg.ClusterDomain); err != nil {
-		return nil, newError(CauseEndpointNotAllowed, fmt.Errorf("spec.updates.endpoint: %w", err))
+		return nil, reason.Wrap(CauseEndpointNotAllowed, fmt.Errorf("spec.updates.endpoint: %w", err))
 	}
 	name := store.Spec.Configuration.Name
 	secret, err := c.cfg.Secrets.Get(ctx, store.Namespace, name)
 	if apierrors.IsNotFound(err) {
-		return nil, newError(CauseConfigurationMissing, fmt.Errorf("configuration Secret %s not found in namespace %s", name, store.Namespace))
+		return nil, reason.Wrap(CauseConfigurationMissing, fmt.Errorf("configuration Secret %s not found in namespace %s", name, store.Namespace))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get configuration Secret %s/%s: %w", store.Namespace, name, err)
 	}
 	user, password, err := parseConfigEnv(secret.Data[v1.ConfigEnvKey])
 	if err != nil {
-		return nil, newError(CauseConfigurationMissing, fmt.Errorf("configuration Secret %s/%s key %s: %w", store.Namespace, name, v1.ConfigEnvKey, err))
+		return nil, reason.Wrap(CauseConfigurationMissing, fmt.Errorf("configuration Secret %s/%s key %s: %w", store.Namespace, name, v1.ConfigEnvKey, err))
 	}
 	roots, err := c.tenantCAs(ctx, store)
 	if err != nil {
@@ -155,7 +156,7 @@ func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error
 		host = t.endpoint.Host
 	}
 	if err := t.policy.allowHost(host, t.namespace, t.clusterDomain); err != nil {
-		return nil, nil, newError(CauseEndpointNotAllowed, fmt.Errorf("admin client: %w", err))
+		return nil, nil, reason.Wrap(CauseEndpointNotAllowed, fmt.Errorf("admin client: %w", err))
 	}
 	tr := &http.Transport{
 		// With a proxy, the proxy resolves and connects: allowDial then

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/object-store-operator/operator/internal/testutil"
 	objstatus "github.com/object-store-operator/operator/status"
 )
@@ -102,7 +103,7 @@ func TestPreflightCallsOnlyWhenTheTenantTrustsTheUpgradeServer(t *testing.T) {
 
 	err := c.preflight(distrusting, base, now)
 	require.Error(t, err)
-	assert.Equal(t, CauseOperatorNotTrusted, causeOf(err))
+	assert.Equal(t, CauseOperatorNotTrusted, reason.Of(err))
 	assert.Contains(t, err.Error(), "unknown authority", "the real cause")
 
 	err = c.preflight(trusting, "https://operator.example.com:4221/webhook/v1/update/x.sha256sum", now)
@@ -117,7 +118,7 @@ func TestPreflightCallsOnlyWhenTheTenantTrustsTheUpgradeServer(t *testing.T) {
 		"plain HTTP has no certificate to trust")
 	err = (&Controller{}).preflight(trusting, base, now)
 	require.Error(t, err, "https URL while the server has no certificate")
-	assert.Equal(t, CauseOperatorNotTrusted, causeOf(err))
+	assert.Equal(t, CauseOperatorNotTrusted, reason.Of(err))
 }
 
 func statefulSet(name, store string, containers ...corev1.Container) *appsv1.StatefulSet {

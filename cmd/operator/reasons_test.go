@@ -23,7 +23,7 @@ func TestEveryRemedySpellsRealSettings(t *testing.T) {
 	require.NoError(t, err, "a remedy naming an unknown setting fails the configuration")
 	assert.Contains(t, cfg.why.binaries.Remedy("PullTimeout"), "OPERATOR_PULL_TIMEOUT")
 	assert.Contains(t, cfg.why.binaries.Remedy("Unsigned"), "OPERATOR_SIGNING_KEY_SECRET")
-	assert.Contains(t, cfg.why.certs.Remedy(string(autocert.ProblemCSRFailed)), "OPERATOR_CSR_SIGNER_NAME")
+	assert.Contains(t, cfg.why.certs.Remedy(autocert.ReasonCSRFailed), "OPERATOR_CSR_SIGNER_NAME")
 	for _, set := range []reason.Set{cfg.why.binaries, cfg.why.updates, cfg.why.mount, cfg.why.certs} {
 		for name, r := range set {
 			assert.NotRegexp(t, `\{[a-z0-9-]+\}`, r.Remedy, "%s: every setting spelled", name)

@@ -9,6 +9,7 @@
 package reason
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -86,4 +87,68 @@ func (s Set) Severity(name string) Severity {
 		return r.Severity
 	}
 	return Warning
+}
+
+// Error is a failure with the reason it is reported under: the one error
+// type that carries a reason, whichever package meets the failure. Its
+// remedy is the reason's (Set.Remedy), added in the user's words at the
+// edge: a condition's message, an Event, the log.
+type Error struct {
+	// Reason is the name of a Reason: a condition's or an Event's reason.
+	Reason string
+	// Message, when set, is what may be shown whole to whoever reads the
+	// object the failure is reported on; empty: Err's text.
+	Message string
+	// Err is the cause, for the operator's log and for errors.Is and
+	// errors.As; nil for a failure the operator words itself.
+	Err error
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Message != "":
+		return e.Message
+	case e.Err != nil:
+		return e.Err.Error()
+	}
+	return e.Reason
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes a bare Error (a reason and nothing else, as a package declares
+// its sentinels: Sentinel) match any Error of that reason, so
+// errors.Is(err, ErrX) asks whether err is reported under X.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Message == "" && t.Err == nil && t.Reason == e.Reason
+}
+
+// Sentinel is a bare Error of reason name, to declare once and compare
+// with errors.Is.
+func Sentinel(name string) *Error { return &Error{Reason: name} }
+
+// Wrap files err under name, unless err carries a reason already: the
+// reason found nearest the failure is the more specific (an admin client
+// refused for its endpoint stays EndpointNotAllowed when the caller files
+// every admin client failure under TenantUnreachable).
+func Wrap(name string, err error) *Error {
+	if inner := Of(err); inner != "" {
+		name = inner
+	}
+	return &Error{Reason: name, Err: err}
+}
+
+// Errorf is Wrap of fmt.Errorf(format, args...).
+func Errorf(name, format string, args ...any) *Error {
+	return Wrap(name, fmt.Errorf(format, args...))
+}
+
+// Of returns the reason err carries, "" for an error that carries none.
+func Of(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ""
 }
