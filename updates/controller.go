@@ -514,7 +514,7 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	if a.verb == report {
 		rv = u.GetResourceVersion()
 	}
-	if err := c.write(ctx, u, store, rv, release, a.update, phaseOf(o, a), a.status, a.reason, msg); err != nil {
+	if err := c.write(ctx, store, rv, release, a.update, phaseOf(o, a), a.status, a.reason, msg); err != nil {
 		return err
 	}
 	if o.call.result != nil {
@@ -555,7 +555,7 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.Unstructured, store *v1.ObjectStore, o observation, t *tenant, a action, msg string) error {
 	if !c.calls.reserve(key, store.Namespace) {
 		// Queued again when a call of the namespace ends.
-		return c.write(ctx, u, store, "", oldest(o.nodes), o.recorded, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
+		return c.write(ctx, store, "", oldest(o.nodes), o.recorded, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
 			fmt.Sprintf("waiting to update to %s: namespace %s has %d update call(s) running, the most it may have at once",
 				a.update.Release, store.Namespace, c.cfg.CallsPerNamespace))
 	}
@@ -585,7 +585,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 		default:
 			q.message = fmt.Sprintf("waiting to update to %s: another update started a moment ago", a.update.Release)
 		}
-		return c.write(ctx, u, store, "", oldest(o.nodes), nil, "Queued", metav1.ConditionFalse, ReasonUpdateQueued, q.message)
+		return c.write(ctx, store, "", oldest(o.nodes), nil, "Queued", metav1.ConditionFalse, ReasonUpdateQueued, q.message)
 	}
 	have := statusOf(store)
 	want := have
@@ -739,7 +739,7 @@ func (c *Controller) withRemedy(msg, cause string) string {
 // write applies the status when it changed, logging a change of reason;
 // conditional on resourceVersion when it is set (a conflict when the
 // object changed since).
-func (c *Controller) write(ctx context.Context, u *unstructured.Unstructured, store *v1.ObjectStore, resourceVersion, release string, update *v1.UpdateStatus,
+func (c *Controller) write(ctx context.Context, store *v1.ObjectStore, resourceVersion, release string, update *v1.UpdateStatus,
 	phase string, st metav1.ConditionStatus, reason, msg string) error {
 	have := statusOf(store)
 	want := have

@@ -103,6 +103,15 @@ func NewSource(sets cache.SharedIndexInformer, pods, nodes cache.SharedIndexInfo
 			return nil, fmt.Errorf("placement %s watch error handler: %w", w.resource, err)
 		}
 	}
+	if err := s.notifyOn(sets, pods, nodes); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// notifyOn tells the handlers (OnChange) of the changes to pods, Nodes
+// and StatefulSets that may change what Platforms answers.
+func (s *Source) notifyOn(sets, pods, nodes cache.SharedIndexInformer) error {
 	changed := s.changed
 	pod := func(obj any) {
 		if key := s.storeOfPod(obj); key != "" {
@@ -120,7 +129,7 @@ func NewSource(sets cache.SharedIndexInformer, pods, nodes cache.SharedIndexInfo
 		},
 		DeleteFunc: pod,
 	}); err != nil {
-		return nil, fmt.Errorf("placement pod handler: %w", err)
+		return fmt.Errorf("placement pod handler: %w", err)
 	}
 	node := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -149,7 +158,7 @@ func NewSource(sets cache.SharedIndexInformer, pods, nodes cache.SharedIndexInfo
 		},
 		DeleteFunc: node,
 	}); err != nil {
-		return nil, fmt.Errorf("placement node handler: %w", err)
+		return fmt.Errorf("placement node handler: %w", err)
 	}
 	if _, err := sets.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -171,9 +180,9 @@ func NewSource(sets cache.SharedIndexInformer, pods, nodes cache.SharedIndexInfo
 			}
 		},
 	}); err != nil {
-		return nil, fmt.Errorf("placement StatefulSet handler: %w", err)
+		return fmt.Errorf("placement StatefulSet handler: %w", err)
 	}
-	return s, nil
+	return nil
 }
 
 // Platforms returns the platforms of the ObjectStore's pods (see the
