@@ -68,7 +68,7 @@ func newIssuerFixture(t *testing.T, tweak func(*IssuerConfig), objs ...runtime.O
 		Client: f.cs, Secrets: factory.Core().V1().Secrets(), Namespace: "ops", SecretName: tlsSecret,
 		DNSNames: []string{svcName}, SignerName: DefaultSigner, Approve: true, Timeout: 5 * time.Second,
 		Expiration: 90 * time.Hour, Validator: Validator{DNSName: svcName}, Metrics: f.metrics,
-		Reasons: reasontest.Spelled(t, Reasons()), Log: zerolog.New(f.logs),
+		Reasons: reasontest.Spelled(t, Reasons(), "OPERATOR_"), Log: zerolog.New(f.logs),
 	}
 	if tweak != nil {
 		tweak(&cfg)

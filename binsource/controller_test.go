@@ -52,7 +52,7 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 	f.c, err = NewController(ControllerConfig{
 		Secrets: secretcache.NewReader(meta, f.Kube, func(map[string][]byte) string { return "" }), Dynamic: f.Dynamic,
 		ObjectStores: stores, Fetcher: fetcher, Recorder: record.NewFakeRecorder(10),
-		Reasons: reasontest.Spelled(t, Reasons()), Log: zerolog.Nop(),
+		Reasons: reasontest.Spelled(t, Reasons(), "OPERATOR_"), Log: zerolog.Nop(),
 	})
 	require.NoError(t, err)
 	require.NoError(t, stores.GetIndexer().Add(store))
