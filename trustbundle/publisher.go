@@ -81,7 +81,8 @@ type Config struct {
 	Source CASource
 	// Changed is signalled when Source's bundle may have changed.
 	Changed <-chan struct{}
-	// Resync re-checks the bundle this often even without events.
+	// Resync re-checks the bundle this often even without events (0:
+	// never; the operator's settings table holds the default).
 	Resync time.Duration
 	// Clock paces the retries of discovery; nil: the real clock.
 	Clock clock.WithTicker
@@ -117,9 +118,6 @@ func New(cfg Config) (*Publisher, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.Resync <= 0 {
-		cfg.Resync = 10 * time.Minute
 	}
 	name := Name(cfg.Namespace)
 	return &Publisher{
