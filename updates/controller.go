@@ -45,9 +45,9 @@ import (
 	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
-	"github.com/object-store-operator/operator/internal/placement"
 	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/object-store-operator/operator/internal/window"
+	"github.com/object-store-operator/operator/placement"
 	objstatus "github.com/object-store-operator/operator/status"
 )
 
