@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/object-store-operator/operator/internal/pemutil"
 	"github.com/object-store-operator/operator/internal/testutil"
 )
 
@@ -130,7 +131,7 @@ func TestCandidateValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := tt.pair(t)
-			cert, err := ParseKeyPair(p.cert, p.key)
+			cert, err := pemutil.ParseKeyPair(p.cert, p.key)
 			if err == nil {
 				err = v.Validate(cert)
 			}
@@ -149,14 +150,14 @@ func TestRejectedCandidateNeverReplacesTheServedCertificate(t *testing.T) {
 	assert.Error(t, cur.Ready())
 
 	good := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
-	cert, err := ParseKeyPair(good.cert, good.key)
+	cert, err := pemutil.ParseKeyPair(good.cert, good.key)
 	require.NoError(t, err)
 	require.NoError(t, cur.Offer("test", "good", cert, nil))
 	require.NoError(t, cur.Ready())
 	served := cur.Leaf().SerialNumber
 
 	expired := newPair(t, ecKey(t), []string{svcName}, now.Add(-2*time.Hour), now.Add(-time.Hour))
-	bad, err := ParseKeyPair(expired.cert, expired.key)
+	bad, err := pemutil.ParseKeyPair(expired.cert, expired.key)
 	require.NoError(t, err)
 	assert.ErrorContains(t, cur.Offer("test", "bad", bad, nil), "expired")
 	assert.Equal(t, served, cur.Leaf().SerialNumber)
@@ -258,7 +259,7 @@ func TestReadinessFailsOnceTheServedCertificateHasExpired(t *testing.T) {
 	clock := now
 	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName, Now: func() time.Time { return clock }}, nil, nil)
 	p := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
-	cert, err := ParseKeyPair(p.cert, p.key)
+	cert, err := pemutil.ParseKeyPair(p.cert, p.key)
 	require.NoError(t, err)
 	require.NoError(t, cur.Offer("test", "good", cert, nil))
 	require.NoError(t, cur.Ready())
@@ -329,7 +330,7 @@ func TestServedCertificateMetricsReadTheCurrentCertificate(t *testing.T) {
 
 	now := time.Now()
 	p := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
-	cert, err := ParseKeyPair(p.cert, p.key)
+	cert, err := pemutil.ParseKeyPair(p.cert, p.key)
 	require.NoError(t, err)
 	require.NoError(t, cur.Offer(KindFiles, "test", cert, nil))
 	require.NoError(t, promtest.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`

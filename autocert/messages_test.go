@@ -11,29 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/object-store-operator/operator/internal/pemutil"
 	"github.com/object-store-operator/operator/internal/testutil"
 )
-
-func TestHalfAPairNamesTheMissingKey(t *testing.T) {
-	now := time.Now()
-	p := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
-	for _, tt := range []struct {
-		name string
-		data map[string][]byte
-		want string
-	}{
-		{"tls.crt without tls.key", map[string][]byte{KeyTLSCert: p.cert}, "private key is missing: the Secret has tls.crt but no tls.key"},
-		{"tls.key without tls.crt", map[string][]byte{KeyTLSKey: p.key}, "certificate is missing: the Secret has tls.key but no tls.crt"},
-		{"public.crt without private.key", map[string][]byte{KeyPublicCert: p.cert}, "the Secret has public.crt but no private.key"},
-		{"an empty tls.key", map[string][]byte{KeyTLSCert: p.cert, KeyTLSKey: []byte(" \n")}, "the Secret has tls.crt but no tls.key"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			_, _, _, err := KeyPairFromSecret(&corev1.Secret{Data: tt.data})
-			require.ErrorIs(t, err, errMissing)
-			assert.Contains(t, err.Error(), tt.want)
-		})
-	}
-}
 
 // A custom Secret without tls.key at start: the log says what is missing
 // and that nothing is served; /readyz (Ready) gives the same cause.
@@ -44,7 +24,7 @@ func TestARejectionBeforeAnyCertificateSaysNothingIsServedAndWhy(t *testing.T) {
 	cur := NewCurrent(zerolog.New(logs), Validator{DNSName: svcName}, nil, nil)
 	src, store := secretSourceFixture(t, KindCustom, logs, cur)
 	require.NoError(t, store.Add(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tlsSecret, Namespace: "ops"},
-		Data: map[string][]byte{KeyTLSCert: p.cert}}))
+		Data: map[string][]byte{pemutil.KeyTLSCert: p.cert}}))
 
 	require.NoError(t, src.sync(context.Background(), tlsSecret))
 
@@ -59,13 +39,13 @@ func TestARejectionBeforeAnyCertificateSaysNothingIsServedAndWhy(t *testing.T) {
 
 	// Fixed: served, ready, and the cause is gone.
 	require.NoError(t, store.Update(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tlsSecret, Namespace: "ops"},
-		Data: map[string][]byte{KeyTLSCert: p.cert, KeyTLSKey: p.key}}))
+		Data: map[string][]byte{pemutil.KeyTLSCert: p.cert, pemutil.KeyTLSKey: p.key}}))
 	require.NoError(t, src.sync(context.Background(), tlsSecret))
 	assert.NoError(t, cur.Ready())
 
 	// Broken again: the served certificate stays, and the log says so.
 	require.NoError(t, store.Update(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tlsSecret, Namespace: "ops"},
-		Data: map[string][]byte{KeyTLSCert: p.cert}}))
+		Data: map[string][]byte{pemutil.KeyTLSCert: p.cert}}))
 	require.NoError(t, src.sync(context.Background(), tlsSecret))
 	assert.Contains(t, logs.String(), "keeping the certificate already served")
 	assert.NoError(t, cur.Ready())

@@ -17,8 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
-	"github.com/object-store-operator/operator/autocert"
-	"github.com/object-store-operator/operator/trust"
+	"github.com/object-store-operator/operator/internal/pemutil"
 )
 
 // Keys of the generated Secret. Secret keys cannot hold "/", so the
@@ -91,7 +90,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		if err != nil {
 			return nil, err
 		}
-		cert, key, _, err := autocert.KeyPairFromSecret(s)
+		cert, key, _, err := pemutil.KeyPairFromSecret(s)
 		if err != nil {
 			return nil, &problem{secret: ref.Name, field: field, reason: ReasonSecretMalformed, detail: "server certificate: " + err.Error()}
 		}
@@ -101,7 +100,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		}
 		a.put(ref.Name, ck, cert)
 		a.put(ref.Name, kk, key)
-		if ca := s.Data[autocert.KeyCA]; len(ca) > 0 {
+		if ca := s.Data[pemutil.KeyCA]; len(ca) > 0 {
 			a.put(ref.Name, serverCAKey(ref.Name), ca)
 		}
 	}
@@ -111,7 +110,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		if err != nil {
 			return nil, err
 		}
-		cert, key, _, err := autocert.KeyPairFromSecret(s)
+		cert, key, _, err := pemutil.KeyPairFromSecret(s)
 		if err != nil {
 			return nil, &problem{secret: ref.Name, field: field, reason: ReasonSecretMalformed, detail: "client certificate: " + err.Error()}
 		}
@@ -216,7 +215,7 @@ func changedSources(previousJSON string, now map[string]string) []string {
 // caCertificates concatenates every certificate in ca.crt, public.crt and
 // tls.crt; anything else in those keys makes the Secret malformed.
 func caCertificates(s *corev1.Secret) ([]byte, error) {
-	certs, problems := trust.Certificates(s)
+	certs, problems := pemutil.Certificates(s)
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "; "))
 	}

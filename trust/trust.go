@@ -6,12 +6,10 @@
 package trust
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -30,13 +28,11 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/pemutil"
 )
 
 // SecretPrefix starts the name of every Secret whose certificates are trusted.
 const SecretPrefix = "aistor-ca-tls"
-
-// keys are read in this order from each CA Secret.
-var keys = []string{"ca.crt", "public.crt", "tls.crt"}
 
 // Config configures a Pool.
 type Config struct {
@@ -190,7 +186,7 @@ func (p *Pool) sync() error {
 			continue
 		}
 		seen[s.Name] = true
-		certs, problems := Certificates(s)
+		certs, problems := pemutil.Certificates(s)
 		for _, problem := range problems {
 			p.log.Error().Str("secret", s.Namespace+"/"+s.Name).Str("reason", problem).Msg("CA Secret has unusable content; skipping it, the rest is trusted")
 		}
@@ -223,48 +219,4 @@ func (p *Pool) sync() error {
 		p.pool.Store(&trusted{pool: pool, cas: count})
 	}
 	return nil
-}
-
-// Certificates returns every PEM certificate in a CA Secret's keys ca.crt,
-// public.crt and tls.crt, and a description of each key that holds
-// something else.
-func Certificates(s *corev1.Secret) ([]*x509.Certificate, []string) {
-	var certs []*x509.Certificate
-	var problems []string
-	for _, k := range keys {
-		data, ok := s.Data[k]
-		if !ok {
-			continue
-		}
-		found, broken := 0, false
-		rest := bytes.TrimSpace(data)
-		for len(rest) > 0 {
-			var block *pem.Block
-			block, rest = pem.Decode(rest)
-			if block == nil {
-				problems = append(problems, fmt.Sprintf("%s: data that is not PEM", k))
-				broken = true
-				break
-			}
-			if block.Type != "CERTIFICATE" {
-				continue
-			}
-			c, err := x509.ParseCertificate(block.Bytes)
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: certificate does not parse: %v", k, err))
-				broken = true
-				continue
-			}
-			certs = append(certs, c)
-			found++
-			rest = bytes.TrimSpace(rest)
-		}
-		if found == 0 && !broken {
-			problems = append(problems, fmt.Sprintf("%s: no PEM certificate", k))
-		}
-	}
-	if len(certs) == 0 && len(problems) == 0 {
-		problems = append(problems, "no PEM certificate: none of the keys ca.crt, public.crt, tls.crt is present")
-	}
-	return certs, problems
 }
