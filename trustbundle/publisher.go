@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -109,6 +110,9 @@ type Publisher struct {
 	// warned is how the last sync ended (note), so a problem that stays
 	// is logged once (only the one worker touches it).
 	warned string
+	// problem is warned as Problem reports it, for readers off the
+	// worker.
+	problem atomic.Pointer[string]
 }
 
 // New returns a Publisher; Run starts it.
@@ -298,6 +302,21 @@ func (p *Publisher) note(msg, reason string) {
 		p.log.Warn().Str("reason", reason).Msg(msg)
 	}
 	p.warned = key
+	problem := ""
+	if msg != "" {
+		problem = msg + ": " + reason
+	}
+	p.problem.Store(&problem)
+}
+
+// Problem is how the last sync ended when the bundle is not what the
+// source says pods must trust, or is published without some of it (the
+// warning logged once); "" when it is, or before the first sync.
+func (p *Publisher) Problem() string {
+	if s := p.problem.Load(); s != nil {
+		return *s
+	}
+	return ""
 }
 
 func (p *Publisher) cached() *unstructured.Unstructured {
