@@ -59,6 +59,9 @@ type Pool struct {
 	queue  workqueue.TypedRateLimitingInterface[string]
 	pool   atomic.Pointer[trusted]
 
+	// unusable is what the last sync skipped (Unusable).
+	unusable atomic.Pointer[[]string]
+
 	fingerprint [32]byte // of the last pool built; only the sync goroutine touches it
 	loaded      map[string][32]byte
 
@@ -156,6 +159,16 @@ func (p *Pool) currentTransport() *http.Transport {
 	return p.transport
 }
 
+// Unusable names each CA Secret content the last rebuild skipped
+// ("<namespace>/<name>: <key>: <problem>", as the error it logs); nil
+// before the first rebuild.
+func (p *Pool) Unusable() []string {
+	if u := p.unusable.Load(); u != nil {
+		return *u
+	}
+	return nil
+}
+
 // Run rebuilds the pool on every change until ctx ends.
 func (p *Pool) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), p.synced) {
@@ -181,6 +194,7 @@ func (p *Pool) sync() error {
 	h := sha256.New()
 	count := 0
 	seen := map[string]bool{}
+	unusable := []string{}
 	for _, s := range secrets {
 		if !strings.HasPrefix(s.Name, SecretPrefix) {
 			continue
@@ -189,6 +203,7 @@ func (p *Pool) sync() error {
 		certs, problems := pemutil.Certificates(s)
 		for _, problem := range problems {
 			p.log.Error().Str("secret", s.Namespace+"/"+s.Name).Str("reason", problem).Msg("CA Secret has unusable content; skipping it, the rest is trusted")
+			unusable = append(unusable, s.Namespace+"/"+s.Name+": "+problem)
 		}
 		var subjects []string
 		sh := sha256.New()
@@ -212,6 +227,7 @@ func (p *Pool) sync() error {
 			p.log.Info().Str("secret", p.cfg.Namespace+"/"+name).Msg("CA Secret gone: its CAs are no longer trusted")
 		}
 	}
+	p.unusable.Store(&unusable)
 	var fp [32]byte
 	copy(fp[:], h.Sum(nil))
 	if fp != p.fingerprint {
