@@ -173,8 +173,8 @@ func TestWatchFilesReloadsAndKeepsTheLastGoodCertificate(t *testing.T) {
 	}
 	first := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
 	write(first)
-	logs := &testutil.LockedBuffer{}
-	cur := NewCurrent(zerolog.New(logs), Validator{DNSName: svcName}, nil, nil)
+	metrics := NewMetrics(nil)
+	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName}, metrics, nil)
 	go func() { _ = WatchFiles(t.Context(), cur, certFile, keyFile, 50*time.Millisecond) }()
 	require.Eventually(t, func() bool { return cur.Ready() == nil }, 5*time.Second, 10*time.Millisecond)
 	firstSerial := cur.Leaf().SerialNumber
@@ -185,9 +185,10 @@ func TestWatchFilesReloadsAndKeepsTheLastGoodCertificate(t *testing.T) {
 	secondSerial := cur.Leaf().SerialNumber
 
 	require.NoError(t, os.WriteFile(certFile, []byte("garbage"), 0o600))
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "no PEM CERTIFICATE block") }, 5*time.Second, 10*time.Millisecond)
-	assert.Contains(t, logs.String(), "keeping the certificate already served")
-	assert.Equal(t, secondSerial, cur.Leaf().SerialNumber)
+	require.Eventually(t, func() bool { return promtest.ToFloat64(metrics.rejected.WithLabelValues("garbage")) == 1 }, 5*time.Second, 10*time.Millisecond)
+	assert.Contains(t, cur.rejections(), "no PEM CERTIFICATE block", "the cause, as /readyz gives it")
+	assert.Equal(t, secondSerial, cur.Leaf().SerialNumber, "the certificate already served is kept")
+	assert.NoError(t, cur.Ready())
 }
 
 func TestRenewalIsDueAtTwoThirdsOfTheLifetimeByDefault(t *testing.T) {
