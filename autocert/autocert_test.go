@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -272,36 +273,40 @@ func TestReadinessFailsOnceTheServedCertificateHasExpired(t *testing.T) {
 }
 
 func TestAWatchThatFailsAtOnceIsRetriedWithBackoffNotInALoop(t *testing.T) {
-	pending := &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: "csr-1", ResourceVersion: "5"},
-		Spec:       certificatesv1.CertificateSigningRequestSpec{SignerName: certificatesv1.KubeletServingSignerName},
-	}
-	cs := fake.NewClientset(pending)
-	var watches atomic.Int64
-	cs.PrependWatchReactor("certificatesigningrequests", func(k8stesting.Action) (bool, watch.Interface, error) {
-		watches.Add(1)
-		w := watch.NewRaceFreeFake()
-		w.Error(&metav1.Status{Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
-		return true, w, nil
-	})
-	i := &Issuer{cfg: IssuerConfig{Client: cs, Timeout: 2 * time.Second, SignerName: certificatesv1.KubeletServingSignerName, Metrics: NewMetrics(nil), Approve: true}}
-	_, err := i.waitSigned(t.Context(), pending)
-	assert.ErrorContains(t, err, "not signed within 2s")
-	// client-go's reflector backs off (800 ms doubling): a handful of
-	// watches in 2 s, where a re-watch without backoff would make thousands.
-	assert.LessOrEqual(t, watches.Load(), int64(5))
-	assert.GreaterOrEqual(t, watches.Load(), int64(2), "it did try again")
+	// In a bubble: the reflector's backoff (800 ms doubling) and the 2 s
+	// timeout pass on the fake clock, not the test's wall time.
+	synctest.Test(t, func(t *testing.T) {
+		pending := &certificatesv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{Name: "csr-1", ResourceVersion: "5"},
+			Spec:       certificatesv1.CertificateSigningRequestSpec{SignerName: certificatesv1.KubeletServingSignerName},
+		}
+		cs := fake.NewClientset(pending)
+		var watches atomic.Int64
+		cs.PrependWatchReactor("certificatesigningrequests", func(k8stesting.Action) (bool, watch.Interface, error) {
+			watches.Add(1)
+			w := watch.NewRaceFreeFake()
+			w.Error(&metav1.Status{Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
+			return true, w, nil
+		})
+		i := &Issuer{cfg: IssuerConfig{Client: cs, Timeout: 2 * time.Second, SignerName: certificatesv1.KubeletServingSignerName, Metrics: NewMetrics(nil), Approve: true}}
+		_, err := i.waitSigned(t.Context(), pending)
+		assert.ErrorContains(t, err, "not signed within 2s")
+		// client-go's reflector backs off (800 ms doubling): a handful of
+		// watches in 2 s, where a re-watch without backoff would make thousands.
+		assert.LessOrEqual(t, watches.Load(), int64(5))
+		assert.GreaterOrEqual(t, watches.Load(), int64(2), "it did try again")
 
-	// The CSR is listed again after a failed watch, so a certificate
-	// issued meanwhile is still found.
-	signed := pending.DeepCopy()
-	signed.Status.Certificate = []byte("chain")
-	signed.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
-	_, err = cs.CertificatesV1().CertificateSigningRequests().UpdateStatus(t.Context(), signed, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	chain, err := i.waitSigned(t.Context(), pending)
-	require.NoError(t, err)
-	assert.Equal(t, []byte("chain"), chain)
+		// The CSR is listed again after a failed watch, so a certificate
+		// issued meanwhile is still found.
+		signed := pending.DeepCopy()
+		signed.Status.Certificate = []byte("chain")
+		signed.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
+		_, err = cs.CertificatesV1().CertificateSigningRequests().UpdateStatus(t.Context(), signed, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		chain, err := i.waitSigned(t.Context(), pending)
+		require.NoError(t, err)
+		assert.Equal(t, []byte("chain"), chain)
+	})
 }
 
 func TestANewTermDeletesOnlyItsInstallationsLeftoverCSRs(t *testing.T) {
