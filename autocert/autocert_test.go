@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/object-store-operator/operator/internal/pemutil"
 	"github.com/object-store-operator/operator/internal/testutil"
 )
 
@@ -130,7 +132,7 @@ func TestCandidateValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := tt.pair(t)
-			cert, err := ParseKeyPair(p.cert, p.key)
+			cert, err := pemutil.ParseKeyPair(p.cert, p.key)
 			if err == nil {
 				err = v.Validate(cert)
 			}
@@ -149,14 +151,14 @@ func TestRejectedCandidateNeverReplacesTheServedCertificate(t *testing.T) {
 	assert.Error(t, cur.Ready())
 
 	good := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
-	cert, err := ParseKeyPair(good.cert, good.key)
+	cert, err := pemutil.ParseKeyPair(good.cert, good.key)
 	require.NoError(t, err)
 	require.NoError(t, cur.Offer("test", "good", cert, nil))
 	require.NoError(t, cur.Ready())
 	served := cur.Leaf().SerialNumber
 
 	expired := newPair(t, ecKey(t), []string{svcName}, now.Add(-2*time.Hour), now.Add(-time.Hour))
-	bad, err := ParseKeyPair(expired.cert, expired.key)
+	bad, err := pemutil.ParseKeyPair(expired.cert, expired.key)
 	require.NoError(t, err)
 	assert.ErrorContains(t, cur.Offer("test", "bad", bad, nil), "expired")
 	assert.Equal(t, served, cur.Leaf().SerialNumber)
@@ -172,8 +174,8 @@ func TestWatchFilesReloadsAndKeepsTheLastGoodCertificate(t *testing.T) {
 	}
 	first := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
 	write(first)
-	logs := &testutil.LockedBuffer{}
-	cur := NewCurrent(zerolog.New(logs), Validator{DNSName: svcName}, nil, nil)
+	metrics := NewMetrics(nil)
+	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName}, metrics, nil)
 	go func() { _ = WatchFiles(t.Context(), cur, certFile, keyFile, 50*time.Millisecond) }()
 	require.Eventually(t, func() bool { return cur.Ready() == nil }, 5*time.Second, 10*time.Millisecond)
 	firstSerial := cur.Leaf().SerialNumber
@@ -184,9 +186,10 @@ func TestWatchFilesReloadsAndKeepsTheLastGoodCertificate(t *testing.T) {
 	secondSerial := cur.Leaf().SerialNumber
 
 	require.NoError(t, os.WriteFile(certFile, []byte("garbage"), 0o600))
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "no PEM CERTIFICATE block") }, 5*time.Second, 10*time.Millisecond)
-	assert.Contains(t, logs.String(), "keeping the certificate already served")
-	assert.Equal(t, secondSerial, cur.Leaf().SerialNumber)
+	require.Eventually(t, func() bool { return promtest.ToFloat64(metrics.rejected.WithLabelValues("garbage")) == 1 }, 5*time.Second, 10*time.Millisecond)
+	assert.Contains(t, cur.rejections(), "no PEM CERTIFICATE block", "the cause, as /readyz gives it")
+	assert.Equal(t, secondSerial, cur.Leaf().SerialNumber, "the certificate already served is kept")
+	assert.NoError(t, cur.Ready())
 }
 
 func TestRenewalIsDueAtTwoThirdsOfTheLifetimeByDefault(t *testing.T) {
@@ -258,7 +261,7 @@ func TestReadinessFailsOnceTheServedCertificateHasExpired(t *testing.T) {
 	clock := now
 	cur := NewCurrent(zerolog.Nop(), Validator{DNSName: svcName, Now: func() time.Time { return clock }}, nil, nil)
 	p := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
-	cert, err := ParseKeyPair(p.cert, p.key)
+	cert, err := pemutil.ParseKeyPair(p.cert, p.key)
 	require.NoError(t, err)
 	require.NoError(t, cur.Offer("test", "good", cert, nil))
 	require.NoError(t, cur.Ready())
@@ -270,36 +273,40 @@ func TestReadinessFailsOnceTheServedCertificateHasExpired(t *testing.T) {
 }
 
 func TestAWatchThatFailsAtOnceIsRetriedWithBackoffNotInALoop(t *testing.T) {
-	pending := &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: "csr-1", ResourceVersion: "5"},
-		Spec:       certificatesv1.CertificateSigningRequestSpec{SignerName: certificatesv1.KubeletServingSignerName},
-	}
-	cs := fake.NewClientset(pending)
-	var watches atomic.Int64
-	cs.PrependWatchReactor("certificatesigningrequests", func(k8stesting.Action) (bool, watch.Interface, error) {
-		watches.Add(1)
-		w := watch.NewRaceFreeFake()
-		w.Error(&metav1.Status{Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
-		return true, w, nil
-	})
-	i := &Issuer{cfg: IssuerConfig{Client: cs, Timeout: 2 * time.Second, SignerName: certificatesv1.KubeletServingSignerName, Metrics: NewMetrics(nil), Approve: true}}
-	_, err := i.waitSigned(t.Context(), pending)
-	assert.ErrorContains(t, err, "not signed within 2s")
-	// client-go's reflector backs off (800 ms doubling): a handful of
-	// watches in 2 s, where a re-watch without backoff would make thousands.
-	assert.LessOrEqual(t, watches.Load(), int64(5))
-	assert.GreaterOrEqual(t, watches.Load(), int64(2), "it did try again")
+	// In a bubble: the reflector's backoff (800 ms doubling) and the 2 s
+	// timeout pass on the fake clock, not the test's wall time.
+	synctest.Test(t, func(t *testing.T) {
+		pending := &certificatesv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{Name: "csr-1", ResourceVersion: "5"},
+			Spec:       certificatesv1.CertificateSigningRequestSpec{SignerName: certificatesv1.KubeletServingSignerName},
+		}
+		cs := fake.NewClientset(pending)
+		var watches atomic.Int64
+		cs.PrependWatchReactor("certificatesigningrequests", func(k8stesting.Action) (bool, watch.Interface, error) {
+			watches.Add(1)
+			w := watch.NewRaceFreeFake()
+			w.Error(&metav1.Status{Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
+			return true, w, nil
+		})
+		i := &Issuer{cfg: IssuerConfig{Client: cs, Timeout: 2 * time.Second, SignerName: certificatesv1.KubeletServingSignerName, Metrics: NewMetrics(nil), Approve: true}}
+		_, err := i.waitSigned(t.Context(), pending)
+		assert.ErrorContains(t, err, "not signed within 2s")
+		// client-go's reflector backs off (800 ms doubling): a handful of
+		// watches in 2 s, where a re-watch without backoff would make thousands.
+		assert.LessOrEqual(t, watches.Load(), int64(5))
+		assert.GreaterOrEqual(t, watches.Load(), int64(2), "it did try again")
 
-	// The CSR is listed again after a failed watch, so a certificate
-	// issued meanwhile is still found.
-	signed := pending.DeepCopy()
-	signed.Status.Certificate = []byte("chain")
-	signed.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
-	_, err = cs.CertificatesV1().CertificateSigningRequests().UpdateStatus(t.Context(), signed, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	chain, err := i.waitSigned(t.Context(), pending)
-	require.NoError(t, err)
-	assert.Equal(t, []byte("chain"), chain)
+		// The CSR is listed again after a failed watch, so a certificate
+		// issued meanwhile is still found.
+		signed := pending.DeepCopy()
+		signed.Status.Certificate = []byte("chain")
+		signed.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
+		_, err = cs.CertificatesV1().CertificateSigningRequests().UpdateStatus(t.Context(), signed, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		chain, err := i.waitSigned(t.Context(), pending)
+		require.NoError(t, err)
+		assert.Equal(t, []byte("chain"), chain)
+	})
 }
 
 func TestANewTermDeletesOnlyItsInstallationsLeftoverCSRs(t *testing.T) {
@@ -329,7 +336,7 @@ func TestServedCertificateMetricsReadTheCurrentCertificate(t *testing.T) {
 
 	now := time.Now()
 	p := newPair(t, ecKey(t), []string{svcName}, now.Add(-time.Hour), now.Add(time.Hour))
-	cert, err := ParseKeyPair(p.cert, p.key)
+	cert, err := pemutil.ParseKeyPair(p.cert, p.key)
 	require.NoError(t, err)
 	require.NoError(t, cur.Offer(KindFiles, "test", cert, nil))
 	require.NoError(t, promtest.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/minio/pkg/v3/certs"
+
+	"github.com/object-store-operator/operator/internal/pemutil"
 )
 
 // WatchFiles serves the key pair in certFile and keyFile (for example the
@@ -59,5 +61,5 @@ func readKeyPair(certFile, keyFile string) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ParseKeyPair(certPEM, keyPEM)
+	return pemutil.ParseKeyPair(certPEM, keyPEM)
 }

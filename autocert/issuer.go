@@ -31,7 +31,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/object-store-operator/operator/internal/controller"
-
+	"github.com/object-store-operator/operator/internal/pemutil"
 	"github.com/object-store-operator/operator/internal/reason"
 )
 
@@ -208,7 +208,7 @@ func (i *Issuer) sync(_ context.Context, key string) error {
 
 	reason := "no certificate yet"
 	if secret != nil {
-		_, _, cert, err := KeyPairFromSecret(secret)
+		_, _, cert, err := pemutil.KeyPairFromSecret(secret)
 		if err == nil {
 			err = i.cfg.Validator.Validate(cert)
 		}
@@ -458,8 +458,8 @@ func (i *Issuer) caBundle(ctx context.Context, chain []*x509.Certificate) []byte
 		return out
 	}
 	cm, err := i.cfg.Client.CoreV1().ConfigMaps(i.cfg.Namespace).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
-	if err == nil && cm.Data[KeyCA] != "" {
-		return []byte(cm.Data[KeyCA])
+	if err == nil && cm.Data[pemutil.KeyCA] != "" {
+		return []byte(cm.Data[pemutil.KeyCA])
 	}
 	return i.cfg.ClusterCA
 }
@@ -485,7 +485,7 @@ func (i *Issuer) store(ctx context.Context, existing *corev1.Secret, csrName str
 	secret.Annotations[CSRAnnotation] = csrName
 	secret.Annotations[SignerAnnotation] = i.cfg.SignerName
 	secret.Annotations[FingerprintAnnotation] = fingerprintPEM(certPEM)
-	secret.Data = map[string][]byte{KeyTLSCert: certPEM, KeyTLSKey: keyPEM, KeyCA: ca}
+	secret.Data = map[string][]byte{pemutil.KeyTLSCert: certPEM, pemutil.KeyTLSKey: keyPEM, pemutil.KeyCA: ca}
 	api := i.cfg.Client.CoreV1().Secrets(i.cfg.Namespace)
 	var err error
 	if existing == nil {

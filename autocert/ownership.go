@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/object-store-operator/operator/internal/pemutil"
 )
 
 // FingerprintAnnotation on the autocert Secret records the SHA-256 of the
@@ -82,9 +84,9 @@ func Ownership(s *corev1.Secret) (Foreign, string) {
 	if s.Labels[ManagedByLabel] != ManagedByValue {
 		return ForeignUnlabelled, fmt.Sprintf("the operator did not create it (it lacks the label %s=%s)", ManagedByLabel, ManagedByValue)
 	}
-	certPEM := s.Data[KeyTLSCert]
+	certPEM := s.Data[pemutil.KeyTLSCert]
 	if len(certPEM) == 0 {
-		certPEM = s.Data[KeyPublicCert]
+		certPEM = s.Data[pemutil.KeyPublicCert]
 	}
 	if len(certPEM) == 0 {
 		return Owned, ""

@@ -3,15 +3,16 @@ package autocert
 import (
 	"errors"
 
+	"github.com/object-store-operator/operator/internal/pemutil"
 	"github.com/object-store-operator/operator/internal/reason"
 )
 
 // Reasons a candidate certificate is rejected, for metrics and alerts.
 // Errors wrap one of them; reasonOf maps an error back to its label.
 var (
-	errMissing     = errors.New("missing")
-	errGarbage     = errors.New("garbage")
-	errKeyMismatch = errors.New("key mismatch")
+	errMissing     = pemutil.ErrMissing
+	errGarbage     = pemutil.ErrGarbage
+	errKeyMismatch = pemutil.ErrKeyMismatch
 	errExpired     = errors.New("expired")
 	errNotYetValid = errors.New("not yet valid")
 	errSANs        = errors.New("SANs do not cover the service")

@@ -2,9 +2,7 @@ package autocert
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"strings"
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
@@ -15,45 +13,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/pemutil"
 )
-
-// Secret keys, kubernetes.io/tls and cert-manager style first, MinIO style second.
-const (
-	KeyTLSCert    = "tls.crt"
-	KeyTLSKey     = "tls.key"
-	KeyCA         = "ca.crt"
-	KeyPublicCert = "public.crt"
-	KeyPrivateKey = "private.key"
-)
-
-// KeyPairFromSecret reads the key pair a Secret holds: tls.crt/tls.key
-// (kubernetes.io/tls, cert-manager) or public.crt/private.key (MinIO). It
-// returns the PEM as stored and the parsed certificate; a missing half, or
-// a key of another certificate, is an error that says which.
-func KeyPairFromSecret(s *corev1.Secret) (certPEM, keyPEM []byte, cert *tls.Certificate, err error) {
-	certKey, keyKey := KeyTLSCert, KeyTLSKey
-	certPEM, keyPEM = s.Data[KeyTLSCert], s.Data[KeyTLSKey]
-	if len(certPEM) == 0 && len(keyPEM) == 0 {
-		certKey, keyKey = KeyPublicCert, KeyPrivateKey
-		certPEM, keyPEM = s.Data[KeyPublicCert], s.Data[KeyPrivateKey]
-	}
-	if len(certPEM) == 0 && len(keyPEM) == 0 {
-		return nil, nil, nil, fmt.Errorf("%w: no %s/%s (or %s/%s) keys in the Secret", errMissing, KeyTLSCert, KeyTLSKey, KeyPublicCert, KeyPrivateKey)
-	}
-	// Half a pair: name the key that is missing, and the one present.
-	switch certBlank, keyBlank := blank(certPEM), blank(keyPEM); {
-	case keyBlank && !certBlank:
-		return nil, nil, nil, fmt.Errorf("%w: private key is missing: the Secret has %s but no %s", errMissing, certKey, keyKey)
-	case certBlank && !keyBlank:
-		return nil, nil, nil, fmt.Errorf("%w: certificate is missing: the Secret has %s but no %s", errMissing, keyKey, certKey)
-	}
-	if cert, err = ParseKeyPair(certPEM, keyPEM); err != nil {
-		return nil, nil, nil, err
-	}
-	return certPEM, keyPEM, cert, nil
-}
-
-func blank(b []byte) bool { return len(strings.TrimSpace(string(b))) == 0 }
 
 // servingCAOverride returns ca.crt of the serving CA Secret (the bundle
 // pods must trust, set by the user), or nil when it is missing or holds
@@ -63,7 +24,7 @@ func servingCAOverride(secrets corelisters.SecretLister, namespace, name string)
 	if err != nil {
 		return nil
 	}
-	return s.Data[KeyCA]
+	return s.Data[pemutil.KeyCA]
 }
 
 // SecretSource serves the key pair of one Secret through a Current and
@@ -155,12 +116,12 @@ func (s *SecretSource) sync(_ context.Context, _ string) error {
 			return nil
 		}
 	}
-	_, _, cert, err := KeyPairFromSecret(secret)
+	_, _, cert, err := pemutil.KeyPairFromSecret(secret)
 	if err != nil {
 		s.cur.Reject(s.kind, origin, err)
 		return nil
 	}
-	ca := secret.Data[KeyCA]
+	ca := secret.Data[pemutil.KeyCA]
 	if s.caSecret != "" {
 		ca = s.overrideCA(ca)
 	}

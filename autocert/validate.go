@@ -112,51 +112,6 @@ func extKeyUsageName(u x509.ExtKeyUsage) string {
 	return fmt.Sprintf("usage %d", u)
 }
 
-// ParseKeyPair builds a certificate from PEM, with reasons a person can act
-// on instead of crypto/tls's terse ones. certPEM may hold the full chain.
-func ParseKeyPair(certPEM, keyPEM []byte) (*tls.Certificate, error) {
-	switch {
-	case len(strings.TrimSpace(string(certPEM))) == 0 && len(strings.TrimSpace(string(keyPEM))) == 0:
-		return nil, fmt.Errorf("%w: certificate and private key are both missing or empty", errMissing)
-	case len(strings.TrimSpace(string(certPEM))) == 0:
-		return nil, fmt.Errorf("%w: certificate is missing or empty", errMissing)
-	case len(strings.TrimSpace(string(keyPEM))) == 0:
-		return nil, fmt.Errorf("%w: private key is missing or empty", errMissing)
-	}
-	if !hasPEMBlock(certPEM, "CERTIFICATE") {
-		return nil, fmt.Errorf("%w: certificate holds no PEM CERTIFICATE block", errGarbage)
-	}
-	if !hasPEMBlock(keyPEM, "PRIVATE KEY") {
-		return nil, fmt.Errorf("%w: private key holds no PEM PRIVATE KEY block", errGarbage)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		msg := err.Error()
-		switch {
-		case strings.Contains(msg, "type does not match"):
-			return nil, fmt.Errorf("%w: private key type does not match the certificate's key type (RSA/ECDSA/Ed25519 mix-up): %v", errKeyMismatch, err)
-		case strings.Contains(msg, "does not match"):
-			return nil, fmt.Errorf("%w: private key belongs to another certificate: %v", errKeyMismatch, err)
-		default:
-			return nil, fmt.Errorf("%w: cannot parse key pair: %v", errGarbage, err)
-		}
-	}
-	return &cert, nil
-}
-
-func hasPEMBlock(data []byte, suffix string) bool {
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			return false
-		}
-		if strings.HasSuffix(block.Type, suffix) {
-			return true
-		}
-	}
-}
-
 func describeSANs(leaf *x509.Certificate) string {
 	sans := append([]string{}, leaf.DNSNames...)
 	for _, ip := range leaf.IPAddresses {

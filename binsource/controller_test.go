@@ -23,12 +23,13 @@ import (
 	"github.com/object-store-operator/operator/internal/reason/reasontest"
 	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/internal/testutil"
+	"github.com/object-store-operator/operator/test/fakeapi"
 )
 
-// controllerFixture is testutil.FakeAPI with the controller over it; the
+// controllerFixture is fakeapi.API with the controller over it; the
 // pull Secret cases never reach a registry.
 type controllerFixture struct {
-	*testutil.FakeAPI
+	*fakeapi.API
 	c *Controller
 }
 
@@ -39,7 +40,7 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 	t.Cleanup(func() { bs.Close() })
 	fetcher, err := NewFetcher(FetcherConfig{Store: bs, PullTimeout: time.Second})
 	require.NoError(t, err)
-	f := &controllerFixture{FakeAPI: testutil.NewFakeAPI([]*unstructured.Unstructured{store}, objs...)}
+	f := &controllerFixture{API: fakeapi.New([]*unstructured.Unstructured{store}, objs...)}
 	// The shared Secret cache over a metadata informer that holds objs'
 	// Secrets.
 	meta := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
@@ -52,7 +53,7 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 	f.c, err = NewController(ControllerConfig{
 		Secrets: secretcache.NewReader(meta, f.Kube, func(map[string][]byte) string { return "" }), Dynamic: f.Dynamic,
 		ObjectStores: stores, Fetcher: fetcher, Recorder: record.NewFakeRecorder(10),
-		Reasons: reasontest.Spelled(t, Reasons()), Log: zerolog.Nop(),
+		Reasons: reasontest.Spelled(t, Reasons(), "OPERATOR_"), Log: zerolog.Nop(),
 	})
 	require.NoError(t, err)
 	require.NoError(t, stores.GetIndexer().Add(store))
@@ -79,7 +80,7 @@ func objectStoreWithImage(image string, pullSecrets ...string) *unstructured.Uns
 	if refs != nil {
 		spec["imagePullSecrets"] = refs
 	}
-	return testutil.UnstructuredObjectStore("t", "s", spec)
+	return fakeapi.UnstructuredObjectStore("t", "s", spec)
 }
 
 func condition(t *testing.T, f *controllerFixture) metav1.Condition {

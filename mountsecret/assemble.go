@@ -17,9 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
-	"github.com/object-store-operator/operator/autocert"
+	"github.com/object-store-operator/operator/internal/pemutil"
 	"github.com/object-store-operator/operator/internal/reason"
-	"github.com/object-store-operator/operator/trust"
 )
 
 // Keys of the generated Secret. Secret keys cannot hold "/", so the
@@ -98,7 +97,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		if err != nil {
 			return nil, err
 		}
-		cert, key, _, err := autocert.KeyPairFromSecret(s)
+		cert, key, _, err := pemutil.KeyPairFromSecret(s)
 		if err != nil {
 			return nil, newProblem(ReasonSecretMalformed, ref.Name, field, "server certificate: "+err.Error())
 		}
@@ -108,7 +107,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		}
 		a.put(ref.Name, ck, cert)
 		a.put(ref.Name, kk, key)
-		if ca := s.Data[autocert.KeyCA]; len(ca) > 0 {
+		if ca := s.Data[pemutil.KeyCA]; len(ca) > 0 {
 			a.put(ref.Name, serverCAKey(ref.Name), ca)
 		}
 	}
@@ -118,7 +117,7 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 		if err != nil {
 			return nil, err
 		}
-		cert, key, _, err := autocert.KeyPairFromSecret(s)
+		cert, key, _, err := pemutil.KeyPairFromSecret(s)
 		if err != nil {
 			return nil, newProblem(ReasonSecretMalformed, ref.Name, field, "client certificate: "+err.Error())
 		}
@@ -222,7 +221,7 @@ func changedSources(previousJSON string, now map[string]string) []string {
 // caCertificates concatenates every certificate in ca.crt, public.crt and
 // tls.crt; anything else in those keys makes the Secret malformed.
 func caCertificates(s *corev1.Secret) ([]byte, error) {
-	certs, problems := trust.Certificates(s)
+	certs, problems := pemutil.Certificates(s)
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "; "))
 	}

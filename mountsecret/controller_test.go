@@ -18,12 +18,13 @@ import (
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/testutil"
+	"github.com/object-store-operator/operator/test/fakeapi"
 )
 
-// fixture is testutil.FakeAPI with the controller over it and its
+// fixture is fakeapi.API with the controller over it and its
 // informers (never started; catchUp fills them).
 type fixture struct {
-	*testutil.FakeAPI
+	*fakeapi.API
 	t      *testing.T
 	meta   cache.SharedIndexInformer // Secrets, metadata only
 	stores cache.SharedIndexInformer
@@ -83,7 +84,7 @@ func newFixtureWith(t *testing.T, configure func(*Config), store *unstructured.U
 	for _, s := range sets {
 		objs = append(objs, s)
 	}
-	f := &fixture{t: t, FakeAPI: testutil.NewFakeAPI([]*unstructured.Unstructured{store}, objs...)}
+	f := &fixture{t: t, API: fakeapi.New([]*unstructured.Unstructured{store}, objs...)}
 	f.meta = testutil.Informer(&metav1.PartialObjectMetadata{})
 	f.stores = testutil.Informer(&unstructured.Unstructured{})
 	stores, meta := f.stores, f.meta
@@ -119,7 +120,7 @@ func objectStore(refs ...string) *unstructured.Unstructured {
 	for _, r := range refs {
 		server = append(server, map[string]any{"name": r})
 	}
-	u := testutil.UnstructuredObjectStore("t", "s", map[string]any{"certificates": map[string]any{"server": server}})
+	u := fakeapi.UnstructuredObjectStore("t", "s", map[string]any{"certificates": map[string]any{"server": server}})
 	u.SetUID("uid-of-s")
 	return u
 }

@@ -6,12 +6,10 @@
 package trust
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -30,13 +28,11 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/pemutil"
 )
 
 // SecretPrefix starts the name of every Secret whose certificates are trusted.
 const SecretPrefix = "aistor-ca-tls"
-
-// keys are read in this order from each CA Secret.
-var keys = []string{"ca.crt", "public.crt", "tls.crt"}
 
 // Config configures a Pool.
 type Config struct {
@@ -62,6 +58,9 @@ type Pool struct {
 	synced cache.InformerSynced
 	queue  workqueue.TypedRateLimitingInterface[string]
 	pool   atomic.Pointer[trusted]
+
+	// unusable is what the last sync skipped (Unusable).
+	unusable atomic.Pointer[[]string]
 
 	fingerprint [32]byte // of the last pool built; only the sync goroutine touches it
 	loaded      map[string][32]byte
@@ -160,6 +159,16 @@ func (p *Pool) currentTransport() *http.Transport {
 	return p.transport
 }
 
+// Unusable names each CA Secret content the last rebuild skipped
+// ("<namespace>/<name>: <key>: <problem>", as the error it logs); nil
+// before the first rebuild.
+func (p *Pool) Unusable() []string {
+	if u := p.unusable.Load(); u != nil {
+		return *u
+	}
+	return nil
+}
+
 // Run rebuilds the pool on every change until ctx ends.
 func (p *Pool) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), p.synced) {
@@ -185,14 +194,16 @@ func (p *Pool) sync() error {
 	h := sha256.New()
 	count := 0
 	seen := map[string]bool{}
+	unusable := []string{}
 	for _, s := range secrets {
 		if !strings.HasPrefix(s.Name, SecretPrefix) {
 			continue
 		}
 		seen[s.Name] = true
-		certs, problems := Certificates(s)
+		certs, problems := pemutil.Certificates(s)
 		for _, problem := range problems {
 			p.log.Error().Str("secret", s.Namespace+"/"+s.Name).Str("reason", problem).Msg("CA Secret has unusable content; skipping it, the rest is trusted")
+			unusable = append(unusable, s.Namespace+"/"+s.Name+": "+problem)
 		}
 		var subjects []string
 		sh := sha256.New()
@@ -216,6 +227,7 @@ func (p *Pool) sync() error {
 			p.log.Info().Str("secret", p.cfg.Namespace+"/"+name).Msg("CA Secret gone: its CAs are no longer trusted")
 		}
 	}
+	p.unusable.Store(&unusable)
 	var fp [32]byte
 	copy(fp[:], h.Sum(nil))
 	if fp != p.fingerprint {
@@ -223,48 +235,4 @@ func (p *Pool) sync() error {
 		p.pool.Store(&trusted{pool: pool, cas: count})
 	}
 	return nil
-}
-
-// Certificates returns every PEM certificate in a CA Secret's keys ca.crt,
-// public.crt and tls.crt, and a description of each key that holds
-// something else.
-func Certificates(s *corev1.Secret) ([]*x509.Certificate, []string) {
-	var certs []*x509.Certificate
-	var problems []string
-	for _, k := range keys {
-		data, ok := s.Data[k]
-		if !ok {
-			continue
-		}
-		found, broken := 0, false
-		rest := bytes.TrimSpace(data)
-		for len(rest) > 0 {
-			var block *pem.Block
-			block, rest = pem.Decode(rest)
-			if block == nil {
-				problems = append(problems, fmt.Sprintf("%s: data that is not PEM", k))
-				broken = true
-				break
-			}
-			if block.Type != "CERTIFICATE" {
-				continue
-			}
-			c, err := x509.ParseCertificate(block.Bytes)
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: certificate does not parse: %v", k, err))
-				broken = true
-				continue
-			}
-			certs = append(certs, c)
-			found++
-			rest = bytes.TrimSpace(rest)
-		}
-		if found == 0 && !broken {
-			problems = append(problems, fmt.Sprintf("%s: no PEM certificate", k))
-		}
-	}
-	if len(certs) == 0 && len(problems) == 0 {
-		problems = append(problems, "no PEM certificate: none of the keys ca.crt, public.crt, tls.crt is present")
-	}
-	return certs, problems
 }

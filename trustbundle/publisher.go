@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -81,7 +82,8 @@ type Config struct {
 	Source CASource
 	// Changed is signalled when Source's bundle may have changed.
 	Changed <-chan struct{}
-	// Resync re-checks the bundle this often even without events.
+	// Resync re-checks the bundle this often even without events (0:
+	// never; the operator's settings table holds the default).
 	Resync time.Duration
 	// Clock paces the retries of discovery; nil: the real clock.
 	Clock clock.WithTicker
@@ -108,6 +110,9 @@ type Publisher struct {
 	// warned is how the last sync ended (note), so a problem that stays
 	// is logged once (only the one worker touches it).
 	warned string
+	// problem is warned as Problem reports it, for readers off the
+	// worker.
+	problem atomic.Pointer[string]
 }
 
 // New returns a Publisher; Run starts it.
@@ -117,9 +122,6 @@ func New(cfg Config) (*Publisher, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.Resync <= 0 {
-		cfg.Resync = 10 * time.Minute
 	}
 	name := Name(cfg.Namespace)
 	return &Publisher{
@@ -300,6 +302,21 @@ func (p *Publisher) note(msg, reason string) {
 		p.log.Warn().Str("reason", reason).Msg(msg)
 	}
 	p.warned = key
+	problem := ""
+	if msg != "" {
+		problem = msg + ": " + reason
+	}
+	p.problem.Store(&problem)
+}
+
+// Problem is how the last sync ended when the bundle is not what the
+// source says pods must trust, or is published without some of it (the
+// warning logged once); "" when it is, or before the first sync.
+func (p *Publisher) Problem() string {
+	if s := p.problem.Load(); s != nil {
+		return *s
+	}
+	return ""
 }
 
 func (p *Publisher) cached() *unstructured.Unstructured {

@@ -217,7 +217,8 @@ func TestPublishesFollowsTheCAAndWritesOnlyChanges(t *testing.T) {
 	assert.Equal(t, map[string]string{NamespaceLabel: "ops", "app.kubernetes.io/managed-by": "object-store-operator"}, u.GetLabels())
 	assert.Equal(t, []metav1.OwnerReference{{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: "osop-ops", UID: "role-uid"}},
 		u.GetOwnerReferences())
-	assert.Contains(t, f.logs.String(), "not a CA certificate", "the leaf left out is named")
+	require.Eventually(t, func() bool { return strings.Contains(f.p.Problem(), "not a CA certificate") }, 5*time.Second, time.Millisecond,
+		"the leaf left out is named")
 
 	// The same CA again writes nothing; a new CA is written once. (Once
 	// the publisher's cache holds what it wrote: before, a look would
@@ -240,10 +241,11 @@ func TestPublishesFollowsTheCAAndWritesOnlyChanges(t *testing.T) {
 func TestOwnerMissingPublishesNothing(t *testing.T) {
 	f := newFixture(t, servesV1beta1, "osop-ops", nil)
 	f.ca.set(testutil.NewCA(t, "ca").PEM)
-	require.Eventually(t, func() bool { return strings.Contains(f.logs.String(), "its owner is missing") }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(f.p.Problem(), "its owner is missing") }, 5*time.Second, 5*time.Millisecond)
 	f.ca.set(testutil.NewCA(t, "another").PEM)
 	require.Eventually(t, func() bool { return f.p.queue.Len() == 0 }, 5*time.Second, 5*time.Millisecond)
 	assert.Zero(t, f.applies(), "a bundle without its owner would outlive the install")
+	assert.Equal(t, "ClusterTrustBundle not published: its owner is missing: ClusterRole osop-ops not found", f.p.Problem())
 	assert.Nil(t, f.stored(t))
 	assert.Equal(t, 1, strings.Count(f.logs.String(), "its owner is missing"), "logged once while it stays")
 }

@@ -110,7 +110,7 @@ type config struct {
 
 func (c *config) settings() []setting {
 	return []setting{
-		{"upgrade-address", "OPERATOR_UPGRADE_ADDRESS", ":4221", "address of the TLS upgrade server", text(&c.upgradeAddress)},
+		{"upgrade-address", "OPERATOR_UPGRADE_ADDRESS", ":4221", "address of the TLS upgrade server", listenAddress(&c.upgradeAddress)},
 		{"update-dir", "OPERATOR_UPDATE_DIR", "/var/lib/object-store-operator/updates", "directory of MinIO binaries to serve", nonEmpty(&c.updateDir)},
 		{"metrics-address", "OPERATOR_METRICS_ADDRESS", ":8080", "plain-HTTP address for /healthz, /readyz and /metrics", text(&c.metricsAddress)},
 		{"tls-cert-file", "OPERATOR_TLS_CERT_FILE", "", "serve the certificate (chain) in this PEM file; reloaded when it changes", text(&c.tlsCertFile)},
@@ -273,6 +273,19 @@ func optional(parse func(string) error) func(string) error {
 			return nil
 		}
 		return parse(v)
+	}
+}
+
+// listenAddress accepts host:port, the host optional (":<port>" listens
+// on every interface); pods are told the port (podUpdateURL).
+func listenAddress(dst *string) func(string) error {
+	return func(v string) error {
+		_, port, err := net.SplitHostPort(v)
+		if err != nil || port == "" {
+			return errors.New("is not an address host:port (the host may be empty)")
+		}
+		*dst = v
+		return nil
 	}
 }
 
@@ -475,10 +488,8 @@ func (c config) podUpdateURL() string {
 	if c.mode() == modePlainHTTP {
 		scheme = "http"
 	}
-	_, port, err := net.SplitHostPort(c.upgradeAddress)
-	if err != nil || port == "" {
-		port = "4221"
-	}
+	// The address was checked at load (listenAddress): it has a port.
+	_, port, _ := net.SplitHostPort(c.upgradeAddress)
 	host := c.serviceName + "." + c.namespace + ".svc." + c.clusterDomain
 	return scheme + "://" + net.JoinHostPort(host, port) + upgradeserver.UpdatePath
 }

@@ -55,6 +55,7 @@ func TestConfigRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"a flag is named as a flag", nil, []string{"--shutdown-grace", "soon"}, `--shutdown-grace: "soon" is not a duration`},
 		{"so is a pair", map[string]string{"OPERATOR_LEASE_DURATION": "5s"}, []string{"--lease-renew-deadline", "6s"}, "--lease-renew-deadline must be shorter than OPERATOR_LEASE_DURATION"},
 		{"empty update dir", nil, []string{"--update-dir", ""}, `--update-dir: "" must not be empty`},
+		{"upgrade address without a port, which pods are told", map[string]string{"OPERATOR_UPGRADE_ADDRESS": "0.0.0.0"}, nil, `OPERATOR_UPGRADE_ADDRESS: "0.0.0.0" is not an address host:port`},
 		{"burst", map[string]string{"OPERATOR_KUBE_API_BURST": "0"}, nil, `OPERATOR_KUBE_API_BURST: "0" is not an integer of at least 1`},
 		{"failure budget beyond what the halt record holds", map[string]string{"OPERATOR_UPDATE_FAILURE_BUDGET": "65"}, nil, `OPERATOR_UPDATE_FAILURE_BUDGET: "65" is more than 64`},
 		{"approve flag", map[string]string{"OPERATOR_AUTOCERT_APPROVE": "sometimes"}, nil, "OPERATOR_AUTOCERT_APPROVE"},

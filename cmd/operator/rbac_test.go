@@ -114,18 +114,6 @@ global:
 `,
 }
 
-func helmBinary(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("OSOP_BIN_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "bin")
-	}
-	p := filepath.Join(dir, "helm")
-	_, err := os.Stat(p)
-	require.NoError(t, err, "helm is built by make tools into bin/")
-	return p
-}
-
 // renderRBAC runs helm template with values and returns its Roles and
 // ClusterRoles.
 func renderRBAC(t *testing.T, values string, args ...string) (cluster []rbacv1.ClusterRole, roles []rbacv1.Role) {

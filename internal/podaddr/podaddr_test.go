@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/object-store-operator/operator/internal/placement"
+	"github.com/object-store-operator/operator/placement"
 )
 
 // pod is a running pod of a StatefulSet.

@@ -44,7 +44,7 @@ var settingRef = regexp.MustCompile(`\{([a-z0-9-]+)\}`)
 type Set map[string]Reason
 
 // Spell makes the Set of reasons, each setting in a remedy spelled by
-// spell (a flag -> "OPERATOR_PULL_TIMEOUT", say). A setting spell does
+// spell (a flag -> the environment variable behind it, say). A setting spell does
 // not know, or a name declared twice, is an error: the reasons and the
 // settings have drifted apart.
 func Spell(reasons []Reason, spell func(flag string) (string, bool)) (Set, error) {

@@ -70,12 +70,14 @@ func hasPrefix(name string, prefixes []string) bool {
 	return false
 }
 
-// Spelled is list spelled as the operator spells settings: a flag
-// pull-timeout as OPERATOR_PULL_TIMEOUT.
-func Spelled(t testing.TB, list []reason.Reason) reason.Set {
+// Spelled is list spelled as an environment variable prefix+FLAG_NAME
+// spells settings: with prefix "APP_", a flag pull-timeout reads
+// APP_PULL_TIMEOUT. The caller's test names the prefix, so no package
+// outside the operator's main names its environment variables.
+func Spelled(t testing.TB, list []reason.Reason, prefix string) reason.Set {
 	t.Helper()
 	set, err := reason.Spell(list, func(flag string) (string, bool) {
-		return "OPERATOR_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")), true
+		return prefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")), true
 	})
 	if err != nil {
 		t.Fatal(err)

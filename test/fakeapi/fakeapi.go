@@ -1,9 +1,11 @@
-package testutil
+// Package fakeapi is the controllers' unit-test fixture over fake
+// clients that know ObjectStores. It is apart from internal/testutil,
+// which knows no domain type.
+package fakeapi
 
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,38 +15,38 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
-// FakeAPI is the controllers' unit-test fixture, kubernetes/sample-controller's
+// API is the controllers' unit-test fixture, kubernetes/sample-controller's
 // shape: fake clients preloaded with the objects, the informers' indexers
 // filled by hand (never started), one sync called directly, and the API
 // actions it took checked.
-type FakeAPI struct {
+type API struct {
 	Kube    *fake.Clientset
 	Dynamic *dynamicfake.FakeDynamicClient
 }
 
-// NewFakeAPI preloads the typed client with objs and the dynamic client
+// New preloads the typed client with objs and the dynamic client
 // with the ObjectStores; status applies merge conditions as the apiserver
 // does (ApplyStatusConditions).
-func NewFakeAPI(stores []*unstructured.Unstructured, objs ...runtime.Object) *FakeAPI {
+func New(stores []*unstructured.Unstructured, objs ...runtime.Object) *API {
 	var dynObjs []runtime.Object
 	for _, s := range stores {
 		dynObjs = append(dynObjs, s)
 	}
-	a := &FakeAPI{Kube: fake.NewClientset(objs...)}
+	a := &API{Kube: fake.NewClientset(objs...)}
 	a.Dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, dynObjs...)
-	a.Dynamic.PrependReactor("patch", "objectstores", ApplyStatusConditions(a.Dynamic, v1.Resource))
+	a.Dynamic.PrependReactor("patch", "objectstores", testutil.ApplyStatusConditions(a.Dynamic, v1.Resource))
 	return a
 }
 
 // Actions lists the API calls made since the last call, as
 // "verb resource[/subresource]", typed client first.
-func (a *FakeAPI) Actions() []string {
+func (a *API) Actions() []string {
 	var out []string
 	for _, list := range [][]k8stesting.Action{a.Kube.Actions(), a.Dynamic.Actions()} {
 		for _, act := range list {
@@ -60,13 +62,13 @@ func (a *FakeAPI) Actions() []string {
 }
 
 // ClearActions forgets the calls made so far.
-func (a *FakeAPI) ClearActions() {
+func (a *API) ClearActions() {
 	a.Kube.ClearActions()
 	a.Dynamic.ClearActions()
 }
 
 // ObjectStore is the stored ObjectStore ns/name, decoded.
-func (a *FakeAPI) ObjectStore(t testing.TB, ns, name string) *v1.ObjectStore {
+func (a *API) ObjectStore(t testing.TB, ns, name string) *v1.ObjectStore {
 	t.Helper()
 	u, err := a.Dynamic.Resource(v1.Resource).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -77,17 +79,11 @@ func (a *FakeAPI) ObjectStore(t testing.TB, ns, name string) *v1.ObjectStore {
 
 // Condition is the one condition the stored ObjectStore ns/name carries
 // (each controller's tests see only their own).
-func (a *FakeAPI) Condition(t testing.TB, ns, name string) metav1.Condition {
+func (a *API) Condition(t testing.TB, ns, name string) metav1.Condition {
 	t.Helper()
 	store := a.ObjectStore(t, ns, name)
 	require.Len(t, store.Status.Conditions, 1)
 	return store.Status.Conditions[0]
-}
-
-// Informer is a shared informer of obj's type that is never started: its
-// indexer is filled by hand.
-func Informer(obj runtime.Object) cache.SharedIndexInformer {
-	return cache.NewSharedIndexInformer(&cache.ListWatch{}, obj, 0, cache.Indexers{})
 }
 
 // UnstructuredObjectStore is an ObjectStore ns/name with spec, as the
@@ -97,14 +93,4 @@ func UnstructuredObjectStore(ns, name string, spec map[string]any) *unstructured
 		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
 		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec,
 	}}
-}
-
-// Lead runs lead in the background for the rest of the test and returns
-// once leading reports the term has begun.
-func Lead(t testing.TB, lead func(context.Context), leading func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go lead(ctx)
-	require.Eventually(t, leading, time.Second, time.Millisecond)
 }
