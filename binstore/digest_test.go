@@ -151,7 +151,7 @@ func TestPlainPathServesAReleaseEverySourceAgreesOn(t *testing.T) {
 	// A hand-placed binary with other bytes under the same name withdraws
 	// the plain path too.
 	binstoretest.WriteRelease(t, dir, "linux-amd64", release, []byte("other bytes"), key)
-	s.Scan()
+	s.Load()
 	assert.Nil(t, s.Current().Binary("linux-amd64", release))
 	assert.NotNil(t, s.Current().ByDigest(binstoretest.SHA256(content), release), "the digest path stays")
 }
