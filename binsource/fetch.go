@@ -6,10 +6,11 @@
 // lands it. A release mirror is the fallback for releases no image
 // provides.
 //
-// A release is bound to its source: a binary already served is reused
+// A release is bound to its source: a binary already stored is reused
 // only for an image whose platform manifest has the digest it came from
 // (or whose bytes were compared with it); anything else is pulled and
-// compared, and other bytes are a conflict, never a replacement.
+// compared, and other bytes are another binary at its own digest path,
+// never a replacement.
 package binsource
 
 import (
@@ -186,7 +187,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	}
 	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objectstore_operator_pulls_running",
-		Help: "Pulls running now (at most OPERATOR_PULL_CONCURRENCY).",
+		Help: "Pulls running now (at most the pull concurrency setting).",
 	}, func() float64 { r, _ := f.queue.stats(); return float64(r) })
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objectstore_operator_pulls_queued",
@@ -424,15 +425,12 @@ func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image strin
 	if err != nil {
 		return nil, false, classify("digest of the "+p.String()+" image", err)
 	}
-	source := ref.Context().String() + "@" + digest.String()
-	b, unlock, err := f.lockUnlessServed(ctx, p, source, func() *binstore.Binary { return f.servedFor(p, rel, digest.String(), private) })
-	if b != nil || err != nil {
-		return b, false, err
+	if b := f.servedFor(p, rel, digest.String(), private); b != nil {
+		return b, false, nil
 	}
-	defer unlock()
 	src := binstore.Source{Image: image, Registry: ref.Context().RegistryStr(), Repository: ref.Context().RepositoryStr(), ManifestDigest: digest.String(), Private: private}
-	unsigned := false
-	if b, unsigned, err = f.extract(ctx, img, p, rel, src); err != nil {
+	b, unsigned, err := f.extract(ctx, img, p, rel, src)
+	if err != nil {
 		return nil, true, err
 	}
 	f.rememberSame(digest.String(), b.SHA256, unsigned)
@@ -490,37 +488,11 @@ func (f *Fetcher) Prune() {
 	f.sameOrder = kept
 }
 
-// lockUnlessServed returns served()'s binary if there is one; otherwise it
-// takes the source's lock (binstore.LockSource) and looks again, since
-// another replica on a shared volume may have landed it from the same
-// source meanwhile. With no binary and no error, the caller holds the lock
-// and must call unlock. The release's own lock is taken only to land
-// (commit): any tenant's image can claim any release, and a slow registry
-// must not hold another tenant's landing of it.
-func (f *Fetcher) lockUnlessServed(ctx context.Context, p Platform, source string, served func() *binstore.Binary) (b *binstore.Binary, unlock func(), err error) {
-	if b := served(); b != nil {
-		return b, nil, nil
-	}
-	unlock, err = f.cfg.Store.LockSource(ctx, p.dir(), source)
-	if err != nil {
-		return nil, nil, &pullError{reason: errPull, public: err.Error(), cause: err}
-	}
-	f.cfg.Store.Scan()
-	if b := served(); b != nil {
-		unlock()
-		return b, nil, nil
-	}
-	return nil, unlock, nil
-}
-
-// commit lands a staged binary under the release's lock.
+// commit lands a staged binary once it fits the quotas. The store is
+// this process's alone and lands one binary at a time, so a release two
+// images claim at once is compared and landed once, by whichever comes
+// second finding the other's bytes in the index.
 func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *binstore.Staged, c binstore.Candidate) (*binstore.Binary, error) {
-	unlock, err := f.cfg.Store.Lock(ctx, p.dir(), rel)
-	if err != nil {
-		staged.Discard()
-		return nil, &pullError{reason: errPull, public: err.Error(), cause: err}
-	}
-	defer unlock()
 	f.quotaMu.Lock()
 	defer f.quotaMu.Unlock()
 	ns := namespaceOf(ctx)
@@ -665,19 +637,11 @@ func (f *Fetcher) fromMirror(ctx context.Context, rel string, platforms []Platfo
 
 func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform, rel, binName string) (*binstore.Binary, bool, error) {
 	base := strings.TrimSuffix(f.cfg.MirrorURL, "/") + "/" + p.dir() + "/" + binName
-	fromMirror := func() *binstore.Binary {
-		for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
-			if b.Source != nil && b.Source.MirrorURL == base {
-				return b
-			}
+	for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
+		if b.Source != nil && b.Source.MirrorURL == base {
+			return b, false, nil
 		}
-		return nil
 	}
-	b, unlock, err := f.lockUnlessServed(ctx, p, base, fromMirror)
-	if b != nil || err != nil {
-		return b, false, err
-	}
-	defer unlock()
 	sumData, err := f.get(ctx, client, base+binstore.SHA256SumSuffix, maxSidecarSize)
 	if err != nil {
 		return nil, true, err
@@ -706,7 +670,7 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 	if err != nil {
 		return nil, true, classify("download "+base, err)
 	}
-	b, err = f.commit(ctx, p, rel, staged, binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
+	b, err := f.commit(ctx, p, rel, staged, binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
 	if err != nil {
 		return nil, true, fmt.Errorf("%s: %w", base, err)
 	}

@@ -169,7 +169,7 @@ func TestSameIsBoundedAndPrunedOfBinariesNoLongerServed(t *testing.T) {
 	store, err := binstore.New(dir, zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
-	store.Scan()
+	store.Load()
 	f, err := NewFetcher(FetcherConfig{Store: store})
 	require.NoError(t, err)
 
