@@ -45,7 +45,7 @@ func TestHousekeepingKeepsReferencedAndNewestReleases(t *testing.T) {
 	store, err := binstore.New(dir, zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
-	store.Load()
+	store.Scan()
 	f, err := NewFetcher(FetcherConfig{Store: store})
 	require.NoError(t, err)
 
@@ -168,7 +168,7 @@ func testFetcher(t *testing.T, opts binstore.Options, cfg FetcherConfig) *Fetche
 	store, err := binstore.New(t.TempDir(), zerolog.Nop(), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
-	store.Load()
+	store.Scan()
 	cfg.Store = store
 	if cfg.MaxSize == 0 {
 		cfg.MaxSize = 1 << 20

@@ -107,12 +107,6 @@ type Fetcher struct {
 	registry http.RoundTripper
 
 	mu sync.Mutex
-	// same records platform manifests whose binary was compared with the
-	// served one and found identical: manifest digest -> binary SHA-256.
-	// Tenants choose manifests, so it is bounded (sameEntries) and
-	// pruned of binaries no longer served.
-	same      map[string]sameBinary
-	sameOrder []string // keys of same, oldest first
 	// refs and pending are what the quotas count (quota.go): each
 	// ObjectStore's binaries, and binaries landed for a namespace that
 	// none of its ObjectStores references yet.
@@ -161,7 +155,6 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		log:      cfg.Log.With().Str("component", "binsource").Logger(),
 		queue:    newPullQueue(cfg.Concurrency, cfg.PerNamespace, cfg.Concurrency/2),
 		registry: boundedManifests(ownTokenService(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries)))),
-		same:     map[string]sameBinary{},
 		refs:     map[string]references{},
 		pending:  map[string]map[string]int64{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -351,7 +344,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		pulled = pulled || fetched
 		res.add(p, b)
 		if manifest, err := img.Digest(); err == nil {
-			res.Unsigned[len(res.Unsigned)-1] = f.shippedNoSignature(manifest.String(), b)
+			res.Unsigned[len(res.Unsigned)-1] = shippedNoSignature(manifest.String(), b)
 		}
 	}
 	switch {
@@ -429,63 +422,14 @@ func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image strin
 		return b, false, nil
 	}
 	src := binstore.Source{Image: image, Registry: ref.Context().RegistryStr(), Repository: ref.Context().RepositoryStr(), ManifestDigest: digest.String(), Private: private}
-	b, unsigned, err := f.extract(ctx, img, p, rel, src)
+	b, err := f.extract(ctx, img, p, rel, src)
 	if err != nil {
 		return nil, true, err
 	}
-	f.rememberSame(digest.String(), b.SHA256, unsigned)
 	f.log.Info().Str("image", image).Str("platform", p.String()).Str("release", rel).Str("sha256", b.SHA256).
 		Int64("size", b.Size).Str("keyId", b.KeyID).Str("manifest", digest.String()).
 		Msg("binary from the image verified; served")
 	return b, true, nil
-}
-
-// sameEntries bounds same: a manifest is remembered as long as its binary
-// is served, and at most this many (the oldest go first). Forgetting one
-// costs a second comparison, never a wrong answer.
-const sameEntries = 1024
-
-// sameBinary is what comparing a platform manifest's binary found: the
-// served binary's SHA-256, and whether the image shipped no signature.
-type sameBinary struct {
-	sha      string
-	unsigned bool
-}
-
-// rememberSame records that the platform manifest's binary is the served
-// one with this SHA-256, and whether the image shipped no .minisig.
-func (f *Fetcher) rememberSame(manifest, sha string, unsigned bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.same[manifest]; !ok {
-		f.sameOrder = append(f.sameOrder, manifest)
-	}
-	f.same[manifest] = sameBinary{sha, unsigned}
-	for len(f.sameOrder) > sameEntries {
-		delete(f.same, f.sameOrder[0])
-		f.sameOrder = f.sameOrder[1:]
-	}
-}
-
-// Prune forgets what was learned about binaries the store no longer
-// serves (housekeeping removed them, or someone deleted them).
-func (f *Fetcher) Prune() {
-	served := map[string]bool{}
-	for _, b := range f.cfg.Store.Current().All() {
-		served[b.SHA256] = true
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	kept := f.sameOrder[:0]
-	for _, m := range f.sameOrder {
-		if served[f.same[m].sha] {
-			kept = append(kept, m)
-		} else {
-			delete(f.same, m)
-		}
-	}
-	clear(f.sameOrder[len(kept):])
-	f.sameOrder = kept
 }
 
 // commit lands a staged binary once it fits the quotas. The store is
@@ -511,29 +455,18 @@ func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *bi
 // digest) shipped no .minisig for b, its binary: such a binary is signed
 // with the platform key for each ObjectStore (binstore.Store.Publish),
 // even where the same bytes are stored with another image's signature.
-func (f *Fetcher) shippedNoSignature(manifest string, b *binstore.Binary) bool {
-	f.mu.Lock()
-	same, ok := f.same[manifest]
-	f.mu.Unlock()
-	if ok && same.sha == b.SHA256 {
-		return same.unsigned
-	}
-	return b.PlatformSigned() && b.Source.ManifestDigest == manifest
+func shippedNoSignature(manifest string, b *binstore.Binary) bool {
+	_, unsigned := b.FromManifest(manifest)
+	return unsigned
 }
 
-// servedFor returns the served binary if it is known to be the platform
-// manifest's: it came from that manifest, or was compared with it.
+// servedFor returns the stored binary if the index knows it to be the
+// platform manifest's (binstore.Binary.FromManifest): only this
+// manifest's own bytes will do, since other images may claim the release
+// with other bytes.
 func (f *Fetcher) servedFor(p Platform, rel, manifest string, private bool) *binstore.Binary {
-	f.mu.Lock()
-	same := f.same[manifest]
-	f.mu.Unlock()
-	// Other images may claim the release with other bytes: only this
-	// manifest's own binary will do.
 	for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
-		if b.Private() && !private {
-			continue
-		}
-		if (b.Source != nil && b.Source.ManifestDigest == manifest) || (same.sha != "" && b.SHA256 == same.sha) {
+		if known, _ := b.FromManifest(manifest); known && (private || !b.Private()) {
 			return b
 		}
 	}

@@ -33,10 +33,7 @@ type collector struct {
 	clock clock.WithDelayedExecution
 	log   zerolog.Logger
 	wants func() (wanted, bool)
-	// removed runs after each collection (the fetcher forgets what it
-	// learned of binaries that went).
-	removed func()
-	kick    chan struct{}
+	kick  chan struct{}
 
 	mu sync.Mutex
 	// unreferenced holds when each binary was first seen unreferenced, by
@@ -47,11 +44,11 @@ type collector struct {
 }
 
 func newCollector(store *binstore.Store, keep int, grace time.Duration, clk clock.WithDelayedExecution, log zerolog.Logger,
-	wants func() (wanted, bool), removed func()) *collector {
+	wants func() (wanted, bool)) *collector {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &collector{store: store, keep: keep, grace: grace, clock: clk, log: log, wants: wants, removed: removed,
+	return &collector{store: store, keep: keep, grace: grace, clock: clk, log: log, wants: wants,
 		kick: make(chan struct{}, 1), unreferenced: map[string]time.Time{}}
 }
 
@@ -84,9 +81,6 @@ func (g *collector) collect() {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.removed != nil {
-		defer g.removed()
-	}
 	snap := g.store.Current()
 	g.forgetGone(snap)
 	now := g.clock.Now()

@@ -93,7 +93,7 @@ func housekeepStore(t *testing.T) (*binstore.Store, func(platform, rel string, c
 	store, err := binstore.New(t.TempDir(), zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
-	store.Load()
+	store.Scan()
 	return store, func(platform, rel string, content []byte, image string) string {
 		st, err := store.Stage(platform, rel, bytes.NewReader(content), 1<<20)
 		require.NoError(t, err)
@@ -109,7 +109,7 @@ func housekeepStore(t *testing.T) (*binstore.Store, func(platform, rel string, c
 func testController(t *testing.T, cfg ControllerConfig, stores cache.Indexer) *Controller {
 	t.Helper()
 	c := &Controller{cfg: cfg, log: zerolog.Nop(), stores: stores, outcomes: map[string]outcome{}}
-	c.gc = newCollector(cfg.Fetcher.cfg.Store, cfg.Keep, cfg.Grace, cfg.Clock, c.log, c.wanted, cfg.Fetcher.Prune)
+	c.gc = newCollector(cfg.Fetcher.cfg.Store, cfg.Keep, cfg.Grace, cfg.Clock, c.log, c.wanted)
 	go func() { _ = c.gc.Run(t.Context()) }()
 	return c
 }

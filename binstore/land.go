@@ -122,9 +122,10 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	// An image's own signature also replaces one the platform key made:
 	// then the image's signer vouches for the bytes, and every tenant's
 	// URL serves that signature rather than one made for another image.
-	if stored := snap.stored(st.platform, st.SHA256, st.name); stored != nil &&
-		(!stored.private() || c.Source.Private) && !(stored.PlatformSigned() && len(c.Minisig) > 0) {
-		return stored, nil
+	from := fromManifest{manifest: c.Source.ManifestDigest, unsigned: len(c.Minisig) == 0}
+	stored := snap.stored(st.platform, st.SHA256, st.name)
+	if stored != nil && (!stored.private() || c.Source.Private) && !(stored.PlatformSigned() && len(c.Minisig) > 0) {
+		return s.rememberFor(stored, from), nil
 	}
 	var same *Binary
 	for _, b := range snap.All() {
@@ -144,11 +145,34 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 		SHA256: st.SHA256, KeyID: keyID, Source: &src, rel: path.Join(st.digestDir(), st.name), info: info,
 		sum: SHA256SumFile(st.SHA256, st.name), sig: sig}
 	b.OS, b.Arch, _ = strings.Cut(st.platform, "-")
+	if stored != nil && stored.Source != nil && stored.Source.ManifestDigest != "" {
+		// The provenance replaced stays known as a source of the bytes.
+		b.also = stored.remember(fromManifest{manifest: stored.Source.ManifestDigest, unsigned: stored.PlatformSigned()})
+	}
 	s.change(func(all []*Binary) []*Binary {
 		all = without(all, func(o *Binary) bool { return o.rel == b.rel && o.component == "" })
 		return append(all, b)
 	})
 	return b, nil
+}
+
+// rememberFor records that the manifest from holds stored's bytes, and
+// returns the binary as the index now has it; the caller holds mu.
+func (s *Store) rememberFor(stored *Binary, from fromManifest) *Binary {
+	if known, unsigned := stored.FromManifest(from.manifest); from.manifest == "" || (known && unsigned == from.unsigned) {
+		return stored
+	}
+	next := *stored
+	next.also = stored.remember(from)
+	s.change(func(all []*Binary) []*Binary {
+		for i, o := range all {
+			if o == stored {
+				all[i] = &next
+			}
+		}
+		return all
+	})
+	return &next
 }
 
 // signature verifies the candidate's signature, or signs the bytes with

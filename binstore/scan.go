@@ -25,7 +25,7 @@ const (
 	maxSourceFileSize = 8192
 )
 
-// Load reads the directory and swaps its index in: every binary in a
+// Scan reads the directory and swaps its index in: every binary in a
 // digest directory, and those an administrator placed at a plain path
 // (<os>-<arch>/minio.<RELEASE>, or minio.<RELEASE> at the top, its
 // platform read from its ELF header) before the start. It runs once, at
@@ -33,7 +33,7 @@ const (
 // (hidden temporaries, lock files and tenants' directories of earlier
 // versions) is removed first. Each binary is read once, for its SHA-256
 // and its signature together.
-func (s *Store) Load() {
+func (s *Store) Scan() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.rejected)

@@ -44,6 +44,44 @@ type Binary struct {
 	info      os.FileInfo
 	sum       []byte
 	sig       []byte
+	// also are other images' platform manifests whose commits found these
+	// bytes stored, most recent last (at most maxAlso): in memory only.
+	also []fromManifest
+}
+
+// fromManifest is an image's platform manifest known to hold a binary, and
+// whether that image shipped no signature for it.
+type fromManifest struct {
+	manifest string
+	unsigned bool
+}
+
+// maxAlso bounds the manifests remembered per binary: tenants choose
+// manifests. Forgetting one costs a second pull, never a wrong answer.
+const maxAlso = 64
+
+// FromManifest reports whether an image's platform manifest is known to
+// hold these bytes (it is the binary's source, or a commit from it found
+// them stored), and whether that image shipped no signature for them: such
+// an image's ObjectStores are each given a copy the platform key signs for
+// them (Store.Publish), whatever signature the stored binary has.
+func (b *Binary) FromManifest(manifest string) (known, unsigned bool) {
+	if b.Source != nil && b.Source.ManifestDigest == manifest {
+		return true, b.PlatformSigned()
+	}
+	for _, m := range b.also {
+		if m.manifest == manifest {
+			return true, m.unsigned
+		}
+	}
+	return false, false
+}
+
+// remember returns b's manifests with m added (the oldest go past maxAlso).
+func (b *Binary) remember(m fromManifest) []fromManifest {
+	also := slices.DeleteFunc(slices.Clone(b.also), func(o fromManifest) bool { return o.manifest == m.manifest })
+	also = append(also, m)
+	return also[max(0, len(also)-maxAlso):]
 }
 
 // Path is the binary's file below the store root, e.g.

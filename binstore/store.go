@@ -152,10 +152,10 @@ func (s *Store) Ready() error {
 	return nil
 }
 
-// Run indexes the store once (Load) and returns: from then on the writer
+// Run indexes the store once (Scan) and returns: from then on the writer
 // keeps the index current.
 func (s *Store) Run(context.Context) error {
-	s.Load()
+	s.Scan()
 	return nil
 }
 

@@ -24,7 +24,7 @@ func newStore(t testing.TB, dir string, opts Options) *Store {
 	s, err := New(dir, zerolog.Nop(), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
-	s.Load()
+	s.Scan()
 	return s
 }
 

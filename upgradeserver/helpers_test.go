@@ -28,7 +28,7 @@ func newTestStore(t testing.TB, dir string) *binstore.Store {
 	s, err := binstore.New(dir, zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{testKey.Public}})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
-	s.Load()
+	s.Scan()
 	return s
 }
 

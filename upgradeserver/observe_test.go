@@ -161,7 +161,7 @@ func TestADownloadSeriesGoesWithItsBinary(t *testing.T) {
 	for _, suffix := range []string{"", binstore.SHA256SumSuffix, binstore.MinisigSuffix} {
 		require.NoError(t, os.Remove(filepath.Join(dir, "minio."+gone+suffix)))
 	}
-	store.Load()
+	store.Scan()
 	require.Equal(t, http.StatusNotFound, do(t, h, http.MethodGet, UpdatePath+"/minio."+gone, nil).Code)
 	require.Equal(t, http.StatusOK, do(t, h, http.MethodGet, UpdatePath+"/minio."+kept, nil).Code)
 	assert.Equal(t, []string{"minio." + kept}, series(), "the removed binary's series is gone")
