@@ -118,7 +118,8 @@ func (s *Store) load(platform, dir, name string) (*Binary, error) {
 	}
 	b := &Binary{Name: name, Release: strings.TrimPrefix(name, "minio."), Size: info.Size(), ModTime: info.ModTime(),
 		rel: rel, info: info, sum: sumData, sig: sig}
-	if err := s.hash(b, platform == ""); err != nil {
+	sigErr, err := s.hash(b, platform == "")
+	if err != nil {
 		return nil, err
 	}
 	if b.SHA256 != want {
@@ -128,6 +129,9 @@ func (s *Store) load(platform, dir, name string) (*Binary, error) {
 	// digest path never serves other bytes, whatever was put there.
 	if dir != platform && path.Base(dir) != b.SHA256 {
 		return nil, &Error{Reason: ReasonChecksumMismatch, Err: fmt.Errorf("file has sha256 %s but sits in the directory of %s", b.SHA256, dir)}
+	}
+	if sigErr != nil {
+		return nil, sigErr
 	}
 	if platform != "" {
 		b.Platform = platform
@@ -169,30 +173,29 @@ func (s *Store) sidecars(rel, name string) (want string, sum, sig []byte, err er
 }
 
 // hash reads b's file once for its SHA-256, the verdict on its signature
-// and, when wantPlatform (binaries at the root, with no <os>-<arch>
-// directory to tell), the platform its ELF header names.
-func (s *Store) hash(b *Binary, wantPlatform bool) error {
+// (sigErr, reported after the checksum's) and, when wantPlatform
+// (binaries at the root, with no <os>-<arch> directory to tell), the
+// platform its ELF header names.
+func (s *Store) hash(b *Binary, wantPlatform bool) (sigErr, err error) {
 	f, err := s.root.Open(b.rel)
 	if err != nil {
-		return fmt.Errorf("open: %w", err)
+		return nil, fmt.Errorf("open: %w", err)
 	}
 	defer f.Close()
 	sum := sha256.New()
 	prehash := minisign.NewReader(f)
 	if _, err := io.Copy(sum, prehash); err != nil {
-		return fmt.Errorf("read: %w", err)
+		return nil, fmt.Errorf("read: %w", err)
 	}
 	if after, err := f.Stat(); err != nil || !sameFile(b.info, after) {
-		return errors.New("file changed while it was read")
+		return nil, errors.New("file changed while it was read")
 	}
 	b.SHA256 = hex.EncodeToString(sum.Sum(nil))
-	if b.KeyID, err = s.verify(prehash, b.sig); err != nil {
-		return err
-	}
+	b.KeyID, sigErr = s.verify(prehash, b.sig)
 	if wantPlatform {
 		b.OS, b.Arch = elfPlatform(f)
 	}
-	return nil
+	return sigErr, nil
 }
 
 func (s *Store) readSmall(rel string, limit int64) ([]byte, error) {
@@ -285,11 +288,7 @@ func (s *Store) logChanges(prev, next *Snapshot) {
 		if ok && o.SHA256 == b.SHA256 && bytes.Equal(o.sig, b.sig) {
 			continue
 		}
-		file := b.rel
-		if b.component != "" {
-			file = b.URLPath()
-		}
-		ev := s.log.Info().Str("file", file).Str("release", b.Release).Str("platform", b.OS+"/"+b.Arch).
+		ev := s.log.Info().Str("file", b.logName()).Str("release", b.Release).Str("platform", b.OS+"/"+b.Arch).
 			Int64("size", b.Size).Str("sha256", b.SHA256).Str("keyId", b.KeyID)
 		if b.Source != nil {
 			ev = ev.Str("source", b.Source.String())
@@ -297,6 +296,14 @@ func (s *Store) logChanges(prev, next *Snapshot) {
 		ev.Msg("binary indexed")
 	}
 	for _, b := range old {
-		s.log.Info().Str("file", b.URLPath()).Msg("binary no longer served")
+		s.log.Info().Str("file", b.logName()).Msg("binary no longer served")
 	}
+}
+
+// logName names b in the log: its file, or a tenant's view by its URL.
+func (b *Binary) logName() string {
+	if b.component != "" {
+		return b.URLPath()
+	}
+	return b.rel
 }
