@@ -222,25 +222,6 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// Ensure makes the release of image available for every platform, after
-// resolving the image with kc (the ObjectStore's own credentials), and
-// waits for it. It shares the slots of namespace "".
-func (f *Fetcher) Ensure(ctx context.Context, image string, kc *keychain) (*Result, error) {
-	type result struct {
-		res *Result
-		err error
-	}
-	got := make(chan result, 1)
-	withdraw := f.Submit(ctx, "", image, kc, func(res *Result, err error) { got <- result{res, err} })
-	select {
-	case r := <-got:
-		return r.res, r.err
-	case <-ctx.Done():
-		withdraw()
-		return nil, ctx.Err()
-	}
-}
-
 // Submit queues a pull of image with kc for namespace ns (see pullQueue
 // for who runs when) and returns at once; done gets the result. Callers
 // wanting the same image with the same credentials in one namespace share

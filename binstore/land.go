@@ -36,7 +36,9 @@ type Staged struct {
 
 // Stage streams r (at most maxSize bytes) into a temporary file for the
 // release's binary under platform. Memory does not grow with the binary.
+// It waits for the start's scan (Run).
 func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*Staged, error) {
+	<-s.scanned
 	dir, name, err := s.prepare(platform, release)
 	if err != nil {
 		return nil, err

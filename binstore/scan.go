@@ -57,6 +57,7 @@ func (s *Store) Scan() {
 		prev = emptySnapshot
 	}
 	s.logChanges(prev, next)
+	s.closeOnce.Do(func() { close(s.scanned) })
 }
 
 func platformsIn(entries []fs.DirEntry) []string {

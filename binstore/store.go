@@ -66,6 +66,10 @@ type Store struct {
 	// rejected is what the start's scan refused, by file: the reason
 	// logged once.
 	rejected map[string]string
+	// scanned is closed once the start's scan is done: nothing is staged
+	// before, since the scan removes what an interrupted landing left.
+	scanned   chan struct{}
+	closeOnce sync.Once
 }
 
 // New opens (and creates if needed) the store directory. Call Run to index
@@ -89,6 +93,7 @@ func New(dir string, log zerolog.Logger, opts Options) (*Store, error) {
 		opts:     opts,
 		trusted:  trusted,
 		rejected: map[string]string{},
+		scanned:  make(chan struct{}),
 	}
 	if opts.Registerer != nil {
 		if err := s.register(opts.Registerer); err != nil {
