@@ -323,7 +323,7 @@ func (s *Snapshot) stored(platform, digest, name string) *Binary {
 // made for one tenant is never served at another's URL. A view already
 // there for the same ObjectStore and signer is returned as it is.
 func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Binary, error) {
-	if !validDigest(component) || b.component != "" || !b.inDigestDir() {
+	if !ValidDigest(component) || b.component != "" || !b.inDigestDir() {
 		return nil, fmt.Errorf("cannot publish %s for a tenant", b.Path())
 	}
 	if sign && s.opts.Signer == nil {

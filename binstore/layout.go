@@ -29,8 +29,9 @@ func DigestPath(digest, release string) string {
 	return digestDirName + "/" + digest + "/minio." + release
 }
 
-// validDigest accepts a lower-case hex SHA-256.
-func validDigest(d string) bool {
+// ValidDigest reports whether d is a lower-case hex SHA-256, the only
+// form a digest path (and a tenant's component) takes.
+func ValidDigest(d string) bool {
 	if len(d) != 64 {
 		return false
 	}
@@ -41,10 +42,6 @@ func validDigest(d string) bool {
 	}
 	return true
 }
-
-// ValidDigest reports whether d is a lower-case hex SHA-256, the only
-// form a digest path takes.
-func ValidDigest(d string) bool { return validDigest(d) }
 
 // BinaryName returns the file name of a release's binary, minio.<release>,
 // or an error if the release cannot be a plain file name.

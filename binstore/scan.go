@@ -44,7 +44,7 @@ func (s *Store) Scan() {
 		all = s.scanEntries(p, p, s.readDir(p), all)
 		digestRoot := path.Join(p, digestDirName)
 		for _, e := range s.readDir(digestRoot) {
-			if e.IsDir() && validDigest(e.Name()) {
+			if e.IsDir() && ValidDigest(e.Name()) {
 				d := path.Join(digestRoot, e.Name())
 				all = s.scanEntries(p, d, s.readDir(d), all)
 			}
@@ -262,7 +262,7 @@ func (s *Store) removeLeftovers(platform string) {
 	digestRoot := path.Join(platform, digestDirName)
 	for _, d := range s.readDir(digestRoot) {
 		for _, e := range s.readDir(path.Join(digestRoot, d.Name())) {
-			if e.IsDir() && validDigest(e.Name()) {
+			if e.IsDir() && ValidDigest(e.Name()) {
 				_ = os.RemoveAll(path.Join(s.dir, digestRoot, d.Name(), e.Name()))
 			}
 		}

@@ -217,7 +217,7 @@ func (s *Snapshot) TenantFile(digest, component, name string) (File, bool) {
 			found = b
 		}
 	}
-	if found == nil || !validDigest(component) {
+	if found == nil || !ValidDigest(component) {
 		return File{}, false
 	}
 	return File{Binary: found, Kind: kind}, true
