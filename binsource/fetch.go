@@ -289,7 +289,9 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		err = classify("get "+image, err)
 		if f.cfg.MirrorURL != "" && strings.HasPrefix(tag, "RELEASE.") && (errors.Is(err, errNotFound) || errors.Is(err, errPull)) {
 			f.log.Warn().Str("image", image).Str("reason", err.Error()).Msg("image unavailable; trying the release mirror")
-			return f.fromMirror(ctx, tag, f.cfg.Platforms)
+			res := &Result{Release: tag}
+			pulled, err := f.fromMirror(ctx, res, f.cfg.Platforms)
+			return res, pulled, err
 		}
 		return nil, false, err
 	}
@@ -330,16 +332,11 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 	}
 	switch {
 	case len(missing) > 0 && f.cfg.MirrorURL != "":
-		mirrored, fetched, err := f.fromMirror(ctx, rel, missing)
+		fetched, err := f.fromMirror(ctx, res, missing)
 		if err != nil {
 			return nil, false, err
 		}
 		pulled = pulled || fetched
-		res.Platforms = append(res.Platforms, mirrored.Platforms...)
-		res.Sources = append(res.Sources, mirrored.Sources...)
-		res.KeyIDs = append(res.KeyIDs, mirrored.KeyIDs...)
-		res.Binaries = append(res.Binaries, mirrored.Binaries...)
-		res.Unsigned = append(res.Unsigned, mirrored.Unsigned...)
 	case len(res.Platforms) == 0:
 		return nil, false, reasonf(errNoBinary, "%s has no image for %s", image, strings.Join(f.platformNames(), ", "))
 	}
@@ -520,13 +517,14 @@ func releaseOf(images map[Platform]ggcrv1.Image, tag string) (string, error) {
 	return tag, nil
 }
 
-// fromMirror makes the release available from the mirror for platforms.
-func (f *Fetcher) fromMirror(ctx context.Context, rel string, platforms []Platform) (*Result, bool, error) {
+// fromMirror makes res's release available from the mirror for
+// platforms, adding them to res; it reports whether it read anything.
+func (f *Fetcher) fromMirror(ctx context.Context, res *Result, platforms []Platform) (bool, error) {
 	// The mirror is the platform's, not the pull's registry: dialled as is.
 	ctx = withPullTarget(ctx, nil)
-	binName, err := binstore.BinaryName(rel)
+	binName, err := binstore.BinaryName(res.Release)
 	if err != nil {
-		return nil, false, reasonf(errInvalidImage, "%v", err)
+		return false, reasonf(errInvalidImage, "%v", err)
 	}
 	// The mirror is the platform's: it may redirect to its object storage,
 	// over HTTPS when it is HTTPS, three times at most.
@@ -536,17 +534,16 @@ func (f *Fetcher) fromMirror(ctx context.Context, rel string, platforms []Platfo
 		}
 		return nil
 	}}
-	res := &Result{Release: rel}
 	pulled := false
 	for _, p := range platforms {
-		b, fetched, err := f.mirrorOne(ctx, client, p, rel, binName)
+		b, fetched, err := f.mirrorOne(ctx, client, p, res.Release, binName)
 		if err != nil {
-			return nil, false, err
+			return false, err
 		}
 		pulled = pulled || fetched
 		res.add(p, b)
 	}
-	return res, pulled, nil
+	return pulled, nil
 }
 
 func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform, rel, binName string) (*binstore.Binary, bool, error) {
