@@ -15,12 +15,11 @@ import (
 // provenance and signature made for it.
 
 // publish gives the ObjectStore its own view of every private binary
-// of every private binary (pulled with its credentials) and of every
-// binary its image shipped unsigned (signed with the platform key for
-// it), at sha256/<hex>/<component>/, and returns
-// the binaries it is to be served with (the views in their place) and the
-// views' URL paths. Other binaries are served at their digest paths as
-// they are.
+// (pulled with its credentials) and of every binary its image shipped
+// unsigned (signed with the platform key for it), at
+// sha256/<hex>/<component>/, and returns the binaries it is to be served
+// with (the views in their place) and the views' URL paths. Other
+// binaries are served at their digest paths as they are.
 func (c *Controller) publish(store *v1.ObjectStore, binaries []*binstore.Binary, unsigned []bool) ([]*binstore.Binary, []string, error) {
 	out := make([]*binstore.Binary, 0, len(binaries))
 	var published []string
