@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -152,7 +153,7 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 		b.also = stored.remember(fromManifest{manifest: stored.Source.ManifestDigest, unsigned: stored.PlatformSigned()})
 	}
 	s.change(func(all []*Binary) []*Binary {
-		all = without(all, func(o *Binary) bool { return o.rel == b.rel && o.component == "" })
+		all = slices.DeleteFunc(all, func(o *Binary) bool { return o.rel == b.rel && o.component == "" })
 		return append(all, b)
 	})
 	return b, nil
@@ -351,7 +352,7 @@ func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Bi
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.change(func(all []*Binary) []*Binary {
-		all = without(all, func(o *Binary) bool {
+		all = slices.DeleteFunc(all, func(o *Binary) bool {
 			return o.component == component && o.SHA256 == b.SHA256 && o.Name == b.Name && o.Platform == b.Platform
 		})
 		return append(all, &view)

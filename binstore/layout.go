@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -89,7 +90,7 @@ func (s *Store) RemoveBinary(b *Binary) error {
 		}
 	}
 	s.change(func(all []*Binary) []*Binary {
-		return without(all, func(o *Binary) bool {
+		return slices.DeleteFunc(all, func(o *Binary) bool {
 			return o == b || (b.component == "" && o.rel == b.rel)
 		})
 	})

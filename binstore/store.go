@@ -174,11 +174,6 @@ func (s *Store) change(edit func(all []*Binary) []*Binary) *Snapshot {
 	return next
 }
 
-// without drops from all every binary drop matches.
-func without(all []*Binary, drop func(*Binary) bool) []*Binary {
-	return slices.DeleteFunc(all, drop)
-}
-
 // ErrChanged means a binary's file changed after it was indexed and
 // still verifies: the index now has the new file, and the client should
 // retry.
@@ -210,7 +205,7 @@ func (s *Store) recheck(b *Binary) error {
 	// Views of the file (tenants' URLs) were made for its old bytes: they
 	// go, and their ObjectStores' next syncs publish them again.
 	s.change(func(all []*Binary) []*Binary {
-		all = without(all, func(o *Binary) bool { return o.rel == b.rel })
+		all = slices.DeleteFunc(all, func(o *Binary) bool { return o.rel == b.rel })
 		if err == nil {
 			all = append(all, again)
 		}
