@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	aead.dev/minisign v0.3.0
-	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/go-containerregistry/pkg/authn/kubernetes v0.0.0-20260224031529-85f2bf5f7303

@@ -57,15 +57,15 @@ func TestHousekeepingKeepsReferencedAndNewestReleases(t *testing.T) {
 			"spec":     map[string]any{"image": "registry/minio:" + releases[0]},
 		}}))
 	}
-	c := &Controller{cfg: ControllerConfig{Fetcher: f, Keep: 2}, log: zerolog.Nop(), stores: stores, outcomes: map[string]outcome{}}
+	c := testController(t, ControllerConfig{Fetcher: f, Keep: 2}, stores)
 	image := "registry/minio:" + releases[0]
 
 	c.record("t/old-tenant", outcome{image: image, release: releases[0]})
-	c.housekeep()
+	c.gc.collect()
 	assert.Len(t, store.Current().Binaries(), 5, "nothing is removed while an ObjectStore has not been resolved")
 
 	c.record("t/unresolved", outcome{image: image, release: releases[0]})
-	c.housekeep()
+	c.gc.collect()
 	var left []string
 	for _, b := range store.Current().Binaries() {
 		left = append(left, b.Release)
@@ -242,60 +242,6 @@ func TestRegistriesAreReachedOverHTTPSOnly(t *testing.T) {
 		assert.Equal(t, "RegistryNotTrusted", reasonOf(classify("get", err)), tt.url)
 	}
 	assert.Equal(t, []string{"https://10.0.0.8:5000/v2/", "http://10.0.0.9:5000/v2/"}, reached)
-}
-
-// TestReplicasOnASharedVolumeLandAReleaseOnce: two Fetchers over two
-// Stores on one directory stand for two replicas sharing a ReadWriteMany
-// volume. Both resolve the same image at once; one lands the binary, the
-// other waits on the release's lock and then finds it landed from the same
-// manifest, without reading the blobs.
-func TestReplicasOnASharedVolumeLandAReleaseOnce(t *testing.T) {
-	key := binstoretest.NewKey(t)
-	bin := bytes.Repeat([]byte("minio"), 200_000)
-	blob := gzipTar(t, map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": key.Sign(t, bin)}, 0)
-	img := singleLayerImage(t, blob)
-	ref, err := name.ParseReference("registry.example/minio/minio:" + "RELEASE.X")
-	require.NoError(t, err)
-
-	dir := t.TempDir()
-	opts := binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}}
-	replicas := make([]*Fetcher, 2)
-	for i := range replicas {
-		store, err := binstore.New(dir, zerolog.Nop(), opts)
-		require.NoError(t, err)
-		t.Cleanup(func() { store.Close() })
-		store.Scan()
-		replicas[i], err = NewFetcher(FetcherConfig{Store: store, MaxSize: 2 << 20})
-		require.NoError(t, err)
-	}
-
-	type result struct {
-		b      *binstore.Binary
-		pulled bool
-		err    error
-	}
-	results := make(chan result, len(replicas))
-	for _, f := range replicas {
-		go func() {
-			b, pulled, err := f.fromImage(t.Context(), ref, ref.String(), img, Platform{"linux", "amd64"}, "RELEASE.X", false)
-			results <- result{b, pulled, err}
-		}()
-	}
-	pulls := 0
-	for range replicas {
-		r := <-results
-		require.NoError(t, r.err)
-		assert.Equal(t, binstoretest.SHA256(bin), r.b.SHA256, "both replicas serve the image's bytes")
-		if r.pulled {
-			pulls++
-		}
-	}
-	assert.Equal(t, 1, pulls, "one replica landed the release; the other found it landed")
-	sums, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", "sha256", "*", "minio.RELEASE.X*"))
-	assert.ElementsMatch(t, []string{"minio.RELEASE.X", "minio.RELEASE.X.minisig", "minio.RELEASE.X.sha256sum", "minio.RELEASE.X.source.json"},
-		baseNames(sums), "one set of files, nothing left staged")
-	tmp, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", ".*.tmp"))
-	assert.Empty(t, tmp)
 }
 
 // singleLayerImage is an image whose one layer is blob.

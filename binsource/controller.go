@@ -2,12 +2,8 @@ package binsource
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -110,12 +106,8 @@ type Controller struct {
 	// kept from the submission until a sync takes its result.
 	pulls map[string]*awaited
 
-	// housekeeping runs one at a time; unreferenced holds when each store
-	// file was first seen unreferenced, and timer the pending re-run that
-	// removes what the grace let stay.
-	housekeeping sync.Mutex
-	unreferenced map[string]time.Time
-	timer        clock.Timer
+	// gc removes the binaries no ObjectStore wants (gc.go).
+	gc *collector
 	// settled is set once every ObjectStore had an outcome: until then (a
 	// cold start, every replica's store to be read again) nothing is
 	// removed; after it, an ObjectStore without one (a new image still
@@ -140,12 +132,12 @@ type outcome struct {
 	release string
 	// binary is the ObjectStore's own binary (nil until one is available).
 	binary *v1.BinaryStatus
-	// published are the store paths of the copies published for this
-	// ObjectStore alone (private binaries), kept by housekeeping.
+	// published are the URL paths of the views published for this
+	// ObjectStore alone (private binaries), kept by the collector.
 	published []string
 	// pairs are the sha256/release of every platform's binary of the
 	// image, all kept by housekeeping (status.binary names one).
-	pairs     []string
+	pairs []string
 	condition metav1.Condition
 }
 
@@ -158,12 +150,11 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		return nil, errors.New("binsource: no Secrets reader")
 	}
 	c := &Controller{
-		cfg:          cfg,
-		log:          cfg.Log.With().Str("component", "binsource").Logger(),
-		outcomes:     map[string]outcome{},
-		pulls:        map[string]*awaited{},
-		unreferenced: map[string]time.Time{},
-		status:       &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons},
+		cfg:      cfg,
+		log:      cfg.Log.With().Str("component", "binsource").Logger(),
+		outcomes: map[string]outcome{},
+		pulls:    map[string]*awaited{},
+		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons},
 	}
 	var synced []cache.InformerSynced
 	// A sync before the Secrets are listed would find no pull Secret.
@@ -192,6 +183,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		return nil, err
 	}
 	c.stores, c.queue = c.loop.Stores(), c.loop.Queue()
+	c.gc = newCollector(cfg.Fetcher.cfg.Store, cfg.Keep, cfg.Grace, cfg.Clock, c.log, c.wanted)
 	if cfg.OnPlacementChange != nil {
 		// The platforms its pods run on may have changed (a pod bound, a
 		// Node relabelled), and with them the binary status.binary names.
@@ -202,9 +194,9 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	return c, nil
 }
 
-// Run works until ctx ends.
+// Run works until ctx ends; the collector runs beside the loop.
 func (c *Controller) Run(ctx context.Context) error {
-	c.cfg.Fetcher.cfg.Store.RemoveStaleTemporaries()
+	go func() { _ = c.gc.Run(ctx) }()
 	return c.loop.Run(ctx)
 }
 
@@ -259,7 +251,7 @@ func leaderServes(u *unstructured.Unstructured) bool {
 // only it wanted.
 func (c *Controller) Forget(key string) {
 	if c.forget(key) {
-		c.housekeep()
+		c.gc.Kick()
 	}
 }
 
@@ -350,7 +342,7 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	}
 	// A resync that resolves to the same release changes nothing to keep.
 	if changed {
-		c.housekeep()
+		c.gc.Kick()
 	}
 	return nil
 }
@@ -467,56 +459,6 @@ func ownBinary(binaries []*binstore.Binary, platforms []string, res *Result) (*b
 		strings.Join(platforms, ", "), res.Release, strings.Join(platforms, " nor "), strings.Join(res.Platforms, ", "))
 }
 
-// publish gives the ObjectStore its own copy of every private binary
-// (pulled with its credentials) and of every binary its image shipped
-// unsigned (signed with the platform key for it), at sha256/<hex>/<component>/, and returns
-// the binaries it is to be served with (the copies in their place) and the
-// copies' store paths. Other binaries are served at their digest paths as
-// they are.
-func (c *Controller) publish(store *v1.ObjectStore, binaries []*binstore.Binary, unsigned []bool) ([]*binstore.Binary, []string, error) {
-	out := make([]*binstore.Binary, 0, len(binaries))
-	var published []string
-	st := c.cfg.Fetcher.cfg.Store
-	for i, b := range binaries {
-		// A binary from an image that shipped no signature gets one the
-		// platform key makes for this ObjectStore alone (its trusted
-		// comment names it): a signature made for another tenant (or
-		// another image's) is never served at this one's URL.
-		sign := i < len(unsigned) && unsigned[i] && st.Signs()
-		if !b.Private() && !sign {
-			out = append(out, b)
-			continue
-		}
-		if len(c.cfg.URLKey) == 0 {
-			return nil, nil, reasonf(errPull, "minio.%s needs a URL of the ObjectStore's own, and this operator has no URL key", b.Release)
-		}
-		src := binstore.Source{}
-		if b.Source != nil {
-			src = *b.Source
-		}
-		src.ObjectStore = store.Namespace + "/" + store.Name
-		own, err := st.Publish(b, component(c.cfg.URLKey, b.SHA256, string(store.UID)), src, sign)
-		if err != nil {
-			return nil, nil, reasonf(errPull, "publish minio.%s for %s/%s: %v", b.Release, store.Namespace, store.Name, err)
-		}
-		out = append(out, own)
-		published = append(published, own.Path())
-	}
-	return out, published, nil
-}
-
-// component is the part of a private binary's URL only its ObjectStore is
-// given: HMAC-SHA256 of the binary's digest and the ObjectStore's UID under
-// the replicas' shared URL key, so it cannot be derived from anything
-// public (the digest, the release, the ObjectStore's name), differs for
-// every ObjectStore (a recreated one, with a new UID, gets a new URL), and
-// every replica derives the same one.
-func component(key []byte, digest, uid string) string {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("object-store-operator binary URL v1\x00" + digest + "\x00" + uid))
-	return hex.EncodeToString(mac.Sum(nil))
-}
-
 // uniq drops repeats, keeping the first of each (platforms from one image
 // share a source's words).
 func uniq(s []string) []string {
@@ -611,16 +553,17 @@ func (c *Controller) forget(key string) bool {
 	return had && before.release != ""
 }
 
-// housekeep removes binaries no ObjectStore wants once Keep newer
-// releases exist for the same platform. A binary in a digest directory is
-// wanted by the ObjectStores whose image resolved to those bytes under
-// that name; a file placed by hand at a plain path, by any ObjectStore on
-// its release. It waits until every ObjectStore with an image has been
-// resolved, so nothing is removed just because the operator restarted and
-// has not looked at its tenant yet.
-func (c *Controller) housekeep() {
+// wanted is what the ObjectStores want kept, for the collector: a binary
+// in a digest directory is wanted by the ObjectStores whose image
+// resolved to those bytes under that name; a file placed by hand at a
+// plain path, by any ObjectStore on its release. It is not known (false)
+// until every ObjectStore with an image has been resolved once, so
+// nothing is removed just because the operator restarted and has not
+// looked at its tenant yet.
+func (c *Controller) wanted() (wanted, bool) {
 	c.mu.Lock()
-	releases, pairs, published := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	defer c.mu.Unlock()
+	w := wanted{releases: map[string]bool{}, pairs: map[string]bool{}, published: map[string]bool{}}
 	for _, key := range c.stores.ListKeys() {
 		obj, ok, _ := c.stores.GetByKey(key)
 		if !ok || imageOf(obj.(*unstructured.Unstructured)) == "" {
@@ -628,113 +571,24 @@ func (c *Controller) housekeep() {
 		}
 		o, resolved := c.outcomes[key]
 		if !resolved && !c.settled {
-			c.mu.Unlock()
-			return
+			return wanted{}, false
 		}
 		if !resolved {
 			continue
 		}
-		releases[o.release] = true
+		w.releases[o.release] = true
 		if o.binary != nil {
-			pairs[o.binary.SHA256+"/"+o.release] = true
+			w.pairs[o.binary.SHA256+"/"+o.release] = true
 		}
 		for _, p := range o.pairs {
-			pairs[p] = true
+			w.pairs[p] = true
 		}
 		for _, p := range o.published {
-			published[p] = true
+			w.published[p] = true
 		}
 	}
 	c.settled = true
-	c.mu.Unlock()
-
-	c.housekeeping.Lock()
-	defer c.housekeeping.Unlock()
-	store := c.cfg.Fetcher.cfg.Store
-	defer c.cfg.Fetcher.Prune()
-	clk := c.cfg.Clock
-	if clk == nil { // a Controller not made by NewController (tests)
-		clk = clock.RealClock{}
-	}
-	if c.unreferenced == nil {
-		c.unreferenced = map[string]time.Time{}
-	}
-	now := clk.Now()
-	next := time.Duration(math.MaxInt64) // until the first grace ends
-	present := map[string]bool{}
-	for _, b := range store.Current().All() {
-		present[b.Path()] = true
-	}
-	for p := range c.unreferenced {
-		if !present[p] {
-			delete(c.unreferenced, p)
-		}
-	}
-	defer func() {
-		// Run again when the first grace ends, so binaries go without
-		// waiting for another ObjectStore to change.
-		if next == time.Duration(math.MaxInt64) {
-			return
-		}
-		if c.timer != nil {
-			c.timer.Stop()
-		}
-		// In its own goroutine: a clock may call back while it holds
-		// its own lock (a fake one does).
-		c.timer = clk.AfterFunc(next, func() { go c.housekeep() })
-	}()
-	byPlatform := map[string][]string{}
-	for _, b := range store.Current().All() {
-		if b.Platform != "" && !slices.Contains(byPlatform[b.Platform], b.Release) {
-			byPlatform[b.Platform] = append(byPlatform[b.Platform], b.Release)
-		}
-	}
-	rank := map[string]int{}
-	for platform, rels := range byPlatform {
-		// MinIO release names sort by time.
-		sort.Sort(sort.Reverse(sort.StringSlice(rels)))
-		for i, r := range rels {
-			rank[platform+"/"+r] = i
-		}
-	}
-	for _, b := range store.Current().All() {
-		if b.Platform == "" {
-			continue
-		}
-		newer := rank[b.Platform+"/"+b.Release]
-		wanted := pairs[b.SHA256+"/"+b.Release]
-		if b.Path() == b.PlainPath() {
-			wanted = releases[b.Release]
-		}
-		// A copy published for one ObjectStore goes as soon as that
-		// ObjectStore no longer wants it: its URL is its tenant's only,
-		// and the bytes stay stored (its digest directory's file).
-		if b.Published() {
-			wanted, newer = published[b.Path()], c.cfg.Keep
-		}
-		if wanted || newer < c.cfg.Keep {
-			delete(c.unreferenced, b.Path())
-			continue
-		}
-		if c.cfg.Grace > 0 {
-			since, seen := c.unreferenced[b.Path()]
-			if !seen {
-				since = now
-				c.unreferenced[b.Path()] = now
-			}
-			if left := c.cfg.Grace - now.Sub(since); left > 0 {
-				next = min(next, left)
-				continue
-			}
-		}
-		delete(c.unreferenced, b.Path())
-		if err := store.RemoveBinary(b); err != nil {
-			c.log.Warn().Err(err).Str("file", b.Path()).Str("release", b.Release).Msg("could not remove an unreferenced binary")
-			continue
-		}
-		c.log.Info().Str("file", b.Path()).Str("release", b.Release).Str("sha256", b.SHA256).Int("newer", newer).Int("keep", c.cfg.Keep).
-			Stringer("grace", c.cfg.Grace).Msg("removed a binary no ObjectStore references (unreferenced for the grace, and enough newer releases exist)")
-	}
+	return w, true
 }
 
 func imageOf(u *unstructured.Unstructured) string {

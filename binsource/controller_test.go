@@ -38,6 +38,7 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 	bs, err := binstore.New(t.TempDir(), zerolog.Nop(), binstore.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { bs.Close() })
+	bs.Scan()
 	fetcher, err := NewFetcher(FetcherConfig{Store: bs, PullTimeout: time.Second})
 	require.NoError(t, err)
 	f := &controllerFixture{API: fakeapi.New([]*unstructured.Unstructured{store}, objs...)}

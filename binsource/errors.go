@@ -45,7 +45,7 @@ var (
 
 // Reasons is every reason of the BinaryAvailable condition, with its
 // Event severity and what the user can do about it: the binary source's
-// own, the store's (binstore.Reasons), Available and InternalError.
+// own, the store's (binstore.Reason), Available and InternalError.
 func Reasons() []reason.Reason {
 	return append([]reason.Reason{
 		{Name: ReasonAvailable, Severity: reason.Normal},
@@ -66,7 +66,21 @@ func Reasons() []reason.Reason {
 		{Name: errStoreFull.Error(), Severity: reason.Warning,
 			Remedy: "delete ObjectStores (or move them to images) whose binaries the namespace no longer needs; binaries no ObjectStore references are removed after {store-unreferenced-grace}; the platform team sets {store-namespace-max-bytes} and {store-max-bytes}"},
 		{Name: controller.ReasonInternalError, Severity: reason.Warning},
-	}, binstore.Reasons()...)
+	}, storeReasons()...)
+}
+
+// storeReasons are the reasons binstore refuses a binary for.
+func storeReasons() []reason.Reason {
+	return []reason.Reason{
+		{Name: string(binstore.ReasonChecksumMismatch), Severity: reason.Warning,
+			Remedy: "the bytes do not match their checksum or digest: the image or registry is corrupt or tampered with"},
+		{Name: string(binstore.ReasonUnsigned), Severity: reason.Warning,
+			Remedy: "MinIO's update client installs only binaries with a valid .minisig: use an image that ships minio.minisig, or set {signing-key-secret} so the operator signs binaries of verified images with your platform key, and set MINIO_UPDATE_MINISIGN_PUBKEY on the tenant to its public key"},
+		{Name: string(binstore.ReasonSignatureInvalid), Severity: reason.Warning,
+			Remedy: "the .minisig was not made by a trusted key: check the image, or add its signer's public key to {minisign-pubkeys}"},
+		{Name: string(binstore.ReasonTooLarge), Severity: reason.Warning, Remedy: "the binary exceeds {max-binary-size}"},
+		{Name: string(binstore.ReasonOther), Severity: reason.Warning},
+	}
 }
 
 // ReasonAvailable: the release of spec.image is in the store and served.

@@ -34,12 +34,12 @@ const maxSidecarSize = 4096
 // whole blob was read and matched its digest; until then the binary is
 // only staged. Memory does not grow with the binary's size.
 //
-// unsigned reports that the image shipped no .minisig (the store's platform
-// key signed it, or the same bytes were stored with a signature already).
-func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel string, src binstore.Source) (b *binstore.Binary, unsigned bool, err error) {
+// The store remembers whether the image shipped a .minisig
+// (binstore.Binary.FromManifest).
+func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel string, src binstore.Source) (*binstore.Binary, error) {
 	layers, err := img.Layers()
 	if err != nil {
-		return nil, false, classify("list layers", err)
+		return nil, classify("list layers", err)
 	}
 	limit := f.cfg.MaxPullBytes
 	if limit <= 0 {
@@ -49,21 +49,19 @@ func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel
 	for i := len(layers) - 1; i >= 0; i-- {
 		found, err := f.readLayer(layers[i], p, rel, budget)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if found == nil {
 			continue
 		}
 		src.LayerDigest = found.layer
-		unsigned = len(found.sig) == 0
-		b, err = f.commit(ctx, p, rel, found.staged, binstore.Candidate{
+		return f.commit(ctx, p, rel, found.staged, binstore.Candidate{
 			WantSHA256: found.wantSHA256, Minisig: found.sig, Source: src,
 			// The layer was read whole and matched its digest.
 			Signable: true,
 		})
-		return b, unsigned, err
 	}
-	return nil, false, reasonf(errNoBinary, "no %s in any layer", strings.Join(binaryPaths, " or "))
+	return nil, reasonf(errNoBinary, "no %s in any layer", strings.Join(binaryPaths, " or "))
 }
 
 // pullBudget is what one pull may still read.

@@ -6,17 +6,17 @@
 // lands it. A release mirror is the fallback for releases no image
 // provides.
 //
-// A release is bound to its source: a binary already served is reused
+// A release is bound to its source: a binary already stored is reused
 // only for an image whose platform manifest has the digest it came from
 // (or whose bytes were compared with it); anything else is pulled and
-// compared, and other bytes are a conflict, never a replacement.
+// compared, and other bytes are another binary at its own digest path,
+// never a replacement.
 package binsource
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -106,12 +106,6 @@ type Fetcher struct {
 	registry http.RoundTripper
 
 	mu sync.Mutex
-	// same records platform manifests whose binary was compared with the
-	// served one and found identical: manifest digest -> binary SHA-256.
-	// Tenants choose manifests, so it is bounded (sameEntries) and
-	// pruned of binaries no longer served.
-	same      map[string]sameBinary
-	sameOrder []string // keys of same, oldest first
 	// refs and pending are what the quotas count (quota.go): each
 	// ObjectStore's binaries, and binaries landed for a namespace that
 	// none of its ObjectStores references yet.
@@ -160,7 +154,6 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		log:      cfg.Log.With().Str("component", "binsource").Logger(),
 		queue:    newPullQueue(cfg.Concurrency, cfg.PerNamespace, cfg.Concurrency/2),
 		registry: boundedManifests(ownTokenService(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries)))),
-		same:     map[string]sameBinary{},
 		refs:     map[string]references{},
 		pending:  map[string]map[string]int64{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -186,7 +179,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	}
 	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objectstore_operator_pulls_running",
-		Help: "Pulls running now (at most OPERATOR_PULL_CONCURRENCY).",
+		Help: "Pulls running now (at most the pull concurrency setting).",
 	}, func() float64 { r, _ := f.queue.stats(); return float64(r) })
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objectstore_operator_pulls_queued",
@@ -227,25 +220,6 @@ func httpsOnly(next http.RoundTripper, insecure []string) http.RoundTripper {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// Ensure makes the release of image available for every platform, after
-// resolving the image with kc (the ObjectStore's own credentials), and
-// waits for it. It shares the slots of namespace "".
-func (f *Fetcher) Ensure(ctx context.Context, image string, kc *keychain) (*Result, error) {
-	type result struct {
-		res *Result
-		err error
-	}
-	got := make(chan result, 1)
-	withdraw := f.Submit(ctx, "", image, kc, func(res *Result, err error) { got <- result{res, err} })
-	select {
-	case r := <-got:
-		return r.res, r.err
-	case <-ctx.Done():
-		withdraw()
-		return nil, ctx.Err()
-	}
-}
 
 // Submit queues a pull of image with kc for namespace ns (see pullQueue
 // for who runs when) and returns at once; done gets the result. Callers
@@ -314,7 +288,9 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		err = classify("get "+image, err)
 		if f.cfg.MirrorURL != "" && strings.HasPrefix(tag, "RELEASE.") && (errors.Is(err, errNotFound) || errors.Is(err, errPull)) {
 			f.log.Warn().Str("image", image).Str("reason", err.Error()).Msg("image unavailable; trying the release mirror")
-			return f.fromMirror(ctx, tag, f.cfg.Platforms)
+			res := &Result{Release: tag}
+			pulled, err := f.fromMirror(ctx, res, f.cfg.Platforms)
+			return res, pulled, err
 		}
 		return nil, false, err
 	}
@@ -350,21 +326,16 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		pulled = pulled || fetched
 		res.add(p, b)
 		if manifest, err := img.Digest(); err == nil {
-			res.Unsigned[len(res.Unsigned)-1] = f.shippedNoSignature(manifest.String(), b)
+			res.Unsigned[len(res.Unsigned)-1] = shippedNoSignature(manifest.String(), b)
 		}
 	}
 	switch {
 	case len(missing) > 0 && f.cfg.MirrorURL != "":
-		mirrored, fetched, err := f.fromMirror(ctx, rel, missing)
+		fetched, err := f.fromMirror(ctx, res, missing)
 		if err != nil {
 			return nil, false, err
 		}
 		pulled = pulled || fetched
-		res.Platforms = append(res.Platforms, mirrored.Platforms...)
-		res.Sources = append(res.Sources, mirrored.Sources...)
-		res.KeyIDs = append(res.KeyIDs, mirrored.KeyIDs...)
-		res.Binaries = append(res.Binaries, mirrored.Binaries...)
-		res.Unsigned = append(res.Unsigned, mirrored.Unsigned...)
 	case len(res.Platforms) == 0:
 		return nil, false, reasonf(errNoBinary, "%s has no image for %s", image, strings.Join(f.platformNames(), ", "))
 	}
@@ -424,103 +395,25 @@ func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image strin
 	if err != nil {
 		return nil, false, classify("digest of the "+p.String()+" image", err)
 	}
-	source := ref.Context().String() + "@" + digest.String()
-	b, unlock, err := f.lockUnlessServed(ctx, p, source, func() *binstore.Binary { return f.servedFor(p, rel, digest.String(), private) })
-	if b != nil || err != nil {
-		return b, false, err
+	if b := f.servedFor(p, rel, digest.String(), private); b != nil {
+		return b, false, nil
 	}
-	defer unlock()
 	src := binstore.Source{Image: image, Registry: ref.Context().RegistryStr(), Repository: ref.Context().RepositoryStr(), ManifestDigest: digest.String(), Private: private}
-	unsigned := false
-	if b, unsigned, err = f.extract(ctx, img, p, rel, src); err != nil {
+	b, err := f.extract(ctx, img, p, rel, src)
+	if err != nil {
 		return nil, true, err
 	}
-	f.rememberSame(digest.String(), b.SHA256, unsigned)
 	f.log.Info().Str("image", image).Str("platform", p.String()).Str("release", rel).Str("sha256", b.SHA256).
 		Int64("size", b.Size).Str("keyId", b.KeyID).Str("manifest", digest.String()).
 		Msg("binary from the image verified; served")
 	return b, true, nil
 }
 
-// sameEntries bounds same: a manifest is remembered as long as its binary
-// is served, and at most this many (the oldest go first). Forgetting one
-// costs a second comparison, never a wrong answer.
-const sameEntries = 1024
-
-// sameBinary is what comparing a platform manifest's binary found: the
-// served binary's SHA-256, and whether the image shipped no signature.
-type sameBinary struct {
-	sha      string
-	unsigned bool
-}
-
-// rememberSame records that the platform manifest's binary is the served
-// one with this SHA-256, and whether the image shipped no .minisig.
-func (f *Fetcher) rememberSame(manifest, sha string, unsigned bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.same[manifest]; !ok {
-		f.sameOrder = append(f.sameOrder, manifest)
-	}
-	f.same[manifest] = sameBinary{sha, unsigned}
-	for len(f.sameOrder) > sameEntries {
-		delete(f.same, f.sameOrder[0])
-		f.sameOrder = f.sameOrder[1:]
-	}
-}
-
-// Prune forgets what was learned about binaries the store no longer
-// serves (housekeeping removed them, or someone deleted them).
-func (f *Fetcher) Prune() {
-	served := map[string]bool{}
-	for _, b := range f.cfg.Store.Current().All() {
-		served[b.SHA256] = true
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	kept := f.sameOrder[:0]
-	for _, m := range f.sameOrder {
-		if served[f.same[m].sha] {
-			kept = append(kept, m)
-		} else {
-			delete(f.same, m)
-		}
-	}
-	clear(f.sameOrder[len(kept):])
-	f.sameOrder = kept
-}
-
-// lockUnlessServed returns served()'s binary if there is one; otherwise it
-// takes the source's lock (binstore.LockSource) and looks again, since
-// another replica on a shared volume may have landed it from the same
-// source meanwhile. With no binary and no error, the caller holds the lock
-// and must call unlock. The release's own lock is taken only to land
-// (commit): any tenant's image can claim any release, and a slow registry
-// must not hold another tenant's landing of it.
-func (f *Fetcher) lockUnlessServed(ctx context.Context, p Platform, source string, served func() *binstore.Binary) (b *binstore.Binary, unlock func(), err error) {
-	if b := served(); b != nil {
-		return b, nil, nil
-	}
-	unlock, err = f.cfg.Store.LockSource(ctx, p.dir(), source)
-	if err != nil {
-		return nil, nil, pullError(errPull, err.Error(), err)
-	}
-	f.cfg.Store.Scan()
-	if b := served(); b != nil {
-		unlock()
-		return b, nil, nil
-	}
-	return nil, unlock, nil
-}
-
-// commit lands a staged binary under the release's lock.
+// commit lands a staged binary once it fits the quotas. The store is
+// this process's alone and lands one binary at a time, so a release two
+// images claim at once is compared and landed once, by whichever comes
+// second finding the other's bytes in the index.
 func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *binstore.Staged, c binstore.Candidate) (*binstore.Binary, error) {
-	unlock, err := f.cfg.Store.Lock(ctx, p.dir(), rel)
-	if err != nil {
-		staged.Discard()
-		return nil, pullError(errPull, err.Error(), err)
-	}
-	defer unlock()
 	f.quotaMu.Lock()
 	defer f.quotaMu.Unlock()
 	ns := namespaceOf(ctx)
@@ -539,29 +432,18 @@ func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *bi
 // digest) shipped no .minisig for b, its binary: such a binary is signed
 // with the platform key for each ObjectStore (binstore.Store.Publish),
 // even where the same bytes are stored with another image's signature.
-func (f *Fetcher) shippedNoSignature(manifest string, b *binstore.Binary) bool {
-	f.mu.Lock()
-	same, ok := f.same[manifest]
-	f.mu.Unlock()
-	if ok && same.sha == b.SHA256 {
-		return same.unsigned
-	}
-	return b.PlatformSigned() && b.Source.ManifestDigest == manifest
+func shippedNoSignature(manifest string, b *binstore.Binary) bool {
+	_, unsigned := b.FromManifest(manifest)
+	return unsigned
 }
 
-// servedFor returns the served binary if it is known to be the platform
-// manifest's: it came from that manifest, or was compared with it.
+// servedFor returns the stored binary if the index knows it to be the
+// platform manifest's (binstore.Binary.FromManifest): only this
+// manifest's own bytes will do, since other images may claim the release
+// with other bytes.
 func (f *Fetcher) servedFor(p Platform, rel, manifest string, private bool) *binstore.Binary {
-	f.mu.Lock()
-	same := f.same[manifest]
-	f.mu.Unlock()
-	// Other images may claim the release with other bytes: only this
-	// manifest's own binary will do.
 	for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
-		if b.Private() && !private {
-			continue
-		}
-		if (b.Source != nil && b.Source.ManifestDigest == manifest) || (same.sha != "" && b.SHA256 == same.sha) {
+		if known, _ := b.FromManifest(manifest); known && (private || !b.Private()) {
 			return b
 		}
 	}
@@ -632,118 +514,6 @@ func releaseOf(images map[Platform]ggcrv1.Image, tag string) (string, error) {
 		return "", reasonf(errInvalidImage, "no release/version label and no release tag")
 	}
 	return tag, nil
-}
-
-// fromMirror makes the release available from the mirror for platforms.
-func (f *Fetcher) fromMirror(ctx context.Context, rel string, platforms []Platform) (*Result, bool, error) {
-	// The mirror is the platform's, not the pull's registry: dialled as is.
-	ctx = withPullTarget(ctx, nil)
-	binName, err := binstore.BinaryName(rel)
-	if err != nil {
-		return nil, false, reasonf(errInvalidImage, "%v", err)
-	}
-	// The mirror is the platform's: it may redirect to its object storage,
-	// over HTTPS when it is HTTPS, three times at most.
-	client := &http.Client{Transport: f.cfg.Transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if len(via) >= 3 || (via[0].URL.Scheme == "https" && req.URL.Scheme != "https") {
-			return fmt.Errorf("the release mirror redirected to %s: followed only over HTTPS, three times at most", req.URL.Redacted())
-		}
-		return nil
-	}}
-	res := &Result{Release: rel}
-	pulled := false
-	for _, p := range platforms {
-		b, fetched, err := f.mirrorOne(ctx, client, p, rel, binName)
-		if err != nil {
-			return nil, false, err
-		}
-		pulled = pulled || fetched
-		res.add(p, b)
-	}
-	return res, pulled, nil
-}
-
-func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform, rel, binName string) (*binstore.Binary, bool, error) {
-	base := strings.TrimSuffix(f.cfg.MirrorURL, "/") + "/" + p.dir() + "/" + binName
-	fromMirror := func() *binstore.Binary {
-		for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
-			if b.Source != nil && b.Source.MirrorURL == base {
-				return b
-			}
-		}
-		return nil
-	}
-	b, unlock, err := f.lockUnlessServed(ctx, p, base, fromMirror)
-	if b != nil || err != nil {
-		return b, false, err
-	}
-	defer unlock()
-	sumData, err := f.get(ctx, client, base+binstore.SHA256SumSuffix, maxSidecarSize)
-	if err != nil {
-		return nil, true, err
-	}
-	digest, sumName, err := binstore.ParseSHA256Sum(sumData)
-	if err != nil || sumName != binName {
-		return nil, true, reasonf(errChecksum, "%s%s is not a checksum of %s", base, binstore.SHA256SumSuffix, binName)
-	}
-	sig, err := f.get(ctx, client, base+binstore.MinisigSuffix, maxSidecarSize)
-	if err != nil && !errors.Is(err, errNotFound) {
-		return nil, true, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base, nil)
-	if err != nil {
-		return nil, true, reasonf(errPull, "%v", err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, true, classify("get "+base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, true, httpStatusError(base, resp.StatusCode)
-	}
-	staged, err := f.cfg.Store.Stage(p.dir(), rel, countingReader{resp.Body, func(n int64) { f.bytes.Add(float64(n)) }}, f.cfg.MaxSize)
-	if err != nil {
-		return nil, true, classify("download "+base, err)
-	}
-	b, err = f.commit(ctx, p, rel, staged, binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
-	if err != nil {
-		return nil, true, fmt.Errorf("%s: %w", base, err)
-	}
-	f.log.Info().Str("url", base).Str("platform", p.String()).Str("sha256", b.SHA256).Str("keyId", b.KeyID).
-		Msg("binary from the release mirror verified; served")
-	return b, true, nil
-}
-
-func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limit int64) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, reasonf(errPull, "%v", err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, classify("get "+url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, httpStatusError(url, resp.StatusCode)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
-	if err != nil {
-		return nil, classify("read "+url, err)
-	}
-	f.bytes.Add(float64(len(data)))
-	return data, nil
-}
-
-func httpStatusError(url string, code int) error {
-	switch code {
-	case http.StatusNotFound:
-		return reasonf(errNotFound, "%s answered 404", url)
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return reasonf(errAuth, "%s answered %d", url, code)
-	}
-	return reasonf(errPull, "%s answered %d", url, code)
 }
 
 func (f *Fetcher) platformNames() []string {

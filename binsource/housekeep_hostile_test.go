@@ -3,7 +3,6 @@ package binsource
 import (
 	"testing"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -45,13 +44,13 @@ func TestNewerLabelsEvictNoOtherPlatformBinaryOfAReferencedImage(t *testing.T) {
 			"spec":     map[string]any{"image": o.image},
 		}}))
 	}
-	c := &Controller{cfg: ControllerConfig{Fetcher: f, Keep: 1}, log: zerolog.Nop(), stores: stores, outcomes: map[string]outcome{}}
+	c := testController(t, ControllerConfig{Fetcher: f, Keep: 1}, stores)
 	// What sync records for each: status.binary names the amd64 build of
 	// B's image (the image has both), the arm64 one of A's.
 	c.record("tb/b", outcome{image: "registry/minio:b", release: rel, binary: &v1.BinaryStatus{Release: rel, SHA256: amd, Platform: "linux-amd64"},
 		pairs: []string{amd + "/" + rel, arm + "/" + rel}})
 	c.record("ta/a", outcome{image: "evil/minio:a", release: newer, binary: &v1.BinaryStatus{Release: newer, SHA256: attacker, Platform: "linux-arm64"}})
-	c.housekeep()
+	c.gc.collect()
 
 	snap := store.Current()
 	assert.NotNil(t, snap.ByDigest(amd, rel), "B's amd64 binary stays")
@@ -89,12 +88,12 @@ func TestOneUnresolvedObjectStoreStopsNoHousekeepingAfterTheColdStart(t *testing
 			"spec":     map[string]any{"image": o.image},
 		}}))
 	}
-	c := &Controller{cfg: ControllerConfig{Fetcher: f, Keep: 1}, log: zerolog.Nop(), stores: stores, outcomes: map[string]outcome{}}
+	c := testController(t, ControllerConfig{Fetcher: f, Keep: 1}, stores)
 	c.record("tb/b", outcome{image: "registry/minio:b", release: current, binary: &v1.BinaryStatus{Release: current, SHA256: cur}})
 	// Past the cold start: every ObjectStore had an outcome once.
 	c.settled = true
 	// ta/stuck has no outcome: its pull is still waiting or running.
-	c.housekeep()
+	c.gc.collect()
 
 	snap := store.Current()
 	assert.NotNil(t, snap.ByDigest(cur, current))

@@ -37,9 +37,9 @@ func TestHousekeepingKeepsEachTenantsOwnBytes(t *testing.T) {
 		"metadata": map[string]any{"name": "b", "namespace": "t"},
 		"spec":     map[string]any{"image": "registry/minio:b"},
 	}}))
-	c := &Controller{cfg: ControllerConfig{Fetcher: f, Keep: 1}, log: zerolog.Nop(), stores: stores, outcomes: map[string]outcome{}}
+	c := testController(t, ControllerConfig{Fetcher: f, Keep: 1}, stores)
 	c.record("t/b", outcome{image: "registry/minio:b", release: old, binary: &v1.BinaryStatus{Release: old, SHA256: mine}})
-	c.housekeep()
+	c.gc.collect()
 
 	snap := store.Current()
 	assert.NotNil(t, snap.ByDigest(mine, old), "the tenant's own bytes stay")
@@ -65,11 +65,10 @@ func TestUnreferencedBinariesGoOnlyAfterTheGrace(t *testing.T) {
 		"spec":     map[string]any{"image": "registry/minio:b"},
 	}}))
 	clk := clocktesting.NewFakeClock(time.Now())
-	c := &Controller{cfg: ControllerConfig{Fetcher: f, Keep: 0, Grace: 10 * time.Minute, Clock: clk}, log: zerolog.Nop(), stores: stores,
-		outcomes: map[string]outcome{}, unreferenced: map[string]time.Time{}}
+	c := testController(t, ControllerConfig{Fetcher: f, Keep: 0, Grace: 10 * time.Minute, Clock: clk}, stores)
 	wants := func(rel, sha string) {
 		c.record("t/b", outcome{image: "registry/minio:b", release: rel, binary: &v1.BinaryStatus{Release: rel, SHA256: sha}})
-		c.housekeep()
+		c.gc.collect()
 	}
 
 	wants(newRel, cur)
@@ -78,7 +77,7 @@ func TestUnreferencedBinariesGoOnlyAfterTheGrace(t *testing.T) {
 	wants(oldRel, old) // flip back: referenced again
 	wants(newRel, cur) // and away: the grace starts over
 	clk.Step(9 * time.Minute)
-	c.housekeep()
+	c.gc.collect()
 	assert.NotNil(t, store.Current().ByDigest(old, oldRel), "the grace started over when it was referenced again")
 	clk.Step(2 * time.Minute) // the timer housekeeping set fires
 	require.Eventually(t, func() bool { return store.Current().ByDigest(old, oldRel) == nil }, 5*time.Second, 10*time.Millisecond,
@@ -102,4 +101,15 @@ func housekeepStore(t *testing.T) (*binstore.Store, func(platform, rel string, c
 		require.NoError(t, err)
 		return b.SHA256
 	}
+}
+
+// testController is a Controller with what its collector reads (no Loop);
+// the collector runs until the test ends, as NewController's does beside
+// the Loop.
+func testController(t *testing.T, cfg ControllerConfig, stores cache.Indexer) *Controller {
+	t.Helper()
+	c := &Controller{cfg: cfg, log: zerolog.Nop(), stores: stores, outcomes: map[string]outcome{}}
+	c.gc = newCollector(cfg.Fetcher.cfg.Store, cfg.Keep, cfg.Grace, cfg.Clock, c.log, c.wanted)
+	go func() { _ = c.gc.Run(t.Context()) }()
+	return c
 }

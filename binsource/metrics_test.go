@@ -1,6 +1,7 @@
 package binsource
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -49,4 +50,23 @@ func gathered(t *testing.T, reg *prometheus.Registry) string {
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	require.Equal(t, http.StatusOK, rec.Code)
 	return rec.Body.String()
+}
+
+// Ensure (for tests) makes the release of image available for every platform, after
+// resolving the image with kc (the ObjectStore's own credentials), and
+// waits for it. It shares the slots of namespace "".
+func (f *Fetcher) Ensure(ctx context.Context, image string, kc *keychain) (*Result, error) {
+	type result struct {
+		res *Result
+		err error
+	}
+	got := make(chan result, 1)
+	withdraw := f.Submit(ctx, "", image, kc, func(res *Result, err error) { got <- result{res, err} })
+	select {
+	case r := <-got:
+		return r.res, r.err
+	case <-ctx.Done():
+		withdraw()
+		return nil, ctx.Err()
+	}
 }

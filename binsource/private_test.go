@@ -145,17 +145,17 @@ func TestAnUnsignedImageStaysUnsignedWhenASignedImageHasItsBytes(t *testing.T) {
 	b, _, err := f.fromImage(t.Context(), hardened, hardened.String(), unsignedImg, p, "RELEASE.X", false)
 	require.NoError(t, err)
 	assert.True(t, b.PlatformSigned())
-	assert.True(t, f.shippedNoSignature(manifest.String(), b))
+	assert.True(t, shippedNoSignature(manifest.String(), b))
 
 	b, _, err = f.fromImage(t.Context(), vendor, vendor.String(), signedImg, p, "RELEASE.X", false)
 	require.NoError(t, err)
 	assert.False(t, b.PlatformSigned(), "the image's own signature is served at the digest path")
 	signedManifest, err := signedImg.Digest()
 	require.NoError(t, err)
-	assert.False(t, f.shippedNoSignature(signedManifest.String(), b))
+	assert.False(t, shippedNoSignature(signedManifest.String(), b))
 
 	b, pulled, err := f.fromImage(t.Context(), hardened, hardened.String(), unsignedImg, p, "RELEASE.X", false)
 	require.NoError(t, err)
 	assert.False(t, pulled)
-	assert.True(t, f.shippedNoSignature(manifest.String(), b), "the hardened image's tenants are still signed for")
+	assert.True(t, shippedNoSignature(manifest.String(), b), "the hardened image's tenants are still signed for")
 }

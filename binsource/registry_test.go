@@ -14,14 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"aead.dev/minisign"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/object-store-operator/operator/binstore"
-	"github.com/object-store-operator/operator/binstore/binstoretest"
 )
 
 func TestRegistryHostsAreCanonical(t *testing.T) {
@@ -159,31 +154,6 @@ func TestOnlyTheRegistrysOwnBoundedErrorsReachAMessage(t *testing.T) {
 	err = classify("get", fmt.Errorf("reading manifest %s: %w", secret, own))
 	assert.Equal(t, "get: ImageTooLarge: the manifest at r/v2/x is larger than 4194304 bytes", err.Error())
 	assert.Equal(t, "ImageTooLarge", reasonOf(err))
-}
-
-func TestSameIsBoundedAndPrunedOfBinariesNoLongerServed(t *testing.T) {
-	key := binstoretest.NewKey(t)
-	dir := t.TempDir()
-	bin := []byte("served")
-	binstoretest.WriteRelease(t, dir, "linux-amd64", "RELEASE.X", bin, key)
-	store, err := binstore.New(dir, zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}})
-	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
-	store.Scan()
-	f, err := NewFetcher(FetcherConfig{Store: store})
-	require.NoError(t, err)
-
-	f.rememberSame("sha256:served", binstoretest.SHA256(bin), false)
-	for i := range sameEntries + 10 {
-		f.rememberSame(fmt.Sprintf("sha256:%d", i), "unserved", false)
-	}
-	assert.Len(t, f.same, sameEntries, "bounded")
-	assert.Len(t, f.sameOrder, sameEntries)
-	assert.NotContains(t, f.same, "sha256:served", "the oldest go first")
-	f.rememberSame("sha256:served", binstoretest.SHA256(bin), false)
-	f.Prune()
-	assert.Equal(t, map[string]sameBinary{"sha256:served": {sha: binstoretest.SHA256(bin)}}, f.same, "only manifests of served binaries are remembered")
-	assert.Equal(t, []string{"sha256:served"}, f.sameOrder)
 }
 
 // TestTokensAreAskedOfTheRegistrysOwnHostOnly: a pull's request that is

@@ -3,6 +3,7 @@ package binstore
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,3 +180,36 @@ func randomContent(t *testing.T, n int) []byte {
 }
 
 func upper(s string) string { return strings.ToUpper(s) }
+
+// TestManifestsKnownToHoldABinaryAreBoundedAndGoWithIt: a commit that
+// finds its bytes stored records its image's manifest on the stored
+// binary, so the next resolution of that image reads no blob; tenants
+// choose manifests, so at most maxAlso are kept (the oldest go first), and
+// they go with the binary.
+func TestManifestsKnownToHoldABinaryAreBoundedAndGoWithIt(t *testing.T) {
+	key := binstoretest.NewKey(t)
+	s := newStore(t, t.TempDir(), trusting(key))
+	content := []byte("served")
+	commit := func(manifest string) *Binary {
+		src := imageA
+		src.ManifestDigest = manifest
+		b, err := stage(t, s, content).Commit(Candidate{Minisig: key.Sign(t, content), Source: src})
+		require.NoError(t, err)
+		return b
+	}
+	commit("sha256:source")
+	for i := range maxAlso + 10 {
+		commit(fmt.Sprintf("sha256:%d", i))
+	}
+	b := s.Current().ByDigest(binstoretest.SHA256(content), release)
+	require.NotNil(t, b)
+	for manifest, want := range map[string]bool{"sha256:source": true, "sha256:9": false, "sha256:10": true, fmt.Sprintf("sha256:%d", maxAlso+9): true} {
+		known, unsigned := b.FromManifest(manifest)
+		assert.Equal(t, want, known, manifest)
+		assert.False(t, unsigned, "each image shipped its signature")
+	}
+	assert.Len(t, b.also, maxAlso, "bounded")
+
+	require.NoError(t, s.RemoveBinary(b))
+	assert.Empty(t, s.Current().All(), "what was known goes with the binary")
+}

@@ -2,7 +2,6 @@ package binstore
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,8 +11,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"syscall"
+	"strings"
 	"time"
 
 	"aead.dev/minisign"
@@ -37,7 +37,9 @@ type Staged struct {
 
 // Stage streams r (at most maxSize bytes) into a temporary file for the
 // release's binary under platform. Memory does not grow with the binary.
+// It waits for the start's scan (Run).
 func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*Staged, error) {
+	<-s.scanned
 	dir, name, err := s.prepare(platform, release)
 	if err != nil {
 		return nil, err
@@ -46,10 +48,6 @@ func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*St
 	if err != nil {
 		return nil, fmt.Errorf("create temporary file in %s: %w", dir, err)
 	}
-	// Locked while it is written, so another replica's start-up cleaning
-	// (RemoveStaleTemporaries) on a shared volume leaves it alone; the
-	// lock goes with the file's closing.
-	_ = syscall.Flock(int(tmp.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	st := &Staged{s: s, platform: platform, release: release, name: name, tmp: tmp, sha: sha256.New()}
 	st.prehash = minisign.NewReader(io.TeeReader(r, st.sha))
 	n, err := io.Copy(tmp, io.LimitReader(st.prehash, maxSize+1))
@@ -104,9 +102,8 @@ type Candidate struct {
 // already stored under another release name, the new name is a hard link
 // to them: one copy on disk, whatever names point at it.
 //
-// The caller holds Lock for the release, so no other process lands it at
-// the same time. Files land binary first and .sha256sum last, so the
-// index never pairs a checksum with bytes it does not describe.
+// Files land binary first and .sha256sum last, and the index learns of
+// the binary from what was verified on the way in: nothing is read again.
 func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	defer st.Discard()
 	s := st.s
@@ -114,30 +111,12 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 		return nil, &Error{Reason: ReasonChecksumMismatch,
 			Err: fmt.Errorf("the source's checksum file says %s, the binary has %s", c.WantSHA256, st.SHA256)}
 	}
-	sig := c.Minisig
-	var keyID string
-	if len(sig) > 0 {
-		var err error
-		if keyID, err = s.verify(st.prehash, sig); err != nil {
-			return nil, err
-		}
-	} else {
-		if s.opts.Signer == nil || !c.Signable {
-			return nil, &Error{Reason: ReasonUnsigned, Err: fmt.Errorf("%s from %s has no .minisig", st.name, c.Source)}
-		}
-		sig = st.prehash.SignWithComments(*s.opts.Signer, trustedComment(st.name, st.SHA256, c.Source),
-			"signature from the platform key of object-store-operator")
-		keyID = FormatKeyID(s.opts.Signer.ID())
-		c.Source.SignedBy = keyID
-	}
-
-	// Two releases of one binary landing at once must not both copy it.
-	unlock, err := st.lockDigest()
+	sig, keyID, err := st.signature(&c)
 	if err != nil {
-		return nil, &Error{Reason: ReasonOther, Err: err}
+		return nil, err
 	}
-	defer unlock()
-	s.Scan()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	snap := s.Current()
 	// Stored already: kept as it is, unless it was private and this
 	// source is public (an anonymous pull proved anyone can read the
@@ -146,15 +125,16 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	// An image's own signature also replaces one the platform key made:
 	// then the image's signer vouches for the bytes, and every tenant's
 	// URL serves that signature rather than one made for another image.
-	if stored := snap.stored(st.platform, st.SHA256, st.name); stored != nil &&
-		(!stored.private() || c.Source.Private) && !(stored.PlatformSigned() && len(c.Minisig) > 0) {
-		return stored, nil
+	from := fromManifest{manifest: c.Source.ManifestDigest, unsigned: len(c.Minisig) == 0}
+	stored := snap.stored(st.platform, st.SHA256, st.name)
+	if stored != nil && (!stored.private() || c.Source.Private) && !(stored.PlatformSigned() && len(c.Minisig) > 0) {
+		return s.rememberFor(stored, from), nil
 	}
 	var same *Binary
 	for _, b := range snap.All() {
 		// Only the store's own files are linked: a file placed by hand
 		// may be rewritten in place, which would change every link.
-		if b.SHA256 == st.SHA256 && b.Platform == st.platform && b.inDigestDir() {
+		if b.SHA256 == st.SHA256 && b.Platform == st.platform && b.inDigestDir() && b.component == "" {
 			same = b
 			break
 		}
@@ -163,36 +143,62 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	if err != nil {
 		return nil, &Error{Reason: ReasonOther, Err: err}
 	}
-	rel := path.Join(st.digestDir(), st.name)
-	// The bytes were hashed and verified on their way in: the index need
-	// not read them again.
-	s.scanMu.Lock()
-	s.hashes[rel] = hashed{info: info, digest: st.SHA256, sig: sig, keyID: keyID}
-	s.scanMu.Unlock()
-	s.Scan()
-	b := s.Current().stored(st.platform, st.SHA256, st.name)
-	if b == nil {
-		return nil, &Error{Reason: ReasonOther, Err: fmt.Errorf("%s was landed but is not listed; see the store's log", rel)}
+	src := c.Source
+	b := &Binary{Name: st.name, Release: st.release, Platform: st.platform, Size: st.Size, ModTime: info.ModTime(),
+		SHA256: st.SHA256, KeyID: keyID, Source: &src, rel: path.Join(st.digestDir(), st.name), info: info,
+		sum: SHA256SumFile(st.SHA256, st.name), sig: sig}
+	b.OS, b.Arch, _ = strings.Cut(st.platform, "-")
+	if stored != nil && stored.Source != nil && stored.Source.ManifestDigest != "" {
+		// The provenance replaced stays known as a source of the bytes.
+		b.also = stored.remember(fromManifest{manifest: stored.Source.ManifestDigest, unsigned: stored.PlatformSigned()})
 	}
+	s.change(func(all []*Binary) []*Binary {
+		all = slices.DeleteFunc(all, func(o *Binary) bool { return o.rel == b.rel && o.component == "" })
+		return append(all, b)
+	})
 	return b, nil
+}
+
+// rememberFor records that the manifest from holds stored's bytes, and
+// returns the binary as the index now has it; the caller holds mu.
+func (s *Store) rememberFor(stored *Binary, from fromManifest) *Binary {
+	if known, unsigned := stored.FromManifest(from.manifest); from.manifest == "" || (known && unsigned == from.unsigned) {
+		return stored
+	}
+	next := *stored
+	next.also = stored.remember(from)
+	s.change(func(all []*Binary) []*Binary {
+		for i, o := range all {
+			if o == stored {
+				all[i] = &next
+			}
+		}
+		return all
+	})
+	return &next
+}
+
+// signature verifies the candidate's signature, or signs the bytes with
+// the platform key when the source shipped none and allows it (recording
+// the key in c.Source.SignedBy).
+func (st *Staged) signature(c *Candidate) (sig []byte, keyID string, err error) {
+	s := st.s
+	if len(c.Minisig) > 0 {
+		keyID, err = s.verify(st.prehash, c.Minisig)
+		return c.Minisig, keyID, err
+	}
+	if s.opts.Signer == nil || !c.Signable {
+		return nil, "", &Error{Reason: ReasonUnsigned, Err: fmt.Errorf("%s from %s has no .minisig", st.name, c.Source)}
+	}
+	sig = st.prehash.SignWithComments(*s.opts.Signer, trustedComment(st.name, st.SHA256, c.Source),
+		"signature from the platform key of object-store-operator")
+	keyID = FormatKeyID(s.opts.Signer.ID())
+	c.Source.SignedBy = keyID
+	return sig, keyID, nil
 }
 
 // digestDir is the staged binary's digest directory below the store root.
 func (st *Staged) digestDir() string { return path.Join(st.platform, digestDirName, st.SHA256) }
-
-// lockDigest takes the lock of the staged binary's digest (flock, so it
-// holds across processes sharing the directory). Like a release's lock,
-// its file exists only while it is held (see tryLock).
-func (st *Staged) lockDigest() (func(), error) {
-	dir := filepath.Join(st.s.dir, st.platform, digestDirName)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dir, err)
-	}
-	// Held only while one binary is compared and linked: no deadline needed.
-	return st.s.wait(context.Background(), "another process landing "+st.SHA256, func() (func(), error) {
-		return st.s.tryLockFile(dir, "."+st.SHA256+".lock")
-	})
-}
 
 // trustedComment is signed with the binary: it says what was signed and
 // where it came from, so `minisign -V` shows the image and its digests.
@@ -207,7 +213,7 @@ func trustedComment(name, digest string, src Source) string {
 // land puts the binary into its digest directory: a hard link to same's
 // file when the bytes are already stored, else the staged file. Sidecars
 // are written through temporaries in the platform directory, where
-// RemoveStaleTemporaries finds what an interruption leaves.
+// the start's scan removes what an interruption leaves.
 func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error) {
 	tmpDir := filepath.Join(st.s.dir, st.platform)
 	dir := filepath.Join(st.s.dir, filepath.FromSlash(st.digestDir()))
@@ -257,11 +263,9 @@ func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error
 // checked unchanged since it was indexed; false when that cannot be done
 // (the caller then lands its own copy).
 func (s *Store) link(same *Binary, tmpDir, name, final string) bool {
-	f, err := s.Open(same)
-	if err != nil {
+	if info, err := s.root.Stat(same.Path()); err != nil || !sameFile(same.info, info) {
 		return false
 	}
-	f.Close()
 	tmp := filepath.Join(tmpDir, "."+name+"."+same.SHA256[:16]+".tmp")
 	_ = os.Remove(tmp)
 	if err := os.Link(filepath.Join(s.dir, filepath.FromSlash(same.Path())), tmp); err != nil {
@@ -309,18 +313,18 @@ func (s *Snapshot) stored(platform, digest, name string) *Binary {
 }
 
 // Publish makes b, a binary in its digest directory, available to one
-// ObjectStore only (src.ObjectStore): a hard link at
-// <platform>/sha256/<hex>/<component>/minio.<RELEASE> (no second copy)
-// with src as its provenance. The component must be 64 lower-case hex
-// characters the caller derived from a secret (see binsource); the copy
-// is found only with it (Snapshot.TenantFile).
+// ObjectStore only (src.ObjectStore), at
+// sha256/<hex>/<component>/minio.<RELEASE>, with src as its provenance:
+// a view in memory of b's file, nothing on disk. The component must be 64
+// lower-case hex characters the caller derived from a secret (see
+// binsource); the view is found only with it (Snapshot.TenantFile).
 //
 // Its .minisig is b's own, or with sign a signature the platform key makes
 // for this ObjectStore alone (its trusted comment names it): a signature
-// made for one tenant is never served at another's URL. A copy already
+// made for one tenant is never served at another's URL. A view already
 // there for the same ObjectStore and signer is returned as it is.
 func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Binary, error) {
-	if !validDigest(component) || b.component != "" || !b.inDigestDir() {
+	if !ValidDigest(component) || b.component != "" || !b.inDigestDir() {
 		return nil, fmt.Errorf("cannot publish %s for a tenant", b.Path())
 	}
 	if sign && s.opts.Signer == nil {
@@ -335,51 +339,25 @@ func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Bi
 			return have, nil
 		}
 	}
-	sig, keyID := b.sig, b.KeyID
+	view := *b
+	view.component, view.Source = component, &src
 	if sign {
 		var err error
-		if sig, err = s.signFor(b, src); err != nil {
+		if view.sig, err = s.signFor(b, src); err != nil {
 			return nil, err
 		}
-		keyID = FormatKeyID(s.opts.Signer.ID())
-		src.SignedBy = keyID
+		view.KeyID = FormatKeyID(s.opts.Signer.ID())
+		src.SignedBy = view.KeyID
 	}
-	lockDir := filepath.Join(s.dir, b.Platform, digestDirName)
-	unlock, err := s.wait(context.Background(), "another process landing "+b.SHA256, func() (func(), error) {
-		return s.tryLockFile(lockDir, "."+b.SHA256+".lock")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.change(func(all []*Binary) []*Binary {
+		all = slices.DeleteFunc(all, func(o *Binary) bool {
+			return o.component == component && o.SHA256 == b.SHA256 && o.Name == b.Name && o.Platform == b.Platform
+		})
+		return append(all, &view)
 	})
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	tmpDir := filepath.Join(s.dir, b.Platform)
-	dir := filepath.Join(s.dir, filepath.FromSlash(path.Dir(b.Path())), component)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dir, err)
-	}
-	final := filepath.Join(dir, b.Name)
-	if err := os.Remove(final + SHA256SumSuffix); err != nil && !os.IsNotExist(err) {
-		return nil, fmt.Errorf("remove old checksum: %w", err)
-	}
-	if !s.link(b, tmpDir, b.Name, final) {
-		return nil, fmt.Errorf("cannot link %s into %s", b.Path(), dir)
-	}
-	if err := writeSidecars(tmpDir, dir, b.Name, b.SHA256, sig, src); err != nil {
-		return nil, err
-	}
-	// The bytes were verified when b was indexed, and the signature is
-	// b's or was just made over them: the index need not read them again.
-	if info, err := os.Stat(final); err == nil {
-		s.scanMu.Lock()
-		s.hashes[path.Join(path.Dir(b.Path()), component, b.Name)] = hashed{info: info, digest: b.SHA256, sig: sig, keyID: keyID}
-		s.scanMu.Unlock()
-	}
-	s.Scan()
-	f, ok := s.Current().TenantFile(b.SHA256, component, b.Name)
-	if !ok {
-		return nil, fmt.Errorf("%s was published in %s but is not listed; see the store's log", b.Name, dir)
-	}
-	return f.Binary, nil
+	return &view, nil
 }
 
 // signFor signs b's bytes with the platform key for one ObjectStore.

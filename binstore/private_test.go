@@ -55,10 +55,16 @@ func TestPrivateBinaryIsServedOnlyBelowItsTenantsComponent(t *testing.T) {
 	}
 	assert.Nil(t, snap.ByDigest(digest, rel), "publishing adds no digest path")
 	assert.Empty(t, snap.Binaries())
-	assert.Equal(t, int64(len(content)), snap.StoredBytes(), "the tenant's name is a hard link")
+	assert.Equal(t, int64(len(content)), snap.StoredBytes(), "the tenant's URL is a view: no second copy")
 
-	// Restarted, the store finds the tenant's file again, still private.
+	// Restarted, the store finds the binary again, still private; the
+	// tenant's URL is a view its ObjectStore's next sync publishes again.
 	again := newStore(t, dir, trusting(key))
+	stored := again.Current().Claims("linux-amd64", rel)
+	require.Len(t, stored, 1)
+	assert.True(t, stored[0].Private())
+	_, err = again.Publish(stored[0], tenantA, *stored[0].Source, false)
+	require.NoError(t, err)
 	_, ok = again.Current().TenantFile(digest, tenantA, "minio."+rel+SHA256SumSuffix)
 	assert.True(t, ok)
 	assert.Nil(t, again.Current().ByDigest(digest, rel))

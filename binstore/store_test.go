@@ -2,17 +2,12 @@ package binstore
 
 import (
 	"bytes"
-	"context"
-	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"aead.dev/minisign"
 	"github.com/rs/zerolog"
@@ -139,8 +134,7 @@ func TestModifiedBinaryIsRefusedThenDropped(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "linux-arm64", "minio."+release), []byte("tampered"), 0o644))
 	_, err := s.Open(arm)
-	assert.ErrorIs(t, err, ErrChanged, "a file modified after indexing is refused before the rescan")
-	s.Scan()
+	assert.ErrorIs(t, err, fs.ErrNotExist, "a file modified after indexing is verified again, refused and dropped")
 	bins := s.Current().Binaries()
 	require.Len(t, bins, 1)
 	assert.Equal(t, "linux-amd64", bins[0].Platform)
@@ -160,8 +154,6 @@ func TestRootBinaryPlatformComesFromItsELFHeader(t *testing.T) {
 	assert.Equal(t, "linux", bins[0].OS)
 	assert.Equal(t, runtime.GOARCH, bins[0].Arch)
 
-	s.Scan() // a rescan of the unchanged file keeps what was read once
-	assert.Equal(t, runtime.GOARCH, s.Current().Binaries()[0].Arch)
 }
 
 func stage(t *testing.T, s *Store, content []byte) *Staged {
@@ -256,127 +248,30 @@ func TestStageBoundsTheSize(t *testing.T) {
 	assert.Empty(t, tmp)
 }
 
-func TestLockExcludesAnotherHolderUntilReleased(t *testing.T) {
+// TestTheStartRemovesWhatAnInterruptionLeft: the store has one writer,
+// so what a killed landing left (temporaries, lock files of earlier
+// versions, tenants' directories of earlier versions) is removed by the
+// start's scan, before anything is written.
+func TestTheStartRemovesWhatAnInterruptionLeft(t *testing.T) {
 	dir := t.TempDir()
-	// Two Stores on one directory stand for two replicas on a shared volume.
-	a, b := newStore(t, dir, Options{}), newStore(t, dir, Options{})
-	unlock, err := a.Lock(t.Context(), "linux-amd64", release)
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
-	defer cancel()
-	_, err = b.Lock(ctx, "linux-amd64", release)
-	require.ErrorIs(t, err, context.DeadlineExceeded, "the second holder waits")
-
-	got := make(chan error, 1)
-	go func() {
-		unlockB, err := b.Lock(t.Context(), "linux-amd64", release)
-		if err == nil {
-			unlockB()
-		}
-		got <- err
-	}()
-	unlock()
-	require.NoError(t, <-got, "released, the other process gets it")
-}
-
-// TestLockFilesOfReleasesNoLongerStoredAreRemoved: a release's lock file
-// lives while the lock is held. Tenants choose release names (an image's
-// label), so lock files of releases that never landed, or were removed,
-// would otherwise pile up in the store directory; a crashed holder's is
-// removed at the next start.
-func TestLockFilesOfReleasesNoLongerStoredAreRemoved(t *testing.T) {
-	dir := t.TempDir()
-	s := newStore(t, dir, Options{})
-	for i := range 50 {
-		unlock, err := s.Lock(t.Context(), "linux-amd64", fmt.Sprintf("RELEASE.tenant-label-%d", i))
-		require.NoError(t, err)
-		unlock()
+	key := binstoretest.NewKey(t)
+	content := []byte("stored")
+	digest := binstoretest.SHA256(content)
+	digestDir := filepath.Join("linux-amd64", "sha256", digest)
+	binstoretest.WriteRelease(t, dir, digestDir, release, content, key)
+	for _, leftover := range []string{
+		filepath.Join("linux-amd64", ".minio."+release+".123.tmp"),
+		filepath.Join("linux-amd64", ".minio.RELEASE.crashed.lock"),
+		filepath.Join(digestDir, strings.Repeat("c", 64), "minio."+release),
+	} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(leftover)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, leftover), nil, 0o644))
 	}
-	held, err := s.Lock(t.Context(), "linux-amd64", release)
-	require.NoError(t, err)
-	locks, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", ".*.lock"))
-	assert.Equal(t, []string{".minio." + release + ".lock"}, baseNames(locks), "only the held lock has a file")
-	held()
-	locks, _ = filepath.Glob(filepath.Join(dir, "linux-amd64", ".*.lock"))
-	assert.Empty(t, locks)
-
-	// A holder that crashed left its file; the next start removes it.
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "linux-amd64", ".minio.RELEASE.crashed.lock"), nil, 0o644))
-	s.RemoveStaleTemporaries()
-	locks, _ = filepath.Glob(filepath.Join(dir, "linux-amd64", ".*.lock"))
-	assert.Empty(t, locks)
-}
-
-// TestLockStaysExclusiveWhileLockFilesAreRemoved: two processes' holders
-// (two Stores on one directory) take and release one release's lock many
-// times at once; removing the file on release never lets two hold it.
-func TestLockStaysExclusiveWhileLockFilesAreRemoved(t *testing.T) {
-	dir := t.TempDir()
-	stores := []*Store{newStore(t, dir, Options{}), newStore(t, dir, Options{})}
-	var inside, most atomic.Int32
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Go(func() {
-			for range 50 {
-				unlock, err := stores[i%2].Lock(t.Context(), "linux-amd64", release)
-				if !assert.NoError(t, err) {
-					return
-				}
-				n := inside.Add(1)
-				for {
-					m := most.Load()
-					if n <= m || most.CompareAndSwap(m, n) {
-						break
-					}
-				}
-				time.Sleep(100 * time.Microsecond)
-				inside.Add(-1)
-				unlock()
-			}
-		})
-	}
-	wg.Wait()
-	assert.Equal(t, int32(1), most.Load(), "never two holders at once")
-}
-
-func baseNames(paths []string) []string {
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		out[i] = filepath.Base(p)
-	}
-	return out
-}
-
-// TestStartUpCleaningLeavesABinaryBeingStagedAlone: pulls stream into
-// their temporary file without the release's lock (a slow registry must
-// not hold another tenant's landing); another replica starting on the
-// same volume must not remove that file.
-func TestStartUpCleaningLeavesABinaryBeingStagedAlone(t *testing.T) {
-	dir := t.TempDir()
-	writer, starting := newStore(t, dir, Options{}), newStore(t, dir, Options{})
-	pr, pw := io.Pipe()
-	staged := make(chan error, 1)
-	go func() {
-		st, err := writer.Stage("linux-amd64", release, pr, 1<<20)
-		if err == nil {
-			st.Discard()
-		}
-		staged <- err
-	}()
-	_, err := pw.Write([]byte("the first bytes"))
-	require.NoError(t, err)
-	tmp, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", ".minio.*.tmp"))
-	require.Len(t, tmp, 1)
-	starting.RemoveStaleTemporaries()
-	assert.FileExists(t, tmp[0], "a file being staged stays")
-	require.NoError(t, pw.Close())
-	require.NoError(t, <-staged)
-
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "linux-amd64", ".minio."+release+".123.tmp"), nil, 0o644))
-	starting.RemoveStaleTemporaries()
-	tmp, _ = filepath.Glob(filepath.Join(dir, "linux-amd64", ".minio.*.tmp"))
-	assert.Empty(t, tmp, "an interrupted pull's file goes")
+	s := newStore(t, dir, trusting(key))
+	hidden, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", ".*"))
+	assert.Empty(t, hidden, "temporaries and lock files are gone")
+	assert.NoDirExists(t, filepath.Join(dir, digestDir, strings.Repeat("c", 64)))
+	assert.NotNil(t, s.Current().ByDigest(digest, release), "the stored binary stays")
 }
 
 // visible lists the store's files that are not hidden.

@@ -7,12 +7,11 @@ import (
 	"strings"
 
 	"aead.dev/minisign"
-
-	"github.com/object-store-operator/operator/internal/reason"
 )
 
 // Reason is why a binary is not served. It is a type, not text: callers
-// turn it into a condition reason and attach the remedy in their own words.
+// turn it into a condition reason and decide its severity and remedy in
+// their own words (binsource.Reasons).
 type Reason string
 
 // The reasons the store refuses a binary.
@@ -135,19 +134,4 @@ func (s *Store) verify(r *minisign.Reader, sig []byte) (string, error) {
 	}
 	return "", &Error{Reason: ReasonSignatureInvalid, KeyID: keyID,
 		Err: fmt.Errorf("signed by key %s, which is not trusted (trusted: %s)", keyID, strings.Join(s.TrustedKeyIDs(), ", "))}
-}
-
-// Reasons is every reason the store refuses a binary for, with its Event
-// severity and what the user can do about it.
-func Reasons() []reason.Reason {
-	return []reason.Reason{
-		{Name: string(ReasonChecksumMismatch), Severity: reason.Warning,
-			Remedy: "the bytes do not match their checksum or digest: the image or registry is corrupt or tampered with"},
-		{Name: string(ReasonUnsigned), Severity: reason.Warning,
-			Remedy: "MinIO's update client installs only binaries with a valid .minisig: use an image that ships minio.minisig, or set {signing-key-secret} so the operator signs binaries of verified images with your platform key, and set MINIO_UPDATE_MINISIGN_PUBKEY on the tenant to its public key"},
-		{Name: string(ReasonSignatureInvalid), Severity: reason.Warning,
-			Remedy: "the .minisig was not made by a trusted key: check the image, or add its signer's public key to {minisign-pubkeys}"},
-		{Name: string(ReasonTooLarge), Severity: reason.Warning, Remedy: "the binary exceeds {max-binary-size}"},
-		{Name: string(ReasonOther), Severity: reason.Warning},
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"strings"
 	"sync"
@@ -172,6 +173,11 @@ func serveSmall(w http.ResponseWriter, r *http.Request, name, contentType string
 
 func (h *handler) serveBinary(w http.ResponseWriter, r *http.Request, b *binstore.Binary) {
 	f, err := h.store.Open(b)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Changed since it was indexed, and no longer verifies: dropped.
+		http.Error(w, "404 page not found", http.StatusNotFound)
+		return
+	}
 	if err != nil {
 		h.log.Warn().Str("file", b.Path()).Err(err).Msg("binary changed after indexing; asking the client to retry")
 		w.Header().Set("Retry-After", "1")

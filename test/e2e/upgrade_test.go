@@ -54,11 +54,13 @@ func randomBytes(t testing.TB, n int) []byte {
 }
 
 // fileModeOperator runs the operator serving a kubelet-serving-signed
-// certificate from files, with a fresh update directory.
-func fileModeOperator(t *testing.T, env ...string) (*operator, string) {
+// certificate from files, with a fresh update directory that seed fills
+// first: the store reads its directory once, at start.
+func fileModeOperator(t *testing.T, seed func(dir string), env ...string) (*operator, string) {
 	t.Helper()
 	certFile, keyFile := kubeletServingCertFiles(t, opNamespace)
 	dir := t.TempDir()
+	seed(dir)
 	// The namespace names the Service the listing's URLs are built on, as
 	// the chart sets it (outside a cluster nothing else would).
 	op := startOperator(t, append([]string{"OPERATOR_UPDATE_DIR=" + dir, "OPERATOR_NAMESPACE=" + opNamespace}, env...), "--tls-cert-file", certFile, "--tls-key-file", keyFile)
@@ -70,8 +72,7 @@ func fileModeOperator(t *testing.T, env ...string) (*operator, string) {
 // the binary's digest, a client for conns connections and the binary's URL.
 func servingRelease(t *testing.T, content []byte, conns int, env ...string) (op *operator, digest string, c *http.Client, url string) {
 	t.Helper()
-	op, dir := fileModeOperator(t, env...)
-	digest = writeRelease(t, dir, "linux-amd64", content)
+	op, _ = fileModeOperator(t, func(dir string) { digest = writeRelease(t, dir, "linux-amd64", content) }, env...)
 	c = op.client(t, testCluster.KubeletServingCA, conns)
 	url = "https://" + podHost + upgradeserver.UpdatePath + "/linux-amd64/minio." + release
 	require.Eventually(t, func() bool { return len(listing(t, c, "https://"+podHost).Binaries) == 1 }, 10*time.Second, 50*time.Millisecond)
@@ -114,8 +115,8 @@ func listing(t testing.TB, c *http.Client, base string) upgradeserver.Listing {
 
 func TestCurlFromAPodGetsTheListOverVerifiedTLS(t *testing.T) {
 	t.Parallel() // a file-mode operator: no Kubernetes, nothing shared
-	op, dir := fileModeOperator(t)
-	digest := writeRelease(t, dir, "linux-amd64", randomBytes(t, 1<<20))
+	var digest string
+	op, _ := fileModeOperator(t, func(dir string) { digest = writeRelease(t, dir, "linux-amd64", randomBytes(t, 1<<20)) })
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
 	require.NoError(t, os.WriteFile(caFile, testCluster.KubeletServingCA, 0o600))
 
@@ -158,9 +159,8 @@ func TestCurlFromAPodGetsTheListOverVerifiedTLS(t *testing.T) {
 // with the URL of a .sha256sum file.
 func TestMinIOUpdateClientWalk(t *testing.T) {
 	t.Parallel() // a file-mode operator: no Kubernetes, nothing shared
-	op, dir := fileModeOperator(t)
 	content := randomBytes(t, 4<<20)
-	writeRelease(t, dir, "linux-arm64", content)
+	op, _ := fileModeOperator(t, func(dir string) { writeRelease(t, dir, "linux-arm64", content) })
 	c := op.client(t, testCluster.KubeletServingCA, 4)
 	base := "https://" + podHost
 
@@ -224,21 +224,27 @@ func TestResumedDownloadReassemblesToTheRightChecksum(t *testing.T) {
 
 func TestCorruptedBinaryDisappearsFromTheList(t *testing.T) {
 	t.Parallel() // a file-mode operator: no Kubernetes, nothing shared
-	op, dir := fileModeOperator(t)
-	writeRelease(t, dir, "linux-amd64", randomBytes(t, 1<<20))
-	writeRelease(t, dir, "linux-arm64", randomBytes(t, 1<<20))
+	op, dir := fileModeOperator(t, func(dir string) {
+		writeRelease(t, dir, "linux-amd64", randomBytes(t, 1<<20))
+		writeRelease(t, dir, "linux-arm64", randomBytes(t, 1<<20))
+	})
 	c := op.client(t, testCluster.KubeletServingCA, 4)
 	base := "https://" + podHost
 	require.Eventually(t, func() bool { return len(listing(t, c, base).Binaries) == 2 }, 10*time.Second, 50*time.Millisecond)
 
 	corrupted := filepath.Join(dir, "linux-arm64", "minio."+release)
 	require.NoError(t, os.WriteFile(corrupted, randomBytes(t, 1<<20), 0o644))
+	// The store is not rescanned: a download notices the changed file and
+	// verifies it again.
+	resp, err := c.Get(base + upgradeserver.UpdatePath + "/linux-arm64/minio." + release)
+	require.NoError(t, err)
+	resp.Body.Close()
 
 	require.Eventually(t, func() bool {
 		l := listing(t, c, base)
 		return len(l.Binaries) == 1 && l.Binaries[0].Arch == "amd64"
 	}, 10*time.Second, 50*time.Millisecond, "corrupted binary still listed")
-	resp, err := c.Get(base + upgradeserver.UpdatePath + "/linux-arm64/minio." + release)
+	resp, err = c.Get(base + upgradeserver.UpdatePath + "/linux-arm64/minio." + release)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
@@ -248,8 +254,7 @@ func TestCorruptedBinaryDisappearsFromTheList(t *testing.T) {
 
 func TestTraversalGetsNoFileContent(t *testing.T) {
 	t.Parallel() // a file-mode operator: no Kubernetes, nothing shared
-	op, dir := fileModeOperator(t)
-	writeRelease(t, dir, "linux-amd64", []byte("inside the store"))
+	op, dir := fileModeOperator(t, func(dir string) { writeRelease(t, dir, "linux-amd64", []byte("inside the store")) })
 	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(dir), "secret"), []byte("TOP-SECRET"), 0o644))
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
 	require.NoError(t, os.WriteFile(caFile, testCluster.KubeletServingCA, 0o600))

@@ -1,0 +1,179 @@
+package binsource
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"k8s.io/utils/clock"
+
+	"github.com/object-store-operator/operator/binstore"
+)
+
+// wanted is what the ObjectStores' last syncs resolved to: the releases,
+// the sha256/release pairs of their images' binaries, and the URL paths
+// of their tenants' views.
+type wanted struct {
+	releases, pairs, published map[string]bool
+}
+
+// collector removes binaries no ObjectStore wants once keep newer
+// releases exist for the same platform and they stayed unreferenced for
+// grace. It is a runnable of its own: syncs only kick it, and it asks
+// wants for what the ObjectStores want (false: not known yet, a cold
+// start; nothing is removed).
+type collector struct {
+	store *binstore.Store
+	keep  int
+	grace time.Duration
+	clock clock.WithDelayedExecution
+	log   zerolog.Logger
+	wants func() (wanted, bool)
+	kick  chan struct{}
+
+	mu sync.Mutex
+	// unreferenced holds when each binary was first seen unreferenced, by
+	// URL path; timer is the pending run that removes what the grace let
+	// stay.
+	unreferenced map[string]time.Time
+	timer        clock.Timer
+}
+
+func newCollector(store *binstore.Store, keep int, grace time.Duration, clk clock.WithDelayedExecution, log zerolog.Logger,
+	wants func() (wanted, bool)) *collector {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &collector{store: store, keep: keep, grace: grace, clock: clk, log: log, wants: wants,
+		kick: make(chan struct{}, 1), unreferenced: map[string]time.Time{}}
+}
+
+// Kick asks Run to collect soon, without waiting.
+func (g *collector) Kick() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run collects on every kick until ctx ends.
+func (g *collector) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-g.kick:
+			g.collect()
+		}
+	}
+}
+
+// collect removes what is unwanted, old enough and past its grace, and
+// sets a timer for the first grace still running.
+func (g *collector) collect() {
+	want, known := g.wants()
+	if !known {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	snap := g.store.Current()
+	g.forgetGone(snap)
+	now := g.clock.Now()
+	next := time.Duration(math.MaxInt64) // until the first grace ends
+	rank := newerReleases(snap)
+	for _, b := range snap.All() {
+		if b.Platform == "" {
+			continue
+		}
+		newer := rank[b.Platform+"/"+b.Release]
+		keep := want.pairs[b.SHA256+"/"+b.Release]
+		if b.Path() == b.PlainPath() {
+			keep = want.releases[b.Release]
+		}
+		// A view published for one ObjectStore goes as soon as that
+		// ObjectStore no longer wants it: its URL is its tenant's only,
+		// and the bytes stay stored.
+		if b.Published() {
+			keep, newer = want.published[b.URLPath()], g.keep
+		}
+		if left, ok := g.due(b, keep || newer < g.keep, now); !ok {
+			if left > 0 {
+				next = min(next, left)
+			}
+			continue
+		}
+		if err := g.store.RemoveBinary(b); err != nil {
+			g.log.Warn().Err(err).Str("file", b.URLPath()).Str("release", b.Release).Msg("could not remove an unreferenced binary")
+			continue
+		}
+		g.log.Info().Str("file", b.URLPath()).Str("release", b.Release).Str("sha256", b.SHA256).Int("newer", newer).Int("keep", g.keep).
+			Stringer("grace", g.grace).Msg("removed a binary no ObjectStore references (unreferenced for the grace, and enough newer releases exist)")
+	}
+	if next != time.Duration(math.MaxInt64) {
+		// Run again when the first grace ends, so binaries go without
+		// waiting for another ObjectStore to change.
+		if g.timer != nil {
+			g.timer.Stop()
+		}
+		g.timer = g.clock.AfterFunc(next, g.Kick)
+	}
+}
+
+// due reports whether b goes now: it is not kept and its grace is over;
+// otherwise left is what remains of its grace (0 for a kept binary).
+func (g *collector) due(b *binstore.Binary, kept bool, now time.Time) (left time.Duration, ok bool) {
+	key := b.URLPath()
+	if kept {
+		delete(g.unreferenced, key)
+		return 0, false
+	}
+	if g.grace > 0 {
+		since, seen := g.unreferenced[key]
+		if !seen {
+			since = now
+			g.unreferenced[key] = now
+		}
+		if left := g.grace - now.Sub(since); left > 0 {
+			return left, false
+		}
+	}
+	delete(g.unreferenced, key)
+	return 0, true
+}
+
+// forgetGone drops the grace of binaries no longer stored.
+func (g *collector) forgetGone(snap *binstore.Snapshot) {
+	present := map[string]bool{}
+	for _, b := range snap.All() {
+		present[b.URLPath()] = true
+	}
+	for p := range g.unreferenced {
+		if !present[p] {
+			delete(g.unreferenced, p)
+		}
+	}
+}
+
+// newerReleases ranks each platform's releases by how many newer ones the
+// store holds (MinIO release names sort by time), by "<platform>/<release>".
+func newerReleases(snap *binstore.Snapshot) map[string]int {
+	byPlatform := map[string][]string{}
+	for _, b := range snap.All() {
+		if b.Platform != "" && !slices.Contains(byPlatform[b.Platform], b.Release) {
+			byPlatform[b.Platform] = append(byPlatform[b.Platform], b.Release)
+		}
+	}
+	rank := map[string]int{}
+	for platform, rels := range byPlatform {
+		sort.Sort(sort.Reverse(sort.StringSlice(rels)))
+		for i, r := range rels {
+			rank[platform+"/"+r] = i
+		}
+	}
+	return rank
+}

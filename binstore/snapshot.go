@@ -1,0 +1,359 @@
+package binstore
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Binary is a MinIO binary the store serves: its bytes matched its
+// .sha256sum and its .minisig verified when it was indexed.
+type Binary struct {
+	// Name is the file name, minio.<RELEASE>.
+	Name string
+	// Release is the name without the "minio." prefix.
+	Release string
+	// Platform is the <os>-<arch> subdirectory, or "" at the store's root.
+	Platform string
+	// OS and Arch come from the subdirectory or, at the root, from the
+	// binary's ELF header; empty when neither tells.
+	OS, Arch string
+	Size     int64
+	ModTime  time.Time
+	// SHA256 is the lower-case hex digest, verified against the .sha256sum
+	// (and, in a digest directory, against the directory's name).
+	SHA256 string
+	// KeyID is the id of the trusted minisign key that verified the
+	// .minisig, as minisign prints it.
+	KeyID string
+	// Source is where the operator took the binary from; nil for a binary
+	// put into the directory by other means.
+	Source *Source
+
+	rel string // the file's path below the store root
+	// component is the tenant's part of the URL of a binary published for
+	// one ObjectStore (sha256/<hex>/<component>/), "" elsewhere. Such a
+	// binary is a view in memory of the stored file rel names, with its
+	// own provenance and signature: nothing of it is on disk.
+	component string
+	info      os.FileInfo
+	sum       []byte
+	sig       []byte
+	// also are other images' platform manifests whose commits found these
+	// bytes stored, most recent last (at most maxAlso): in memory only.
+	also []fromManifest
+}
+
+// fromManifest is an image's platform manifest known to hold a binary, and
+// whether that image shipped no signature for it.
+type fromManifest struct {
+	manifest string
+	unsigned bool
+}
+
+// maxAlso bounds the manifests remembered per binary: tenants choose
+// manifests. Forgetting one costs a second pull, never a wrong answer.
+const maxAlso = 64
+
+// FromManifest reports whether an image's platform manifest is known to
+// hold these bytes (it is the binary's source, or a commit from it found
+// them stored), and whether that image shipped no signature for them: such
+// an image's ObjectStores are each given a copy the platform key signs for
+// them (Store.Publish), whatever signature the stored binary has.
+func (b *Binary) FromManifest(manifest string) (known, unsigned bool) {
+	if b.Source != nil && b.Source.ManifestDigest == manifest {
+		return true, b.PlatformSigned()
+	}
+	for _, m := range b.also {
+		if m.manifest == manifest {
+			return true, m.unsigned
+		}
+	}
+	return false, false
+}
+
+// remember returns b's manifests with m added (the oldest go past maxAlso).
+func (b *Binary) remember(m fromManifest) []fromManifest {
+	also := slices.DeleteFunc(slices.Clone(b.also), func(o fromManifest) bool { return o.manifest == m.manifest })
+	also = append(also, m)
+	return also[max(0, len(also)-maxAlso):]
+}
+
+// Path is the binary's file below the store root, e.g.
+// linux-amd64/sha256/<hex>/minio.RELEASE.X or linux-amd64/minio.RELEASE.X.
+func (b *Binary) Path() string { return b.rel }
+
+// inDigestDir reports whether the file sits in a digest directory (the
+// store's own) rather than at a plain path (possibly placed by hand).
+func (b *Binary) inDigestDir() bool { return path.Dir(b.rel) != path.Clean(b.Platform) }
+
+// private reports whether the binary came only from a source that needed
+// credentials: it is served at no public path, only below a tenant's
+// component (see Store.Publish).
+func (b *Binary) private() bool { return b.Source != nil && b.Source.Private }
+
+// Private reports whether the binary is served only at its tenants' URLs.
+func (b *Binary) Private() bool { return b.component != "" || b.private() }
+
+// PlatformSigned reports whether the binary's signature was made by the
+// platform key (its source shipped none): each ObjectStore is then given
+// its own copy, signed for it (Store.Publish).
+func (b *Binary) PlatformSigned() bool { return b.Source != nil && b.Source.SignedBy != "" }
+
+// Published reports whether the binary is a view published for one
+// ObjectStore (Store.Publish).
+func (b *Binary) Published() bool { return b.component != "" }
+
+// URLPath is where this file is served below the update path: its tenant
+// path sha256/<hex>/<component>/minio.<RELEASE> when it was published for
+// one ObjectStore, else its digest path.
+func (b *Binary) URLPath() string {
+	if b.component != "" {
+		return digestDirName + "/" + b.SHA256 + "/" + b.component + "/" + b.Name
+	}
+	return b.DigestPath()
+}
+
+// PlainPath is where the release is served by name alone,
+// <os>-<arch>/minio.<RELEASE> (or minio.<RELEASE> at the root), when every
+// source of the release agrees on its bytes.
+func (b *Binary) PlainPath() string { return path.Join(b.Platform, b.Name) }
+
+// DigestPath is where exactly these bytes are served under this release
+// name: sha256/<hex>/minio.<RELEASE>.
+func (b *Binary) DigestPath() string { return DigestPath(b.SHA256, b.Release) }
+
+// SHA256Sum is the content of the binary's .sha256sum file.
+func (b *Binary) SHA256Sum() []byte { return b.sum }
+
+// Minisig is the content of the binary's .minisig file.
+func (b *Binary) Minisig() []byte { return b.sig }
+
+// Kind says which of a binary's files a store path names.
+type Kind int
+
+// The files of one binary.
+const (
+	KindBinary Kind = iota
+	KindSHA256Sum
+	KindMinisig
+)
+
+// File is one servable file: a binary or one of its sidecars.
+type File struct {
+	Binary *Binary
+	Kind   Kind
+}
+
+// Withheld is a release claimed with different bytes: it is served only at
+// each binary's digest path, never at the plain path.
+type Withheld struct {
+	// Platform is the <os>-<arch> directory ("" at the root).
+	Platform string
+	Release  string
+	// SHA256s are the digests claiming the release, sorted.
+	SHA256s []string
+}
+
+// Reason says in one line why the release has no plain path.
+func (w Withheld) Reason() string {
+	return fmt.Sprintf("%d different binaries claim this release name; each is served only at its own digest URL (sha256/<hex>/minio.%s)", len(w.SHA256s), w.Release)
+}
+
+// Snapshot is an immutable view of the store; each change the writer
+// makes builds a new one in memory and swaps it in whole, so readers never
+// see a half-updated index.
+type Snapshot struct {
+	// all is every indexed binary file; plain the releases served by name
+	// (every claim agrees on the bytes); withheld the others.
+	all      []*Binary
+	plain    []*Binary
+	withheld []Withheld
+	files    map[string]File
+	claims   map[string][]*Binary // PlainPath -> every binary claiming it
+	// tenant holds the binaries published for one ObjectStore, by
+	// <hex>/minio.<RELEASE>; they are found only with their component.
+	tenant map[string][]*Binary
+}
+
+// Binaries returns the releases served at their plain paths (every source
+// agrees on the bytes), sorted by platform and name. The slice and its
+// elements must not be modified.
+func (s *Snapshot) Binaries() []*Binary { return s.plain }
+
+// All returns every indexed binary file, digest directories included.
+func (s *Snapshot) All() []*Binary { return s.all }
+
+// Withheld returns the releases claimed with different bytes.
+func (s *Snapshot) Withheld() []Withheld { return s.withheld }
+
+// Lookup finds the file at a served path such as
+// linux-amd64/minio.X.sha256sum or sha256/<hex>/minio.X.minisig.
+func (s *Snapshot) Lookup(rel string) (File, bool) {
+	f, ok := s.files[rel]
+	return f, ok
+}
+
+// TenantFile finds a file published for one ObjectStore:
+// sha256/<digest>/<component>/<name>. The component is compared in
+// constant time with every candidate's, so how long the answer takes says
+// nothing about how much of a guess was right.
+func (s *Snapshot) TenantFile(digest, component, name string) (File, bool) {
+	kind, bin := KindBinary, name
+	switch {
+	case strings.HasSuffix(name, SHA256SumSuffix):
+		kind, bin = KindSHA256Sum, strings.TrimSuffix(name, SHA256SumSuffix)
+	case strings.HasSuffix(name, MinisigSuffix):
+		kind, bin = KindMinisig, strings.TrimSuffix(name, MinisigSuffix)
+	}
+	var found *Binary
+	for _, b := range s.tenant[digest+"/"+bin] {
+		if subtle.ConstantTimeCompare([]byte(b.component), []byte(component)) == 1 {
+			found = b
+		}
+	}
+	if found == nil || !ValidDigest(component) {
+		return File{}, false
+	}
+	return File{Binary: found, Kind: kind}, true
+}
+
+// At finds the binary served at a path below the update path: a digest
+// path, a tenant's path or a plain path; nil when none is served there.
+func (s *Snapshot) At(rel string) *Binary {
+	parts := strings.Split(rel, "/")
+	var f File
+	var ok bool
+	if len(parts) == 4 && parts[0] == digestDirName {
+		f, ok = s.TenantFile(parts[1], parts[2], parts[3])
+	} else {
+		f, ok = s.files[rel]
+	}
+	if !ok || f.Kind != KindBinary {
+		return nil
+	}
+	return f.Binary
+}
+
+// Binary returns the release's binary served at its plain path for
+// platform ("" for the root), or nil (none, or claimed with other bytes).
+func (s *Snapshot) Binary(platform, release string) *Binary {
+	f, ok := s.files[path.Join(platform, "minio."+release)]
+	if !ok || f.Kind != KindBinary {
+		return nil
+	}
+	return f.Binary
+}
+
+// ByDigest returns the binary whose SHA-256 is digest stored under
+// release, or nil.
+func (s *Snapshot) ByDigest(digest, release string) *Binary {
+	f, ok := s.files[DigestPath(digest, release)]
+	if !ok || f.Kind != KindBinary {
+		return nil
+	}
+	return f.Binary
+}
+
+// Claims returns every binary stored under the release for platform,
+// whatever its bytes, private ones included (never served by name).
+func (s *Snapshot) Claims(platform, release string) []*Binary {
+	return s.claims[path.Join(platform, "minio."+release)]
+}
+
+// StoredBytes is the size of the distinct binaries (each digest and
+// platform once, however many names point at it).
+func (s *Snapshot) StoredBytes() int64 {
+	seen := map[string]bool{}
+	var total int64
+	for _, b := range s.all {
+		if k := b.Platform + "/" + b.SHA256; !seen[k] {
+			seen[k] = true
+			total += b.Size
+		}
+	}
+	return total
+}
+
+// index builds a snapshot from every verified binary file: each is served
+// at its digest path; a release is served at its plain path only when
+// every binary claiming it has the same bytes.
+func index(all []*Binary) *Snapshot {
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if a.Platform != b.Platform {
+			return a.Platform < b.Platform
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		// A file at the plain path (placed by hand) represents its
+		// release before a digest directory's.
+		return a.rel < b.rel
+	})
+	next := &Snapshot{all: all, files: map[string]File{}, claims: map[string][]*Binary{}, tenant: map[string][]*Binary{}}
+	add := func(key string, b *Binary) {
+		next.files[key] = File{Binary: b, Kind: KindBinary}
+		next.files[key+SHA256SumSuffix] = File{Binary: b, Kind: KindSHA256Sum}
+		next.files[key+MinisigSuffix] = File{Binary: b, Kind: KindMinisig}
+	}
+	// Binaries published for one ObjectStore are found only with their
+	// component; private ones (their source needed credentials) are
+	// claims the fetcher reuses but are served at no public path.
+	var order []string
+	var public []*Binary
+	for _, b := range all {
+		if b.component != "" {
+			k := b.SHA256 + "/" + b.Name
+			next.tenant[k] = append(next.tenant[k], b)
+			continue
+		}
+		key := b.PlainPath()
+		next.claims[key] = append(next.claims[key], b)
+		if b.private() {
+			continue
+		}
+		if !slices.ContainsFunc(public, func(o *Binary) bool { return o.PlainPath() == key }) {
+			order = append(order, key)
+		}
+		public = append(public, b)
+	}
+	publicClaims := map[string][]*Binary{}
+	for _, b := range public {
+		publicClaims[b.PlainPath()] = append(publicClaims[b.PlainPath()], b)
+	}
+	// Every binary is served at its digest path, the store's own copy
+	// first: a file placed by hand with the same bytes serves only when no
+	// digest directory has them. The same bytes under two platform
+	// directories (a mislabelled index) are still those bytes: the first
+	// found serves.
+	for _, own := range []bool{true, false} {
+		for _, b := range public {
+			if _, taken := next.files[b.DigestPath()]; !taken && b.inDigestDir() == own {
+				add(b.DigestPath(), b)
+			}
+		}
+	}
+	for _, key := range order {
+		claims := publicClaims[key]
+		var digests []string
+		for _, b := range claims {
+			if !slices.Contains(digests, b.SHA256) {
+				digests = append(digests, b.SHA256)
+			}
+		}
+		if len(digests) > 1 {
+			sort.Strings(digests)
+			next.withheld = append(next.withheld, Withheld{Platform: claims[0].Platform, Release: claims[0].Release, SHA256s: digests})
+			continue
+		}
+		next.plain = append(next.plain, claims[0])
+		add(key, claims[0])
+	}
+	return next
+}
