@@ -28,30 +28,18 @@ type hold struct {
 	after   time.Duration
 }
 
-// windowState is the tenant's maintenance window as of now.
-type windowState struct {
-	configured bool
-	open       bool
-	next       time.Time // when it next opens; zero when it never does
-	err        error     // a window that does not parse
-}
-
 // holdRestart decides whether a tenant whose certificates changed may
 // restart now, before a slot is asked for: a pause holds it, then a
-// closed window. nil: ask for a slot.
-func holdRestart(paused bool, w windowState, now time.Time, changed string) *hold {
-	switch {
-	case paused:
-		return &hold{reason: ReasonRestartsPaused, message: fmt.Sprintf("%s; restarts are paused by the annotation %s=true: remove it to restart", changed, v1.RestartsPausedAnnotation)}
-	case w.err != nil:
-		return &hold{reason: ReasonInvalidWindow, message: fmt.Sprintf("%s; restarts wait for a valid window: %v", changed, w.err)}
-	case w.configured && !w.open && w.next.IsZero():
-		return &hold{reason: ReasonOutsideWindow, message: changed + "; spec.updates.window never opens: restarts wait until it is changed"}
-	case w.configured && !w.open:
-		return &hold{reason: ReasonOutsideWindow, message: fmt.Sprintf("%s; restarts wait for the window opening at %s", changed, w.next.UTC().Format(time.RFC3339)),
-			after: w.next.Sub(now)}
+// closed window (spec.updates.window, the one its updates keep too), as
+// the window's Gate answers for every kind of work. nil: ask for a slot.
+func holdRestart(paused bool, w *window.Spec, now time.Time, changed string) *hold {
+	gate := window.Gate{Work: "restarts", Field: "spec.updates.window",
+		PauseAnnotation: v1.RestartsPausedAnnotation, PauseReason: ReasonRestartsPaused}
+	closed := gate.Check(paused, w, now)
+	if closed == nil {
+		return nil
 	}
-	return nil
+	return &hold{reason: closed.Reason, message: changed + "; " + closed.Message, after: closed.After}
 }
 
 // restarts holds how many tenants restart their pods at once. A tenant
@@ -181,16 +169,10 @@ func rolling(s *appsv1.StatefulSet) bool {
 		(s.Status.UpdateRevision != "" && s.Status.CurrentRevision != s.Status.UpdateRevision)
 }
 
-// windowOf is the tenant's maintenance window (spec.updates.window, the
-// one its updates keep too) as of now.
-func windowOf(store *v1.ObjectStore, now time.Time) windowState {
-	w := store.Spec.Updates.Window
-	if w == nil {
-		return windowState{}
+// windowOf is the tenant's maintenance window, nil when it has none.
+func windowOf(store *v1.ObjectStore) *window.Spec {
+	if w := store.Spec.Updates.Window; w != nil {
+		return &window.Spec{Schedule: w.Schedule, Duration: w.Duration}
 	}
-	win, err := window.Parse(w.Schedule, w.Duration)
-	if err != nil {
-		return windowState{configured: true, err: err}
-	}
-	return windowState{configured: true, open: win.Open(now), next: win.NextOpen(now)}
+	return nil
 }

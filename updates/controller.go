@@ -441,11 +441,7 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 // nor to a tenant whose nodes already run the release.
 func (c *Controller) observeFleet(ctx context.Context, key string, store *v1.ObjectStore, o *observation) {
 	if w := store.Spec.Updates.Window; w != nil {
-		if win, err := window.Parse(w.Schedule, w.Duration); err != nil {
-			o.windowErr = err
-		} else {
-			o.window = &win
-		}
+		o.window = &window.Spec{Schedule: w.Schedule, Duration: w.Duration}
 	}
 	b := o.binary
 	if o.recorded != nil || !b.resolved || !b.available || (o.reach == nil && allOn(o.nodes, b.release)) {
