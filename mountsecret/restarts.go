@@ -61,7 +61,7 @@ type restarts struct {
 
 func newRestarts(max int, timeout time.Duration, clk clock.PassiveClock, enqueue func(string)) *restarts {
 	return &restarts{max: max, timeout: timeout, clock: clk, slots: fairshare.New(fairshare.Options{
-		Total: max, Share: fairshare.ShareWhileOthersContend, Wake: enqueue, Clock: clk,
+		Total: max, Share: true, Wake: enqueue, Clock: clk,
 	})}
 }
 

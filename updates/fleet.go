@@ -39,7 +39,7 @@ func newFleet(max int, budget bool, stores cache.Indexer, enqueue func(string)) 
 	// until they take a place or stop wanting one (unwait), and are
 	// queued again whenever an update ends: a namespace's share counts
 	// them.
-	f.places = fairshare.New(fairshare.Options{Total: max, Share: fairshare.ShareWhileOthersWait,
+	f.places = fairshare.New(fairshare.Options{Total: max, Share: true,
 		Observed: f.recorded, Wake: enqueue})
 	return f
 }

@@ -7,10 +7,10 @@
 //   - Total bounds the slots in all; PerParty what one party holds, and
 //     PerKey what the holders naming one further key hold (a registry
 //     server behind several names).
-//   - Share: while other parties contend, a party holds no more than
-//     Total split among the contending parties (those holding or waiting,
+//   - Share: while another party waits, a party holds no more than Total
+//     split among the contending parties (those holding or waiting,
 //     rounded up), so a party with many holders cannot take every slot
-//     that frees.
+//     that frees; alone, it may take them all.
 //   - Observed adds holders the process did not take itself but must
 //     count: what a previous process started, as the cluster records it.
 //
@@ -31,21 +31,6 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// ShareRule says when a party over its share is refused.
-type ShareRule int
-
-const (
-	// NoShare: a party is bounded by PerParty alone.
-	NoShare ShareRule = iota
-	// ShareWhileOthersWait: over its share, a party is refused while
-	// another party waits; with nobody else waiting it may use every
-	// slot.
-	ShareWhileOthersWait
-	// ShareWhileOthersContend: over its share, a party is refused while
-	// another party holds or waits for a slot.
-	ShareWhileOthersContend
-)
-
 // Options are a scheduler's rules. A zero bound is no bound.
 type Options struct {
 	// Total is how many slots there are.
@@ -55,8 +40,10 @@ type Options struct {
 	// PerKey is how many slots the holders naming one of Holder.Keys may
 	// hold.
 	PerKey int
-	// Share bounds a party to its share of Total (needs Total).
-	Share ShareRule
+	// Share bounds a party to its share of Total while another party
+	// waits (needs Total); with nobody else waiting a party may use every
+	// slot.
+	Share bool
 	// Observed lists holders held elsewhere that count as held here; it
 	// is called under the scheduler's lock, and a holder this scheduler
 	// holds itself is counted once.
@@ -157,7 +144,7 @@ func (s *Scheduler) Acquire(h Holder, ok func(others []Holder) bool) (bool, Refu
 	r := s.refusal(h, others, ok)
 	if r.Why != 0 {
 		w := s.waitLocked(h)
-		w.party = r.Why == PartyFull && s.o.Total <= 0 && s.o.Share == NoShare
+		w.party = r.Why == PartyFull && s.o.Total <= 0 && !s.o.Share
 		return false, r
 	}
 	s.holdLocked(h)
@@ -196,11 +183,12 @@ func (s *Scheduler) keyFull(ks []string, held map[string]int) bool {
 	return false
 }
 
-// overShare: the share is Total split among the parties holding or
-// waiting, party among them, rounded up. It returns what party holds and
-// its share.
+// overShare: while a party other than party waits, party may hold no
+// more than its share, Total split among the parties holding or waiting
+// (party among them), rounded up. It returns what party holds and its
+// share.
 func (s *Scheduler) overShare(party string, held map[string]int) (int, int, bool) {
-	if s.o.Share == NoShare || s.o.Total <= 0 {
+	if !s.o.Share || s.o.Total <= 0 {
 		return 0, 0, false
 	}
 	contending := map[string]bool{party: true}
@@ -213,8 +201,7 @@ func (s *Scheduler) overShare(party string, held map[string]int) (int, int, bool
 		othersWait = othersWait || p != party
 	}
 	share := (s.o.Total + len(contending) - 1) / len(contending)
-	binds := othersWait || s.o.Share == ShareWhileOthersContend
-	return held[party], share, binds && held[party] >= share
+	return held[party], share, othersWait && held[party] >= share
 }
 
 // Adopt counts h as holding a slot whatever the bounds: work this process
@@ -307,7 +294,7 @@ func (s *Scheduler) wakeLocked(h Holder) []string {
 		}
 	}
 	slices.Sort(woken)
-	if s.o.Share == NoShare {
+	if !s.o.Share {
 		for _, k := range woken {
 			s.unwaitLocked(k)
 		}

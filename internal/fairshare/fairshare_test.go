@@ -86,31 +86,20 @@ func TestAPartyBoundWakesOnlyThatParty(t *testing.T) {
 	assert.Empty(t, w.take(), "nobody waits any more")
 }
 
-func TestSharesBindWhileOthersWaitOrWhileTheyContend(t *testing.T) {
-	for _, tc := range []struct {
-		rule ShareRule
-		// b holds a slot and nobody waits: may a take its third of four?
-		third bool
-	}{
-		{ShareWhileOthersWait, true},
-		{ShareWhileOthersContend, false},
-	} {
-		s := New(Options{Total: 4, Share: tc.rule, Wake: func(string) {}})
-		for _, k := range []string{"1", "2"} {
-			ok, _ := s.Acquire(h("a", k), nil)
-			require.True(t, ok)
-		}
-		ok, _ := s.Acquire(h("b", "1"), nil)
+func TestAShareBindsWhileAnotherPartyWaits(t *testing.T) {
+	// Alone, a party takes every slot; b holding one waits for nothing.
+	s := New(Options{Total: 4, Share: true, Wake: func(string) {}})
+	for _, k := range []string{"1", "2"} {
+		ok, _ := s.Acquire(h("a", k), nil)
 		require.True(t, ok)
-		ok, r := s.Acquire(h("a", "3"), nil)
-		assert.Equal(t, tc.third, ok, "rule %d", tc.rule)
-		if !ok {
-			assert.Equal(t, Refusal{Why: OverShare, Held: 2, Share: 2, Holders: []string{"a/1", "a/2"}}, r)
-		}
 	}
+	ok, _ := s.Acquire(h("b", "1"), nil)
+	require.True(t, ok)
+	ok, _ = s.Acquire(h("a", "3"), nil)
+	assert.True(t, ok, "nobody waits: a takes a third slot of four")
 
 	// While c waits, a (holding three of four) is over its share of two.
-	s := New(Options{Total: 4, Share: ShareWhileOthersWait, Wake: func(string) {}})
+	s = New(Options{Total: 4, Share: true, Wake: func(string) {}})
 	for _, k := range []string{"1", "2", "3", "4"} {
 		ok, _ := s.Acquire(h("a", k), nil)
 		require.True(t, ok)
@@ -130,7 +119,7 @@ func TestSharesBindWhileOthersWaitOrWhileTheyContend(t *testing.T) {
 // they take a slot or Unwait.
 func TestWaitersOfAShareStayUntilTheyTakeASlotOrUnwait(t *testing.T) {
 	var w woken
-	s := New(Options{Total: 1, Share: ShareWhileOthersWait, Wake: w.wake})
+	s := New(Options{Total: 1, Share: true, Wake: w.wake})
 	ok, _ := s.Acquire(h("a", "1"), nil)
 	require.True(t, ok)
 	s.Wait("b/1", "b")
@@ -152,7 +141,7 @@ func TestWaitersOfAShareStayUntilTheyTakeASlotOrUnwait(t *testing.T) {
 func TestObservedHoldersCountAndTheCallersConditionSeesThem(t *testing.T) {
 	observed := []Holder{{Key: "x/1", Party: "x", Note: "r1"}, {Key: "y/1", Party: "y", Note: "r2"}}
 	var w woken
-	s := New(Options{Total: 3, Share: ShareWhileOthersWait, Observed: func() []Holder { return observed }, Wake: w.wake})
+	s := New(Options{Total: 3, Share: true, Observed: func() []Holder { return observed }, Wake: w.wake})
 	var seen []Holder
 	ok, _ := s.Acquire(Holder{Key: "z/1", Party: "z", Note: "r1"}, func(others []Holder) bool { seen = others; return true })
 	require.True(t, ok)
@@ -223,7 +212,7 @@ func TestNextServesPartiesInTurnAndKeysWithinTheirBounds(t *testing.T) {
 // Nothing is kept of a party once its keys left: no count, no line, no
 // turn.
 func TestNothingIsKeptOnceEveryKeyLeft(t *testing.T) {
-	s := New(Options{Total: 1, PerParty: 1, Share: ShareWhileOthersContend, Wake: func(string) {}})
+	s := New(Options{Total: 1, PerParty: 1, Share: true, Wake: func(string) {}})
 	s.Acquire(h("a", "1"), nil)
 	s.Acquire(h("b", "1"), nil)
 	s.Enqueue(h("c", "1"), false)
