@@ -2,10 +2,11 @@ package binsource
 
 import (
 	"context"
-	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/fairshare"
 )
 
 // pullQueue runs pulls in a fixed number of slots, shared so that one
@@ -19,26 +20,27 @@ import (
 //     (round-robin), so a namespace with a thousand waiting pulls makes
 //     one with a single pull wait for at most one of them per slot.
 //
-// Waiting pulls hold no goroutine and no worker: the controller's workers
-// submit and return, and a pull's end requeues whoever waits for it.
-// Everything it keeps is per pull waited for or running, dropped when the
-// pull ends or nobody waits for it any more.
+// The slots and the turns are a fairshare.Scheduler (Enqueue, Next); this
+// adds what a pull is: shared by its key, resolved before it may start,
+// run on its own goroutine, withdrawn by its waiters. Waiting pulls hold
+// no goroutine and no worker: the controller's workers submit and return,
+// and a pull's end requeues whoever waits for it. Everything it keeps is
+// per pull waited for or running, dropped when the pull ends or nobody
+// waits for it any more.
 type pullQueue struct {
-	total, perNamespace, perRegistry int
+	slots *fairshare.Scheduler
 
-	mu      sync.Mutex
-	running int
-	byNS    map[string]int           // running pulls per namespace
-	byKey   map[string]int           // running pulls per registry key
-	waiting map[string][]*queuedPull // per namespace, in submission order
-	turns   []string                 // namespaces with waiting pulls; the first is served next
-	pulls   map[string]*queuedPull   // by pull key: resolving, waiting or running
-	nextID  int
+	mu     sync.Mutex
+	pulls  map[string]*queuedPull // by pull key: resolving, waiting or running
+	bySlot map[string]*queuedPull // by slot: in line or running
+	nextID int
 }
 
 type queuedPull struct {
 	key, ns string
-	keys    []string // registry keys; nil while resolving
+	// slot names the pull in the scheduler: a pull dropped while it runs
+	// leaves its key to a new pull of the same key.
+	slot    string
 	ctx     context.Context
 	cancel  context.CancelFunc
 	run     func(context.Context) (*Result, error)
@@ -56,8 +58,8 @@ const (
 
 func newPullQueue(total, perNamespace, perRegistry int) *pullQueue {
 	return &pullQueue{
-		total: max(total, 1), perNamespace: max(perNamespace, 1), perRegistry: max(perRegistry, 1),
-		byNS: map[string]int{}, byKey: map[string]int{}, waiting: map[string][]*queuedPull{}, pulls: map[string]*queuedPull{},
+		slots: fairshare.New(fairshare.Options{Total: max(total, 1), PerParty: max(perNamespace, 1), PerKey: max(perRegistry, 1)}),
+		pulls: map[string]*queuedPull{}, bySlot: map[string]*queuedPull{},
 	}
 }
 
@@ -75,15 +77,13 @@ func (q *pullQueue) submit(ctx context.Context, ns, key string, resolve func(con
 	id := q.nextID
 	p, shared := q.pulls[key]
 	if !shared {
-		p = &queuedPull{key: key, ns: ns, run: run, waiters: map[int]func(*Result, error){}}
+		p = &queuedPull{key: key, ns: ns, slot: strconv.Itoa(id), run: run, waiters: map[int]func(*Result, error){}}
 		p.ctx, p.cancel = context.WithCancel(ctx)
 		q.pulls[key] = p
+		q.bySlot[p.slot] = p
 		// In line from now, so the order is the submissions'; it waits
 		// for its registry's name to resolve before it can start.
-		if len(q.waiting[ns]) == 0 {
-			q.turns = append(q.turns, ns)
-		}
-		q.waiting[ns] = append(q.waiting[ns], p)
+		q.slots.Enqueue(fairshare.Holder{Key: p.slot, Party: ns}, false)
 		go func() {
 			keys := resolve(p.ctx)
 			q.mu.Lock()
@@ -92,7 +92,8 @@ func (q *pullQueue) submit(ctx context.Context, ns, key string, resolve func(con
 				q.drop(p)
 				return
 			}
-			p.keys, p.state = keys, waiting
+			p.state = waiting
+			q.slots.Ready(p.slot, keys)
 			q.dispatch()
 		}()
 	}
@@ -117,76 +118,24 @@ func (q *pullQueue) drop(p *queuedPull) {
 	if p.state == running {
 		return
 	}
-	w := q.waiting[p.ns]
-	if i := slices.Index(w, p); i >= 0 {
-		w = slices.Delete(w, i, i+1)
-	}
-	q.setWaiting(p.ns, w)
+	delete(q.bySlot, p.slot)
+	q.slots.Unwait(p.slot)
 }
 
-// setWaiting records a namespace's waiting pulls, taking it out of the
-// turns when none are left.
-func (q *pullQueue) setWaiting(ns string, w []*queuedPull) {
-	if len(w) > 0 {
-		q.waiting[ns] = w
-		return
-	}
-	delete(q.waiting, ns)
-	if i := slices.Index(q.turns, ns); i >= 0 {
-		q.turns = slices.Delete(q.turns, i, i+1)
-	}
-}
-
-// dispatch starts waiting pulls while slots are free: the first namespace
-// in turn that is under its share and has a pull whose registry is under
-// its share starts its oldest such pull and goes to the back of the turns.
+// dispatch starts waiting pulls while slots are free, in the scheduler's
+// turns.
 func (q *pullQueue) dispatch() {
-	for q.running < q.total {
-		started := false
-		for i, ns := range q.turns {
-			if q.byNS[ns] >= q.perNamespace {
-				continue
-			}
-			w := q.waiting[ns]
-			j := slices.IndexFunc(w, q.startable)
-			if j < 0 {
-				continue
-			}
-			p := w[j]
-			w = slices.Delete(w, j, j+1)
-			q.turns = append(slices.Delete(q.turns, i, i+1), ns)
-			q.setWaiting(ns, w)
-			q.start(p)
-			started = true
-			break
-		}
-		if !started {
+	for {
+		slot, ok := q.slots.Next()
+		if !ok {
 			return
 		}
+		q.start(q.bySlot[slot])
 	}
-}
-
-// startable reports whether p knows its registry, and that registry is
-// under its share.
-func (q *pullQueue) startable(p *queuedPull) bool {
-	if p.state != waiting {
-		return false
-	}
-	for _, k := range p.keys {
-		if q.byKey[k] >= q.perRegistry {
-			return false
-		}
-	}
-	return true
 }
 
 func (q *pullQueue) start(p *queuedPull) {
 	p.state = running
-	q.running++
-	q.byNS[p.ns]++
-	for _, k := range p.keys {
-		q.byKey[k]++
-	}
 	go func() {
 		// A registry's bytes are parsed here, beside the workers: a panic on
 		// them is the pulling tenant's failure, not the process's.
@@ -196,11 +145,8 @@ func (q *pullQueue) start(p *queuedPull) {
 			return err
 		})
 		q.mu.Lock()
-		q.running--
-		decrement(q.byNS, p.ns)
-		for _, k := range p.keys {
-			decrement(q.byKey, k)
-		}
+		q.slots.Release(p.slot)
+		delete(q.bySlot, p.slot)
 		if q.pulls[p.key] == p {
 			delete(q.pulls, p.key)
 		}
@@ -215,16 +161,6 @@ func (q *pullQueue) start(p *queuedPull) {
 	}()
 }
 
-// decrement lowers a count, forgetting it at zero: the maps hold only
-// what runs.
-func decrement(m map[string]int, k string) {
-	if m[k] <= 1 {
-		delete(m, k)
-		return
-	}
-	m[k]--
-}
-
 // stats is what the queue holds: running pulls, and pulls resolving or
 // waiting for a slot.
 func (q *pullQueue) stats() (runs, queued int) {
@@ -235,5 +171,6 @@ func (q *pullQueue) stats() (runs, queued int) {
 			queued++
 		}
 	}
-	return q.running, queued
+	runs, _ = q.slots.Len()
+	return runs, queued
 }

@@ -193,12 +193,12 @@ func TestAPullNobodyWaitsForIsDroppedAndSharedPullsRunOnce(t *testing.T) {
 	h.none()
 	running, queued := h.q.stats()
 	assert.Zero(t, running+queued, "nothing is kept once every pull ended")
+	held, inLine := h.q.slots.Len()
+	assert.Zero(t, held+inLine, "no slot held, nothing in line")
 	h.q.mu.Lock()
 	defer h.q.mu.Unlock()
-	assert.Empty(t, h.q.byNS)
-	assert.Empty(t, h.q.byKey)
-	assert.Empty(t, h.q.waiting)
-	assert.Empty(t, h.q.turns)
+	assert.Empty(t, h.q.pulls)
+	assert.Empty(t, h.q.bySlot)
 }
 
 // TestAPullThatPanicsIsThatTenantsFailure: a pull parses a registry's

@@ -489,7 +489,7 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 // restart slot. yielded: key's slot just timed out while others waited.
 func (c *Controller) holdRestart(key string, store *v1.ObjectStore, changed string, yielded bool) *hold {
 	now := c.restarts.clock.Now()
-	if h := holdRestart(store.Annotations[v1.RestartsPausedAnnotation] == "true", windowOf(store, now), now, changed); h != nil {
+	if h := holdRestart(store.Annotations[v1.RestartsPausedAnnotation] == "true", windowOf(store), now, changed); h != nil {
 		c.restarts.end(key) // a held tenant waits for no slot
 		return h
 	}

@@ -3,6 +3,7 @@ package mountsecret
 import (
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/reason"
+	"github.com/object-store-operator/operator/internal/window"
 )
 
 // Reasons of the CertificatesReady condition and of this controller's
@@ -35,16 +36,16 @@ const (
 	// a restart waits (restarts.go).
 	ReasonRestartsPaused = "RestartsPaused"
 	ReasonRestartQueued  = "RestartQueued"
-	ReasonOutsideWindow  = "OutsideWindow"
-	// ReasonInvalidWindow: spec.updates.window does not parse; restarts
-	// wait until it does.
-	ReasonInvalidWindow = "InvalidWindow"
+	ReasonOutsideWindow  = window.ReasonOutside
+	// ReasonInvalidWindow: spec.updates.window does not parse or never
+	// opens; restarts wait until it is fixed.
+	ReasonInvalidWindow = window.ReasonInvalid
 )
 
 // Reasons is every reason this controller reports, with its Event
 // severity and what the user can do about it.
 func Reasons() []reason.Reason {
-	return []reason.Reason{
+	return append([]reason.Reason{
 		{Name: ReasonCertificatesAssembled, Severity: reason.Normal},
 		{Name: ReasonInvalidSpec, Severity: reason.Warning},
 		{Name: ReasonSecretNotFound, Severity: reason.Warning, Remedy: "create the Secret in the ObjectStore's namespace, or fix the reference"},
@@ -56,9 +57,6 @@ func Reasons() []reason.Reason {
 		{Name: ReasonRestartTimeout, Severity: reason.Warning, Remedy: "see why the tenant's pods are not ready; {restart-timeout} bounds how long one tenant holds a restart slot"},
 		{Name: ReasonRestartsPaused, Severity: reason.Normal},
 		{Name: ReasonRestartQueued, Severity: reason.Normal},
-		{Name: ReasonOutsideWindow, Severity: reason.Normal},
-		{Name: ReasonInvalidWindow, Severity: reason.Warning,
-			Remedy: "spec.updates.window takes a five-field cron schedule, read in UTC (\"0 2 * * *\"), and a duration (\"2h\")"},
 		{Name: controller.ReasonInternalError, Severity: reason.Warning},
-	}
+	}, window.Reasons()...)
 }

@@ -2,15 +2,14 @@ package mountsecret
 
 import (
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/utils/clock"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/fairshare"
 	"github.com/object-store-operator/operator/internal/window"
 )
 
@@ -29,30 +28,18 @@ type hold struct {
 	after   time.Duration
 }
 
-// windowState is the tenant's maintenance window as of now.
-type windowState struct {
-	configured bool
-	open       bool
-	next       time.Time // when it next opens; zero when it never does
-	err        error     // a window that does not parse
-}
-
 // holdRestart decides whether a tenant whose certificates changed may
 // restart now, before a slot is asked for: a pause holds it, then a
-// closed window. nil: ask for a slot.
-func holdRestart(paused bool, w windowState, now time.Time, changed string) *hold {
-	switch {
-	case paused:
-		return &hold{reason: ReasonRestartsPaused, message: fmt.Sprintf("%s; restarts are paused by the annotation %s=true: remove it to restart", changed, v1.RestartsPausedAnnotation)}
-	case w.err != nil:
-		return &hold{reason: ReasonInvalidWindow, message: fmt.Sprintf("%s; restarts wait for a valid window: %v", changed, w.err)}
-	case w.configured && !w.open && w.next.IsZero():
-		return &hold{reason: ReasonOutsideWindow, message: changed + "; spec.updates.window never opens: restarts wait until it is changed"}
-	case w.configured && !w.open:
-		return &hold{reason: ReasonOutsideWindow, message: fmt.Sprintf("%s; restarts wait for the window opening at %s", changed, w.next.UTC().Format(time.RFC3339)),
-			after: w.next.Sub(now)}
+// closed window (spec.updates.window, the one its updates keep too), as
+// the window's Gate answers for every kind of work. nil: ask for a slot.
+func holdRestart(paused bool, w *window.Spec, now time.Time, changed string) *hold {
+	gate := window.Gate{Work: "restarts", Field: "spec.updates.window",
+		PauseAnnotation: v1.RestartsPausedAnnotation, PauseReason: ReasonRestartsPaused}
+	closed := gate.Check(paused, w, now)
+	if closed == nil {
+		return nil
 	}
-	return nil
+	return &hold{reason: closed.Reason, message: changed + "; " + closed.Message, after: closed.After}
 }
 
 // restarts holds how many tenants restart their pods at once. A tenant
@@ -60,27 +47,22 @@ func holdRestart(paused bool, w windowState, now time.Time, changed string) *hol
 // has rolled out and is ready again, or until timeout: a tenant whose
 // pods never become ready (its own doing) holds a slot no longer than
 // that, so it cannot stop the fleet's rotations. While other namespaces
-// wait, a namespace takes no more than its share of the slots (max over
-// the namespaces running or waiting, rounded up): one tenant's many
-// ObjectStores cannot take every slot that frees. Keys that found no
-// slot are queued again when one frees.
+// restart or wait, a namespace takes no more than its share of the slots
+// (max over the namespaces running or waiting, rounded up): one tenant's
+// many ObjectStores cannot take every slot that frees. Keys that found no
+// slot are queued again when one frees. The slots are a
+// fairshare.Scheduler; this adds the timeout.
 type restarts struct {
 	max     int // 0: no limit
 	timeout time.Duration
 	clock   clock.PassiveClock
-	enqueue func(key string)
-
-	mu      sync.Mutex
-	running map[string]time.Time // key -> when its restart began
-	waiting map[string]struct{}
-	// Per namespace: restarts running, keys waiting.
-	runningNS, waitingNS map[string]int
+	slots   *fairshare.Scheduler
 }
 
 func newRestarts(max int, timeout time.Duration, clk clock.PassiveClock, enqueue func(string)) *restarts {
-	return &restarts{max: max, timeout: timeout, clock: clk, enqueue: enqueue,
-		running: map[string]time.Time{}, waiting: map[string]struct{}{},
-		runningNS: map[string]int{}, waitingNS: map[string]int{}}
+	return &restarts{max: max, timeout: timeout, clock: clk, slots: fairshare.New(fairshare.Options{
+		Total: max, Share: true, Wake: enqueue, Clock: clk,
+	})}
 }
 
 func namespaceOf(key string) string {
@@ -88,101 +70,28 @@ func namespaceOf(key string) string {
 	return ns
 }
 
-// share is how many slots ns may hold now: max split among the
-// namespaces with a restart running or waiting, ns among them.
-func (r *restarts) share(ns string) int {
-	contending := 1
-	for n := range r.runningNS {
-		if n != ns {
-			contending++
-		}
-	}
-	for n := range r.waitingNS {
-		if _, running := r.runningNS[n]; !running && n != ns {
-			contending++
-		}
-	}
-	return (r.max + contending - 1) / contending
-}
-
-func (r *restarts) wait(key string) {
-	if _, ok := r.waiting[key]; !ok {
-		r.waiting[key] = struct{}{}
-		r.waitingNS[namespaceOf(key)]++
-	}
-}
-
-func (r *restarts) unwait(key string) {
-	if _, ok := r.waiting[key]; ok {
-		delete(r.waiting, key)
-		decrement(r.waitingNS, namespaceOf(key))
-	}
-}
-
-func (r *restarts) run(key string) {
-	r.unwait(key)
-	r.running[key] = r.clock.Now()
-	r.runningNS[namespaceOf(key)]++
-}
-
-func decrement(m map[string]int, k string) {
-	if m[k] <= 1 {
-		delete(m, k)
-		return
-	}
-	m[k]--
-}
-
 // begin takes a slot for key (it keeps the one it has); false, with who
-// holds the slots, when every slot is taken: key is queued again when one
-// frees.
+// holds the slots, when every slot is taken or key's namespace holds its
+// share (it then waits for its own namespace's): key is queued again when
+// one frees.
 func (r *restarts) begin(key string) (bool, []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.running[key]; ok {
-		return true, nil
-	}
-	ns := namespaceOf(key)
-	full := r.max > 0 && len(r.running) >= r.max
-	if overShare := r.max > 0 && r.runningNS[ns] >= r.share(ns); full || overShare {
-		r.wait(key)
-		holders := make([]string, 0, len(r.running))
-		for k := range r.running {
-			// Over its share, it waits for its own namespace's.
-			if full || namespaceOf(k) == ns {
-				holders = append(holders, k)
-			}
-		}
-		slices.Sort(holders)
-		return false, holders
-	}
-	r.run(key)
-	return true, nil
+	ok, refused := r.slots.Acquire(fairshare.Holder{Key: key, Party: namespaceOf(key)}, nil)
+	return ok, refused.Holders
 }
 
 // adopt records a restart this process did not begin (one a previous
 // leader began), whatever the limit: it is running already.
 func (r *restarts) adopt(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.running[key]; !ok {
-		r.run(key)
-	}
+	r.slots.Adopt(fairshare.Holder{Key: key, Party: namespaceOf(key)})
 }
 
 // forget drops key from the waiting: it no longer needs a slot.
-func (r *restarts) forget(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.unwait(key)
-}
+func (r *restarts) forget(key string) { r.slots.Unwait(key) }
 
 // since is when key's restart began; false when it holds no slot.
 func (r *restarts) since(key string) (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t, ok := r.running[key]
-	return t, ok
+	h, ok := r.slots.Holding(key)
+	return h.Since, ok
 }
 
 // expired tells whether a restart that began at start has held its slot
@@ -193,36 +102,11 @@ func (r *restarts) expired(start time.Time) bool {
 
 // end frees key's slot (or forgets it waiting) and queues the keys that
 // waited for one; it says how many did.
-func (r *restarts) end(key string) int {
-	r.mu.Lock()
-	r.unwait(key)
-	if _, ok := r.running[key]; !ok {
-		r.mu.Unlock()
-		return 0
-	}
-	delete(r.running, key)
-	decrement(r.runningNS, namespaceOf(key))
-	waiting := make([]string, 0, len(r.waiting))
-	for k := range r.waiting {
-		waiting = append(waiting, k)
-	}
-	r.mu.Unlock()
-	for _, k := range waiting {
-		r.enqueue(k)
-	}
-	return len(waiting)
-}
+func (r *restarts) end(key string) int { return r.slots.Release(key) }
 
 // reset forgets every slot: a new leadership term counts afresh from the
 // StatefulSets (adopt).
-func (r *restarts) reset() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	clear(r.running)
-	clear(r.waiting)
-	clear(r.runningNS)
-	clear(r.waitingNS)
-}
+func (r *restarts) reset() { r.slots.Reset() }
 
 // queuedMessage says what a tenant waits for, naming a few holders.
 func queuedMessage(changed string, max int, holders []string, namespace string) string {
@@ -285,16 +169,10 @@ func rolling(s *appsv1.StatefulSet) bool {
 		(s.Status.UpdateRevision != "" && s.Status.CurrentRevision != s.Status.UpdateRevision)
 }
 
-// windowOf is the tenant's maintenance window (spec.updates.window, the
-// one its updates keep too) as of now.
-func windowOf(store *v1.ObjectStore, now time.Time) windowState {
-	w := store.Spec.Updates.Window
-	if w == nil {
-		return windowState{}
+// windowOf is the tenant's maintenance window, nil when it has none.
+func windowOf(store *v1.ObjectStore) *window.Spec {
+	if w := store.Spec.Updates.Window; w != nil {
+		return &window.Spec{Schedule: w.Schedule, Duration: w.Duration}
 	}
-	win, err := window.Parse(w.Schedule, w.Duration)
-	if err != nil {
-		return windowState{configured: true, err: err}
-	}
-	return windowState{configured: true, open: win.Open(now), next: win.NextOpen(now)}
+	return nil
 }

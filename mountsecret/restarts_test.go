@@ -25,25 +25,26 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/window"
 )
 
 func TestHoldRestart(t *testing.T) {
 	now := time.Date(2026, 11, 24, 1, 30, 0, 0, time.UTC)
-	opens := time.Date(2026, 11, 24, 2, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name   string
 		paused bool
-		window windowState
+		window *window.Spec
 		reason string
 		after  time.Duration
 	}{
 		{name: "free to restart"},
-		{name: "inside its window", window: windowState{configured: true, open: true}},
+		{name: "inside its window", window: &window.Spec{Schedule: "0 1 * * *", Duration: "1h"}},
 		{name: "paused", paused: true, reason: ReasonRestartsPaused},
-		{name: "paused inside its window", paused: true, window: windowState{configured: true, open: true}, reason: ReasonRestartsPaused},
-		{name: "before its window", window: windowState{configured: true, next: opens}, reason: ReasonOutsideWindow, after: 30 * time.Minute},
-		{name: "a window that never opens", window: windowState{configured: true}, reason: ReasonOutsideWindow},
-		{name: "a window that does not parse", window: windowState{configured: true, err: errors.New("bad cron")}, reason: ReasonInvalidWindow},
+		{name: "paused inside its window", paused: true, window: &window.Spec{Schedule: "0 1 * * *", Duration: "1h"}, reason: ReasonRestartsPaused},
+		{name: "before its window", window: &window.Spec{Schedule: "0 2 * * *", Duration: "1h"}, reason: ReasonOutsideWindow, after: 30 * time.Minute},
+		// A window that parses but never opens again is the gate's
+		// (internal/window TestTheGateSaysOneThingForEveryKindOfWork).
+		{name: "a window that does not parse", window: &window.Spec{Schedule: "bad cron", Duration: "1h"}, reason: ReasonInvalidWindow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := holdRestart(tc.paused, tc.window, now, "referenced content changed: ca.crt")

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/fairshare"
 )
 
 // calls runs ServerUpdateV2 calls beside the work queue. MinIO answers an
@@ -16,18 +17,20 @@ import (
 type calls struct {
 	perNamespace int
 	enqueue      func(key string)
+	// slots: a namespace's keys refused a slot wait, and are woken (and
+	// ask again) when one of the namespace's calls ends.
+	slots *fairshare.Scheduler
 
 	mu      sync.Mutex
 	running map[string]struct{}   // key -> a call in flight
 	results map[string]callResult // key -> the answer no sync has acted on
-	inNS    map[string]int        // namespace -> calls in flight
-	waiting map[string]map[string]struct{}
 }
 
 func newCalls(perNamespace int, enqueue func(string)) *calls {
-	return &calls{perNamespace: max(perNamespace, 1), enqueue: enqueue,
-		running: map[string]struct{}{}, results: map[string]callResult{},
-		inNS: map[string]int{}, waiting: map[string]map[string]struct{}{}}
+	perNamespace = max(perNamespace, 1)
+	return &calls{perNamespace: perNamespace, enqueue: enqueue,
+		slots:   fairshare.New(fairshare.Options{PerParty: perNamespace, Wake: enqueue}),
+		running: map[string]struct{}{}, results: map[string]callResult{}}
 }
 
 // state is key's call as a sync observes it.
@@ -46,54 +49,18 @@ func (c *calls) state(key string) callState {
 // taken, and key is queued again when one frees. A reservation is either
 // started or released.
 func (c *calls) reserve(key, namespace string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.inNS[namespace] >= c.perNamespace {
-		if c.waiting[namespace] == nil {
-			c.waiting[namespace] = map[string]struct{}{}
-		}
-		c.waiting[namespace][key] = struct{}{}
-		return false
-	}
-	c.inNS[namespace]++
-	delete(c.waiting[namespace], key)
-	if len(c.waiting[namespace]) == 0 {
-		delete(c.waiting, namespace)
-	}
-	return true
+	ok, _ := c.slots.Acquire(fairshare.Holder{Key: key, Party: namespace}, nil)
+	return ok
 }
 
-// release gives back a reservation that was not started.
-func (c *calls) release(namespace string) {
-	c.mu.Lock()
-	waiting := c.freeLocked(namespace)
-	c.mu.Unlock()
-	c.wake(waiting)
-}
+// release gives back key's reservation that was not started.
+func (c *calls) release(key string) { c.slots.Release(key) }
 
-func (c *calls) freeLocked(namespace string) []string {
-	if c.inNS[namespace]--; c.inNS[namespace] <= 0 {
-		delete(c.inNS, namespace)
-	}
-	var keys []string
-	for k := range c.waiting[namespace] {
-		keys = append(keys, k)
-	}
-	delete(c.waiting, namespace)
-	return keys
-}
-
-func (c *calls) wake(keys []string) {
-	for _, k := range keys {
-		c.enqueue(k)
-	}
-}
-
-// start runs do for key on a reservation of namespace's. ctx is the
+// start runs do for key on its reservation. ctx is the
 // leadership term's: a call of a term that ended leaves no result (the
 // next leader follows the update recorded in the status). The key is
 // queued when the call ends, and so are those waiting on its namespace.
-func (c *calls) start(ctx context.Context, key, namespace string, do func(context.Context) callResult) {
+func (c *calls) start(ctx context.Context, key string, do func(context.Context) callResult) {
 	c.mu.Lock()
 	c.running[key] = struct{}{}
 	delete(c.results, key)
@@ -110,10 +77,10 @@ func (c *calls) start(ctx context.Context, key, namespace string, do func(contex
 		if ctx.Err() == nil {
 			c.results[key] = r
 		}
-		waiting := c.freeLocked(namespace)
 		c.mu.Unlock()
+		// Freed before key is queued: its next sync may reserve again.
+		c.slots.Release(key)
 		c.enqueue(key)
-		c.wake(waiting)
 	}()
 }
 
@@ -126,14 +93,9 @@ func (c *calls) consume(key string) {
 
 // forget drops what is kept of a deleted ObjectStore (a call in flight
 // ends by its deadline or the term).
-func (c *calls) forget(key, namespace string) {
+func (c *calls) forget(key string) {
 	c.mu.Lock()
 	delete(c.results, key)
-	if w := c.waiting[namespace]; w != nil {
-		delete(w, key)
-		if len(w) == 0 {
-			delete(c.waiting, namespace)
-		}
-	}
 	c.mu.Unlock()
+	c.slots.Unwait(key)
 }

@@ -322,9 +322,8 @@ func (c *Controller) params() params {
 // Forget drops a deleted ObjectStore's call slots and its place in the
 // fleet's updates.
 func (c *Controller) Forget(key string) {
-	ns, _, _ := cache.SplitMetaNamespaceKey(key)
-	c.calls.forget(key, ns)
-	c.asking.forget(key, ns)
+	c.calls.forget(key)
+	c.asking.forget(key)
 	c.fleet.forget(key)
 }
 
@@ -346,7 +345,7 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	if !c.asking.reserve(key, store.Namespace) {
 		return nil
 	}
-	defer c.asking.release(store.Namespace)
+	defer c.asking.release(key)
 	o, t := c.observe(ctx, key, store)
 	a := decide(o, c.params())
 	if a.verb == call || a.verb == roll || (a.verb == setImage && o.recorded != nil) {
@@ -442,11 +441,7 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 // nor to a tenant whose nodes already run the release.
 func (c *Controller) observeFleet(ctx context.Context, key string, store *v1.ObjectStore, o *observation) {
 	if w := store.Spec.Updates.Window; w != nil {
-		if win, err := window.Parse(w.Schedule, w.Duration); err != nil {
-			o.windowErr = err
-		} else {
-			o.window = &win
-		}
+		o.window = &window.Spec{Schedule: w.Schedule, Duration: w.Duration}
 	}
 	b := o.binary
 	if o.recorded != nil || !b.resolved || !b.available || (o.reach == nil && allOn(o.nodes, b.release)) {
@@ -574,7 +569,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 		ok, share = c.fleet.reserve(key, a.update.Release, first)
 	}
 	if !ok {
-		c.calls.release(store.Namespace)
+		c.calls.release(key)
 		// Said as decide would have said it, had it seen this moment.
 		o.inFlight = c.fleet.inFlight(key)
 		q := gate(o, c.params(), action{verb: call})
@@ -592,7 +587,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 	want.release, want.update, want.phase = oldest(o.nodes), a.update, phaseOf(o, a)
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: a.status, Reason: a.reason, Message: msg}, o.now)
 	if err := c.apply(ctx, store, have, want, u.GetResourceVersion(), true); err != nil {
-		c.calls.release(store.Namespace)
+		c.calls.release(key)
 		if o.recorded == nil {
 			c.fleet.end(key)
 		}
@@ -607,7 +602,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 	up := *a.update
 	c.log.Info().Str("objectstore", key).Str("release", up.Release).Str("url", o.updateURL).Str("node", a.host).Int("call", up.Calls).
 		Msg("updating MinIO in place")
-	c.calls.start(ctx, key, store.Namespace, func(ctx context.Context) callResult {
+	c.calls.start(ctx, key, func(ctx context.Context) callResult {
 		return c.callOnce(ctx, t, o.updateURL, a.host, up.Release)
 	})
 	return nil

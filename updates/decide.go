@@ -43,10 +43,8 @@ type observation struct {
 	platforms []string
 
 	// Fleet controls, each holding an update back before it starts.
-	// window is spec.updates.window (nil: none), windowErr why it does
-	// not parse.
-	window    *window.Window
-	windowErr error
+	// window is spec.updates.window (nil: none), held to by updateGate.
+	window *window.Spec
 	// inFlight are the other ObjectStores with an in-place update in
 	// flight, fleet-wide (fleet.inFlight).
 	inFlight []flight
@@ -192,7 +190,8 @@ func begin(o observation, p params) action {
 		return current(o)
 	}
 	if o.paused {
-		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesPaused, message: pausedMessage}
+		paused := updateGate().Paused()
+		return action{verb: report, status: metav1.ConditionFalse, reason: paused.Reason, message: paused.Message}
 	}
 	if !b.resolved {
 		// The binary source is still resolving the image; it calls
@@ -253,19 +252,13 @@ func gate(o observation, p params, a action) action {
 	hold := func(reason, msg string, after time.Duration) action {
 		return action{verb: report, status: metav1.ConditionFalse, reason: reason, message: msg, after: after}
 	}
-	if o.windowErr != nil {
-		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonInvalidWindow, cause: ReasonInvalidWindow,
-			message: fmt.Sprintf("spec.updates.window: %v; no update starts until it is fixed", o.windowErr)}
-	}
-	if w := o.window; w != nil && !w.Open(o.now) {
-		next := w.NextOpen(o.now)
-		if next.IsZero() {
-			return action{verb: report, status: metav1.ConditionFalse, reason: ReasonInvalidWindow, cause: ReasonInvalidWindow,
-				message: fmt.Sprintf("spec.updates.window %s opens no more within five years; no update starts until it is fixed", w)}
+	// The pause was the gate's answer in begin, before anything else.
+	if c := updateGate().Check(false, o.window, o.now); c != nil {
+		if c.Reason != window.ReasonOutside {
+			return action{verb: report, status: metav1.ConditionFalse, reason: c.Reason, cause: c.Reason, message: c.Message}
 		}
-		h := hold(ReasonOutsideWindow, fmt.Sprintf("waiting to update to %s: spec.updates.window %s is closed; it opens next at %s",
-			release, w, next.Format(time.RFC3339)), next.Sub(o.now))
-		h.phase = "Window " + windowPhase(o.now, next)
+		h := hold(c.Reason, fmt.Sprintf("waiting to update to %s: %s", release, c.Message), c.After)
+		h.phase = "Window " + windowPhase(o.now, c.Next)
 		return h
 	}
 	if o.haltErr != nil {
@@ -390,7 +383,13 @@ func phaseOf(o observation, a action) string {
 	return "Failed"
 }
 
-const pausedMessage = "updates are paused by the annotation " + v1.UpdatesPausedAnnotation + `: "true"`
+// updateGate holds the start of an update to the tenant's pause
+// annotation and its window, as the window's Gate answers for every kind
+// of work (certificate restarts keep the same window).
+func updateGate() window.Gate {
+	return window.Gate{Work: "updates", Field: "spec.updates.window",
+		PauseAnnotation: v1.UpdatesPausedAnnotation, PauseReason: ReasonUpdatesPaused}
+}
 
 // unreachableBackoff is the wait before looking again at a tenant whose
 // admin API does not answer: a quarter of how long it has not answered,

@@ -36,11 +36,10 @@ func flights(release string, keys ...string) []flight {
 }
 
 func inWindow(schedule, duration string) func(*observation) {
-	w, err := window.Parse(schedule, duration)
-	if err != nil {
+	if _, err := window.Parse(schedule, duration); err != nil {
 		panic(err)
 	}
-	return func(o *observation) { o.window = &w }
+	return func(o *observation) { o.window = &window.Spec{Schedule: schedule, Duration: duration} }
 }
 
 func nodesOn(releases ...string) []node {
@@ -345,7 +344,7 @@ func TestDecide(t *testing.T) {
 			o:    obs(inWindow("0 12 * * *", "1h"), func(o *observation) { o.nodes = nodesOn(relNew) }),
 			verb: setImage, status: metav1.ConditionTrue, reason: ReasonCurrent},
 		{name: "window that does not parse: named, nothing started",
-			o:    obs(func(o *observation) { o.windowErr = errors.New(`schedule "0 0 30 2 *": the schedule never fires`) }),
+			o:    obs(func(o *observation) { o.window = &window.Spec{Schedule: "0 0 30 2 *", Duration: "1h"} }), // the schedule never fires
 			verb: report, status: metav1.ConditionFalse, reason: ReasonInvalidWindow, phase: "Failed"},
 		{name: "window closed and the fleet full: the window is what it says",
 			o:    obs(inWindow("0 12 * * *", "1h"), func(o *observation) { o.inFlight = flights(relNew, "a/x", "b/y", "c/z", "d/w") }),
@@ -410,7 +409,7 @@ func FuzzDecide(f *testing.F) {
 	f.Add(relNew, relOld, relOld, "", uint8(0), uint8(0), int64(0), int64(0), uint8(0), uint8(255))
 	f.Add(relNew, relOld, relOld, relNew, uint8(0), uint8(1), int64(60), int64(60), uint8(0), uint8(0x55))
 	windows := []func(*observation){inWindow("0 12 * * *", "1h"), inWindow("0 10 * * *", "1h"), inWindow("0 0 29 2 *", "168h"),
-		func(o *observation) { o.windowErr = errors.New("invalid") }}
+		func(o *observation) { o.window = &window.Spec{Schedule: "invalid", Duration: "1h"} }}
 	f.Fuzz(func(t *testing.T, want, n0, n1, n2 string, flags, calls uint8, started, last int64, result, fleetFlags uint8) {
 		o := observation{now: t0, image: imgNew, paused: flags&1 != 0,
 			binary: binaryState{resolved: flags&2 == 0, available: flags&4 == 0, release: want},
@@ -457,7 +456,11 @@ func FuzzDecide(f *testing.F) {
 		}
 		a := decide(o, p)
 		if o.recorded == nil && (a.verb == call || a.verb == roll) {
-			closed := o.windowErr != nil || (o.window != nil && !o.window.Open(o.now))
+			closed := false
+			if o.window != nil {
+				w, err := window.Parse(o.window.Schedule, o.window.Duration)
+				closed = err != nil || !w.Open(o.now)
+			}
 			if closed || (o.halt.halted && o.resumed != want) {
 				t.Fatalf("an update started outside the window or while halted: %+v", a)
 			}

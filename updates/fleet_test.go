@@ -112,10 +112,15 @@ func TestTheCapIsNotTakenTwiceByWorkersDecidingAtOnce(t *testing.T) {
 }
 
 func haltFixture(t *testing.T, stores ...*unstructured.Unstructured) (*fixture, *prometheus.Registry, *record.FakeRecorder) {
+	return haltFixtureWith(t, func(*Config) {}, stores...)
+}
+
+func haltFixtureWith(t *testing.T, configure func(*Config), stores ...*unstructured.Unstructured) (*fixture, *prometheus.Registry, *record.FakeRecorder) {
 	reg := prometheus.NewRegistry()
 	rec := record.NewFakeRecorder(1000)
 	f := newFixtureWith(t, func(c *Config) {
 		c.FailureBudget, c.HaltNamespace, c.Registerer, c.Recorder = 3, "ops", reg, rec
+		configure(c)
 	}, fakeBinaries{}, stores...)
 	for _, a := range f.admins {
 		a.refuse = true // MINIO_UPDATE=off
@@ -258,9 +263,7 @@ func TestASuccessClearsTheFailuresBeforeAHalt(t *testing.T) {
 // budget's three namespaces update to it at once: three are called, they
 // fail, the release halts, and seventeen are never called.
 func TestAReleaseThatFailsEverywhereReachesOnlyTheBudget(t *testing.T) {
-	f, _, _ := haltFixture(t, tenantsInNamespaces(20)...)
-	f.c.cfg.MaxInFlight = 4
-	f.c.fleet.max = 4
+	f, _, _ := haltFixtureWith(t, func(c *Config) { c.MaxInFlight = 4 }, tenantsInNamespaces(20)...)
 	done := make(chan error, 20)
 	for i := range 20 {
 		go func() { done <- f.c.sync(t.Context(), fmt.Sprintf("ns%d/tenant", i)) }()

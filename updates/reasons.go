@@ -3,6 +3,7 @@ package updates
 import (
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/reason"
+	"github.com/object-store-operator/operator/internal/window"
 )
 
 // Reasons of the VersionCurrent condition.
@@ -42,10 +43,10 @@ const (
 	ReasonUpdateQueued = "UpdateQueued"
 	// ReasonOutsideWindow: an update is due, and waits for
 	// spec.updates.window to open.
-	ReasonOutsideWindow = "OutsideWindow"
+	ReasonOutsideWindow = window.ReasonOutside
 	// ReasonInvalidWindow: spec.updates.window does not parse or never
 	// opens; no update starts.
-	ReasonInvalidWindow = "InvalidWindow"
+	ReasonInvalidWindow = window.ReasonInvalid
 )
 
 // Causes of a fallback to a rolling update, or of a condition that is not
@@ -83,7 +84,7 @@ const (
 // Reasons is every reason and cause this package reports, with its Event
 // severity and what the user can do about it.
 func Reasons() []reason.Reason {
-	return []reason.Reason{
+	return append([]reason.Reason{
 		{Name: ReasonCurrent, Severity: reason.Normal},
 		{Name: ReasonUpdatingInPlace, Severity: reason.Normal},
 		{Name: ReasonUpdatedInPlace, Severity: reason.Normal},
@@ -93,9 +94,6 @@ func Reasons() []reason.Reason {
 		{Name: ReasonWaitingForNodes, Severity: reason.Warning},
 		{Name: ReasonWaitingForBinary, Severity: reason.Normal},
 		{Name: ReasonUpdateQueued, Severity: reason.Warning},
-		{Name: ReasonOutsideWindow, Severity: reason.Normal},
-		{Name: ReasonInvalidWindow, Severity: reason.Warning,
-			Remedy: "spec.updates.window takes a five-field cron schedule, read in UTC (\"0 2 * * *\"), and a duration (\"2h\")"},
 		{Name: ReasonUpdatesHalted, Severity: reason.Warning,
 			Remedy: "fix the release or the tenants named, then delete the Lease object-store-operator-update-halts in the operator's namespace to resume the fleet, or annotate one ObjectStore aistor.min.io/resume-updates=<release> to let it alone proceed"},
 		{Name: ReasonConfigurationMissing, Severity: reason.Warning,
@@ -121,5 +119,5 @@ func Reasons() []reason.Reason {
 		{Name: CauseNodeOffline, Severity: reason.Warning,
 			Remedy: "bring the node back; the update starts when every node is online"},
 		{Name: controller.ReasonInternalError, Severity: reason.Warning},
-	}
+	}, window.Reasons()...)
 }
