@@ -100,8 +100,7 @@ type Issuer struct {
 	log    zerolog.Logger
 	lister corelisters.SecretLister
 	synced cache.InformerSynced
-	queue  workqueue.TypedRateLimitingInterface[string]
-	term   controller.Term
+	queue  *controller.Queue
 	// foreign remembers the Secret version already reported as not ours.
 	foreign string
 }
@@ -124,8 +123,8 @@ func (i *Issuer) standAside(secret *corev1.Secret, foreign Foreign, detail strin
 			secret.Namespace, secret.Name, detail, fix)
 }
 
-// NewIssuer returns an Issuer; call Run on every replica (it acts only
-// while Lead holds a leadership term).
+// NewIssuer returns an Issuer; it needs leadership: Run it once per
+// leadership term (controller.Manager).
 func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -141,7 +140,7 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 		log:    cfg.Log.With().Str("component", "autocert").Str("secret", cfg.Namespace+"/"+cfg.SecretName).Str("signer", cfg.SignerName).Logger(),
 		lister: cfg.Secrets.Lister(),
 		synced: cfg.Secrets.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		queue: controller.NewQueue(
 			// A failed CSR is retried from 5 s, doubling up to 5 min.
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "autocert", Clock: cfg.Clock}),
@@ -164,34 +163,31 @@ func (i *Issuer) enqueue(obj any) {
 	}
 }
 
-// Run works until ctx ends; it acts only while leading (Lead).
+// NeedLeaderElection is true: only the leader files CSRs and writes the
+// Secret.
+func (i *Issuer) NeedLeaderElection() bool { return true }
+
+// Run issues and renews until ctx (the leadership term) ends. It first
+// deletes the CSRs an earlier term or process of this installation left
+// behind (killed mid-attempt): none of them will be used.
 func (i *Issuer) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), i.synced) {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("autocert: Secret informer did not sync")
 	}
+	i.deleteLeftoverCSRs(ctx)
+	i.queue.Add(i.cfg.SecretName)
 	// Failures are logged by issue itself, with the CSR and the remedy.
 	controller.Run(ctx, i.queue, 1, i.sync, nil)
 	return nil
 }
 
-// Lead issues and renews until ctx (the leadership term) ends. It first
-// deletes the CSRs an earlier term or process of this installation left
-// behind (killed mid-attempt): none of them will be used.
-func (i *Issuer) Lead(ctx context.Context) {
-	i.term.Lead(ctx, func() {
-		i.deleteLeftoverCSRs(ctx)
-		i.queue.Add(i.cfg.SecretName)
-	})
-}
-
 // sync makes sure the Secret holds a valid certificate of ours that is not
 // due for renewal, filing a CSR otherwise, and schedules the next look at
 // the renewal time.
-func (i *Issuer) sync(_ context.Context, key string) error {
-	ctx := i.term.Context()
-	if ctx == nil {
-		return nil // following: the next term queues the key again
-	}
+func (i *Issuer) sync(ctx context.Context, key string) error {
 	secret, err := i.lister.Secrets(i.cfg.Namespace).Get(key)
 	switch {
 	case apierrors.IsNotFound(err):

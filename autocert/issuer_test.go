@@ -82,10 +82,6 @@ func newIssuerFixture(t *testing.T, tweak func(*IssuerConfig), objs ...runtime.O
 			require.NoError(t, factory.Core().V1().Secrets().Informer().GetIndexer().Add(s))
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go f.issuer.term.Lead(ctx, nil)
-	require.Eventually(t, func() bool { return f.issuer.term.Context() != nil }, time.Second, time.Millisecond)
 	f.cs.ClearActions()
 	return f
 }
@@ -355,14 +351,14 @@ func TestIssuerNeverOverwritesASecretItDidNotCreate(t *testing.T) {
 	assert.Contains(t, f.logs.String(), "set OPERATOR_AUTO_CERT_DISABLED=on", "the remedy, its settings spelled by whoever wired the issuer")
 }
 
-func TestIssuerWhileFollowingDoesNothing(t *testing.T) {
+func TestIssuerRunsOnlyWhileLeading(t *testing.T) {
 	cs := fake.NewClientset()
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("ops"))
 	i, err := NewIssuer(IssuerConfig{Client: cs, Secrets: factory.Core().V1().Secrets(), Namespace: "ops",
 		SecretName: tlsSecret, DNSNames: []string{svcName}, Log: zerolog.Nop()})
 	require.NoError(t, err)
-	require.NoError(t, i.sync(context.Background(), tlsSecret))
-	assert.Empty(t, cs.Actions(), "only the leader files CSRs")
+	assert.True(t, i.NeedLeaderElection(), "only the leader files CSRs: the Manager runs it only while leading")
+	assert.Empty(t, cs.Actions())
 }
 
 // cert-manager, given the Secret autocert fills (the seed's Step 1),

@@ -40,6 +40,10 @@ type ControllerConfig struct {
 	Dynamic       dynamic.Interface
 	ObjectStores  cache.SharedIndexInformer
 	Fetcher       *Fetcher
+	// Leading is the leadership term's context, nil while following
+	// (controller.Manager.Leading): conditions and Events are written
+	// only with it. Nil: this replica writes nothing.
+	Leading func() context.Context
 	// Keep is how many newer releases must exist before an unreferenced
 	// release is removed from the store.
 	Keep int
@@ -95,7 +99,7 @@ type Secrets interface {
 type Controller struct {
 	cfg    ControllerConfig
 	log    zerolog.Logger
-	loop   *controller.Loop
+	loop   *controller.Loop[*v1.ObjectStore]
 	stores cache.Indexer
 	queue  workqueue.TypedRateLimitingInterface[string]
 	status *status.Writer
@@ -137,7 +141,7 @@ type outcome struct {
 	published []string
 	// pairs are the sha256/release of every platform's binary of the
 	// image, all kept by housekeeping (status.binary names one).
-	pairs []string
+	pairs     []string
 	condition metav1.Condition
 }
 
@@ -166,18 +170,22 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	var err error
 	// Status writes do not change what to fetch: the Loop's default
 	// filter (spec changes and resyncs) is this controller's.
-	c.loop, err = controller.NewLoop(controller.Options{
-		Name: "binsource", ObjectStores: cfg.ObjectStores, Synced: synced, Workers: cfg.Workers,
+	c.loop, err = controller.NewLoop(controller.Options[*v1.ObjectStore]{
+		Name: "binsource", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Synced: synced, Workers: cfg.Workers,
 		// Registries come and go outside the cluster: retry from 5 s,
 		// doubling to 5 min. A sync that submits a pull and returns keeps
 		// its key's backoff: the failure it may end in is the next step.
 		RateLimiter: keepWhilePulling{workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute), c.pulling},
-		// Every replica fills its own store; only the leader reports.
-		WhileFollowing: true,
 		// Failures are reported on the ObjectStore by Reconcile itself; a
-		// panic here.
-		ReportPanic: controller.InternalErrorCondition(c.status, v1.ConditionBinaryAvailable),
-		Registerer:  cfg.Registerer, Log: cfg.Log,
+		// panic here, by the leader.
+		ReportPanic: func(_ context.Context, u *unstructured.Unstructured, message string) {
+			if ctx := c.leading(); ctx != nil {
+				// A failure to write is in the log already through the panic's line.
+				_, _ = c.status.SetCondition(ctx, u, metav1.Condition{Type: v1.ConditionBinaryAvailable,
+					Status: metav1.ConditionFalse, Reason: controller.ReasonInternalError, Message: message})
+			}
+		},
+		Registerer: cfg.Registerer, Log: cfg.Log,
 	}, c)
 	if err != nil {
 		return nil, err
@@ -194,17 +202,35 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	return c, nil
 }
 
+// NeedLeaderElection is false: every replica fills its own store; only
+// the leader writes (leading).
+func (c *Controller) NeedLeaderElection() bool { return false }
+
 // Run works until ctx ends; the collector runs beside the loop.
 func (c *Controller) Run(ctx context.Context) error {
 	go func() { _ = c.gc.Run(ctx) }()
 	return c.loop.Run(ctx)
 }
 
-// Lead makes this controller write conditions and Events until ctx ends
-// (the leadership term). Every key is looked at again: what was found
-// while following is reported from the outcome kept, so a new leader
-// needs no second pull to bring the status up to date.
-func (c *Controller) Lead(ctx context.Context) { c.loop.Lead(ctx) }
+// Reporter is binsource's part that needs leadership: at the start of
+// each term it queues every ObjectStore, so what this replica found while
+// following is reported from the outcome kept, and a new leader needs no
+// second pull to bring the status up to date.
+func (c *Controller) Reporter() controller.Runnable {
+	return controller.RunnableFunc{Leader: true, Fn: func(context.Context) error {
+		c.loop.EnqueueAll()
+		return nil
+	}}
+}
+
+// leading is the leadership term's context, nil while following: the
+// syncs write conditions and Events only with it.
+func (c *Controller) leading() context.Context {
+	if c.cfg.Leading == nil {
+		return nil
+	}
+	return c.cfg.Leading()
+}
 
 // Ready reports whether this replica's store is complete: it serves every
 // release the leader reported available for an ObjectStore's current spec,
@@ -503,7 +529,7 @@ func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, ima
 
 // report writes the recorded condition while this replica leads.
 func (c *Controller) report(u *unstructured.Unstructured) error {
-	ctx := c.loop.Term().Context()
+	ctx := c.leading()
 	if ctx == nil {
 		return nil
 	}

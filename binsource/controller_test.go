@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,8 @@ import (
 type controllerFixture struct {
 	*fakeapi.API
 	c *Controller
+	// term is the leadership term's context once lead was called.
+	term atomic.Pointer[context.Context]
 }
 
 func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs ...runtime.Object) *controllerFixture {
@@ -55,17 +58,26 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 		Secrets: secretcache.NewReader(meta, f.Kube, func(map[string][]byte) string { return "" }), Dynamic: f.Dynamic,
 		ObjectStores: stores, Fetcher: fetcher, Recorder: record.NewFakeRecorder(10),
 		Reasons: reasontest.Spelled(t, Reasons(), "OPERATOR_"), Log: zerolog.Nop(),
+		Leading: func() context.Context {
+			if term := f.term.Load(); term != nil {
+				return *term
+			}
+			return nil
+		},
 	})
 	require.NoError(t, err)
 	require.NoError(t, stores.GetIndexer().Add(store))
 	return f
 }
 
+// lead makes the fixture's replica the leader, as the Manager does: the
+// term's context, and the Reporter queues every key (these tests sync by
+// hand, so the queue is emptied).
 func (f *controllerFixture) lead(t *testing.T) {
-	testutil.Lead(t, f.c.Lead, func() bool {
-		// The term queues every key; these tests sync by hand.
-		return f.c.loop.Term().Context() != nil && f.c.queue.Len() == len(f.c.stores.ListKeys())
-	})
+	term := t.Context()
+	f.term.Store(&term)
+	require.NoError(t, f.c.Reporter().Run(term))
+	require.Equal(t, len(f.c.stores.ListKeys()), f.c.queue.Len())
 	for f.c.queue.Len() > 0 {
 		key, _ := f.c.queue.Get()
 		f.c.queue.Done(key)

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -139,7 +140,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 type Controller struct {
 	cfg     Config
 	log     zerolog.Logger
-	loop    *controller.Loop
+	loop    *controller.Loop[*v1.ObjectStore]
 	secrets *secretcache.Reader
 	sets    appslisters.StatefulSetLister
 	stores  cache.Indexer
@@ -149,6 +150,7 @@ type Controller struct {
 	// caLoaded is closed once the operator CA is known (at once without
 	// one): the first rebuild waits for it.
 	caLoaded chan struct{}
+	caOnce   sync.Once
 	status   *status.Writer
 	restarts *restarts
 }
@@ -188,14 +190,14 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.OperatorCA == nil {
-		close(c.caLoaded)
+		c.caOnce.Do(func() { close(c.caLoaded) })
 	}
 	if err := cfg.ObjectStores.AddIndexers(cache.Indexers{secretRefIndex: v1.SecretIndex((*v1.ObjectStore).ReferencedSecrets)}); err != nil {
 		return nil, fmt.Errorf("index ObjectStores by Secret: %w", err)
 	}
 	var err error
-	c.loop, err = controller.NewLoop(controller.Options{
-		Name: "mountsecret", ObjectStores: cfg.ObjectStores, Workers: cfg.Workers,
+	c.loop, err = controller.NewLoop(controller.Options[*v1.ObjectStore]{
+		Name: "mountsecret", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Workers: cfg.Workers,
 		// client-go's: per key from 5 ms doubling to 1000 s, 10 per second
 		// overall.
 		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -203,13 +205,12 @@ func New(cfg Config) (*Controller, error) {
 		// Every update, status writes included: a CertificatesReady
 		// edited or dropped by another writer is put back (a sync writes
 		// only a difference).
-		Changed:    func(_, _ *unstructured.Unstructured) bool { return true },
-		BeforeTerm: c.waitForCA,
-		OnTerm: func() {
-			c.adoptRestarts()
-			c.log.Info().Int("objectStores", len(c.stores.ListKeys())).Msg("mount-secret controller started")
+		Changed: func(_, _ *unstructured.Unstructured) bool { return true },
+		ReportPanic: func(ctx context.Context, u *unstructured.Unstructured, message string) {
+			// A failure to write is in the log already through the panic's line.
+			_, _ = c.status.SetCondition(ctx, u, metav1.Condition{Type: v1.ConditionCertificatesReady,
+				Status: metav1.ConditionFalse, Reason: controller.ReasonInternalError, Message: message})
 		},
-		ReportPanic: controller.InternalErrorCondition(c.status, v1.ConditionCertificatesReady),
 		OnError: func(key string, err error) {
 			c.log.Warn().Str("objectstore", key).Err(err).Msg("sync failed; retrying with backoff")
 		},
@@ -289,16 +290,21 @@ func objectStoreOf(s *appsv1.StatefulSet) string {
 	return s.Labels[v1.ObjectStoreLabel]
 }
 
-// Run works until ctx ends; syncs act only while leading (Lead). Changes
+// NeedLeaderElection is true: only the leader writes Secrets and rolls
+// StatefulSets.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Run acts until ctx (the leadership term) ends: once the caches synced
+// and the serving certificate is loaded, it counts the restarts a
+// previous leader left in flight and looks at every ObjectStore. Changes
 // of the operator CA re-sync every store.
 func (c *Controller) Run(ctx context.Context) error {
 	if ca := c.cfg.OperatorCA; ca != nil {
-		// The one reader of ca.Changed().
+		// The one reader of ca.Changed() during the term.
 		go func() {
-			for loaded := false; ; {
-				if !loaded && ca.Loaded() {
-					loaded = true
-					close(c.caLoaded)
+			for {
+				if ca.Loaded() {
+					c.caOnce.Do(func() { close(c.caLoaded) })
 				}
 				select {
 				case <-ctx.Done():
@@ -309,11 +315,13 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	if !cache.WaitForCacheSync(ctx.Done(), c.loop.HasSynced) || !c.waitForCA(ctx) {
+		return nil
+	}
+	c.adoptRestarts()
+	c.log.Info().Int("objectStores", len(c.stores.ListKeys())).Msg("mount-secret controller started")
 	return c.loop.Run(ctx)
 }
-
-// Lead makes the controller act until ctx (the leadership term) ends.
-func (c *Controller) Lead(ctx context.Context) { c.loop.Lead(ctx) }
 
 // waitForCA holds a term until the serving certificate is loaded: a
 // rebuild before it would drop CAs.operator.crt from every generated

@@ -110,10 +110,10 @@ func newFixtureWith(t *testing.T, configure func(*Config), store *unstructured.U
 	return f
 }
 
-// lead makes the controller act as the leader for the rest of the test.
-func (f *fixture) lead() {
-	testutil.Lead(f.t, func(ctx context.Context) { f.c.loop.Term().Lead(ctx, nil) }, func() bool { return f.c.loop.Term().Context() != nil })
-}
+// lead makes the controller act as the leader for the rest of the test:
+// a sync acts whenever it is called, the Manager calls it only while
+// leading (TestTheControllerRunsOnlyWhileLeading).
+func (f *fixture) lead() {}
 
 func objectStore(refs ...string) *unstructured.Unstructured {
 	var server []any
@@ -156,10 +156,9 @@ func TestSyncCreatesTheSecretRollsThePodsAndSaysSo(t *testing.T) {
 	assert.Empty(t, f.Actions(), "nothing changed: no read, no write")
 }
 
-func TestSyncWhileFollowingDoesNothing(t *testing.T) {
+func TestTheControllerRunsOnlyWhileLeading(t *testing.T) {
 	f := newFixture(t, objectStore("s-tls"), nil, nil)
-	require.NoError(t, f.c.sync(context.Background(), "t/s"))
-	assert.Empty(t, f.Actions(), "only the leader reads and writes")
+	assert.True(t, f.c.NeedLeaderElection(), "only the leader reads and writes: the Manager runs it only while leading")
 }
 
 func TestSyncOfAMissingSecretWritesOnlyTheCondition(t *testing.T) {

@@ -98,12 +98,9 @@ type Publisher struct {
 	cfg   Config
 	log   zerolog.Logger
 	name  string
-	term  controller.Term
-	queue workqueue.TypedRateLimitingInterface[string]
+	queue *controller.Queue
 
-	// decided is closed once discovery has set gvr and informer (nil
-	// informer: not served); neither changes afterwards.
-	decided  chan struct{}
+	// gvr and informer are set by each term's Run, before its syncs.
 	gvr      schema.GroupVersionResource
 	informer cache.SharedIndexInformer
 
@@ -128,20 +125,21 @@ func New(cfg Config) (*Publisher, error) {
 		cfg:  cfg,
 		log:  cfg.Log.With().Str("component", "trustbundle").Str("clusterTrustBundle", name).Logger(),
 		name: name,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		queue: controller.NewQueue(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "trustbundle"}),
-		decided: make(chan struct{}),
 	}, nil
 }
 
+// NeedLeaderElection is true: only the leader writes the bundle.
+func (p *Publisher) NeedLeaderElection() bool { return true }
+
 // Run asks discovery whether ClusterTrustBundles are served; where they
-// are not, it logs that once (info) and does nothing more. Where they are,
-// it watches the one bundle and works until ctx ends; syncs act only while
-// leading (Lead).
+// are not, it logs that (info) and does nothing more this term. Where
+// they are, it watches the one bundle and keeps it until ctx (the
+// leadership term) ends.
 func (p *Publisher) Run(ctx context.Context) error {
 	gvr, served := p.discover(ctx)
 	if !served {
-		close(p.decided)
 		return nil
 	}
 	p.gvr = gvr
@@ -160,11 +158,11 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("trustbundle event handler: %w", err)
 	}
-	close(p.decided)
 	go p.informer.Run(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), p.informer.HasSynced) {
 		return nil
 	}
+	p.queue.Add(p.name)
 	go func() {
 		for {
 			select {
@@ -181,19 +179,6 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.log.Warn().Err(err).Msg("ClusterTrustBundle not written; retrying with backoff")
 		}))
 	return nil
-}
-
-// Lead makes the publisher act until ctx (the leadership term) ends.
-func (p *Publisher) Lead(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-p.decided:
-	}
-	if p.informer == nil || !cache.WaitForCacheSync(ctx.Done(), p.informer.HasSynced) {
-		return
-	}
-	p.term.Lead(ctx, func() { p.queue.Add(p.name) })
 }
 
 // discover finds the version that serves ClusterTrustBundles. An
@@ -250,9 +235,8 @@ func (p *Publisher) lookup() (schema.GroupVersionResource, bool, error) {
 // cannot be published (no CA certificate in what pods are given, the
 // owner missing) is logged once and not retried: the next change of the
 // CA, of the bundle, or the resync looks again.
-func (p *Publisher) sync(_ context.Context, _ string) error {
-	ctx := p.term.Context()
-	if ctx == nil || !p.cfg.Source.Loaded() {
+func (p *Publisher) sync(ctx context.Context, _ string) error {
+	if !p.cfg.Source.Loaded() {
 		return nil
 	}
 	anchors, err := ParseAnchors(p.cfg.Source.CABundle())

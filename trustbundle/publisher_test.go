@@ -139,10 +139,7 @@ func newFixture(t *testing.T, served []*metav1.APIResourceList, owner string, ro
 	f.cancel, f.stopped = cancel, make(chan struct{})
 	go func() {
 		defer close(f.stopped)
-		var wg sync.WaitGroup
-		wg.Go(func() { _ = f.p.Run(ctx) })
-		wg.Go(func() { f.p.Lead(ctx) })
-		wg.Wait()
+		_ = f.p.Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-f.stopped })
 	return f
@@ -191,11 +188,11 @@ func TestNotServedNothingAttempted(t *testing.T) {
 		{GroupVersion: "certificates.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "certificatesigningrequests"}}},
 	}, "", nil)
 	f.ca.set(testutil.NewCA(t, "ca").PEM)
-	// Run and Lead both return on their own: nothing waits for a bundle.
+	// Run returns on its own: nothing waits for a bundle.
 	select {
 	case <-f.stopped:
 	case <-time.After(5 * time.Second):
-		t.Fatal("Run or Lead did not return where ClusterTrustBundles are not served")
+		t.Fatal("Run did not return where ClusterTrustBundles are not served")
 	}
 	assert.Empty(t, f.dyn.Actions(), "no request on ClusterTrustBundles")
 	assert.Equal(t, 1, strings.Count(f.logs.String(), "\n"), "one line: %s", f.logs.String())

@@ -138,7 +138,7 @@ type Config struct {
 type Controller struct {
 	cfg     Config
 	log     zerolog.Logger
-	loop    *controller.Loop
+	loop    *controller.Loop[*v1.ObjectStore]
 	queue   workqueue.TypedRateLimitingInterface[string]
 	metrics *metrics
 	status  *objstatus.Writer
@@ -191,8 +191,8 @@ func New(cfg Config) (*Controller, error) {
 		}
 	}
 	var err error
-	c.loop, err = controller.NewLoop(controller.Options{
-		Name: "updates", ObjectStores: cfg.ObjectStores, Synced: synced, Workers: cfg.Workers,
+	c.loop, err = controller.NewLoop(controller.Options[*v1.ObjectStore]{
+		Name: "updates", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Synced: synced, Workers: cfg.Workers,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute),
 		// Spec changes, resyncs, the pause and resume annotations, and
 		// what the binary source wrote in the status (status.binary,
@@ -204,8 +204,6 @@ func New(cfg Config) (*Controller, error) {
 				old.GetAnnotations()[v1.ResumeUpdatesAnnotation] != obj.GetAnnotations()[v1.ResumeUpdatesAnnotation] ||
 				binaryChanged(objstatus.ObjectStore(old), objstatus.ObjectStore(obj))
 		},
-		// A new term reads the halt record afresh.
-		OnTerm:      func() { c.halts.lead() },
 		ReportPanic: c.reportPanic,
 		OnError: func(key string, err error) {
 			if apierrors.IsConflict(err) {
@@ -287,12 +285,16 @@ func resourceVersion(obj any) string {
 	return ""
 }
 
-// Run works until ctx ends.
-func (c *Controller) Run(ctx context.Context) error { return c.loop.Run(ctx) }
+// NeedLeaderElection is true: only the leader calls MinIO and writes.
+func (c *Controller) NeedLeaderElection() bool { return true }
 
-// Lead makes this controller act until ctx (the leadership term) ends.
-// A sync or call in flight when the term ends is cancelled with it.
-func (c *Controller) Lead(ctx context.Context) { c.loop.Lead(ctx) }
+// Run acts until ctx (the leadership term) ends; a sync or call in flight
+// when the term ends is cancelled with it. A new term reads the halt
+// record afresh.
+func (c *Controller) Run(ctx context.Context) error {
+	c.halts.lead()
+	return c.loop.Run(ctx)
+}
 
 // reportPanic sets VersionCurrent Unknown, reason InternalError: whether
 // the nodes run the release is not known.

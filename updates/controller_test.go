@@ -244,11 +244,11 @@ func (f *fixture) catchUp(t *testing.T, ns, name string) {
 	require.NoError(t, f.stores.Update(u))
 }
 
+// lead starts a leadership term, as the Manager does: the halt record is
+// read afresh. Syncs act whenever a test calls them.
 func (f *fixture) lead(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go f.c.Lead(ctx)
-	require.Eventually(t, func() bool { return f.c.loop.Term().Context() != nil }, time.Second, time.Millisecond)
+	require.True(t, f.c.NeedLeaderElection())
+	f.c.halts.lead()
 }
 
 func (f *fixture) admin(ns, name string) *fakeAdmin {

@@ -22,7 +22,6 @@ import (
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/autocert"
-	"github.com/object-store-operator/operator/internal/claim"
 	"github.com/object-store-operator/operator/mountsecret"
 )
 
@@ -96,23 +95,13 @@ func TestAdmissionPolicyComparesEveryField(t *testing.T) {
 	// uses ("minio" is the updater's containerName, "-generated" the
 	// suffix of apiv1.GeneratedSecretName).
 	for _, s := range []string{mountsecret.RestartAnnotation, apiv1.ObjectStoreLabel, "'minio'", "'" + apiv1.GeneratedSecretName("") + "'",
-		claim.LeaseName, claim.NamespacesAnnotation, autocert.ManagedByLabel, autocert.ManagedByValue} {
+		autocert.ManagedByLabel, autocert.ManagedByValue} {
 		assert.Contains(t, expr, s)
 	}
 	require.Len(t, p.Spec.MatchConditions, 1)
 	assert.Equal(t, `request.userInfo.username == "system:serviceaccount:ops:object-store-operator"`, p.Spec.MatchConditions[0].Expression,
 		"only the operator's ServiceAccount is held")
-	assert.Contains(t, expr, `orValue('') == "*"`, "a cluster-wide install's claim is every namespace")
-
-	scoped := renderPolicy(t, "--set", "watchNamespaces={tenant-b,tenant-a}")
-	require.NotNil(t, scoped)
-	var claimRule string
-	for _, v := range scoped.Spec.Validations {
-		if strings.Contains(v.Expression, claim.NamespacesAnnotation) {
-			claimRule = v.Expression
-		}
-	}
-	assert.Contains(t, claimRule, `orValue('') == "tenant-a,tenant-b"`, "the claim is pinned to watchNamespaces, as the operator writes it")
+	assert.NotContains(t, expr, "leases", "the operator writes no claim: the chart makes it, RBAC grants no write on it")
 
 	assert.Nil(t, renderPolicy(t, "--set", "admissionPolicy.enabled=false"), "the value turns it off")
 }

@@ -484,28 +484,46 @@ func TestChartDisruptionBudgetTakesMinAvailableOrMaxUnavailable(t *testing.T) {
 	assert.Empty(t, renderObjects(t, "")["PodDisruptionBudget"], "no budget for one replica")
 }
 
-// crds.enabled templates the CRD, from the crds/ file itself, kept on
-// uninstall with crds.keep, as cert-manager's chart does; by default it
-// comes from crds/ only.
+// crds.enabled templates the CRDs, from the crds/ files themselves, kept
+// on uninstall with crds.keep, as cert-manager's chart does; by default
+// they come from crds/ only.
 func TestChartTemplatesTheCRDWithCRDsEnabled(t *testing.T) {
 	assert.Empty(t, renderObjects(t, "")["CustomResourceDefinition"], "crds/ alone by default (helm template leaves crds/ out)")
 
-	_, file, err := readChartFile("crds/objectstores.aistor.min.io.yaml")
-	require.NoError(t, err)
-	var want map[string]any
-	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(file), 4096).Decode(&want))
-
+	names := []string{"objectstores.aistor.min.io", "namespaceclaims.aistor.min.io"}
 	crds := renderObjects(t, "crds:\n  enabled: true\n")["CustomResourceDefinition"]
-	require.Len(t, crds, 1)
-	assert.Equal(t, want["spec"], crds[0]["spec"], "the template is the crds/ file")
-	meta := crds[0]["metadata"].(map[string]any)
-	assert.Equal(t, "objectstores.aistor.min.io", meta["name"])
-	assert.Equal(t, map[string]any{"helm.sh/resource-policy": "keep"}, meta["annotations"], "kept by default")
-	assert.Equal(t, "Helm", meta["labels"].(map[string]any)["app.kubernetes.io/managed-by"])
+	require.Len(t, crds, len(names))
+	for i, name := range names {
+		_, file, err := readChartFile("crds/" + name + ".yaml")
+		require.NoError(t, err)
+		var want map[string]any
+		require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(file), 4096).Decode(&want))
+		assert.Equal(t, want["spec"], crds[i]["spec"], "the template is the crds/ file")
+		meta := crds[i]["metadata"].(map[string]any)
+		assert.Equal(t, name, meta["name"])
+		assert.Equal(t, map[string]any{"helm.sh/resource-policy": "keep"}, meta["annotations"], "kept by default")
+		assert.Equal(t, "Helm", meta["labels"].(map[string]any)["app.kubernetes.io/managed-by"])
+	}
 
 	crds = renderObjects(t, "crds:\n  enabled: true\n  keep: false\n")["CustomResourceDefinition"]
-	require.Len(t, crds, 1)
-	assert.Nil(t, crds[0]["metadata"].(map[string]any)["annotations"], "crds.keep=false: removed with the release")
+	require.Len(t, crds, len(names))
+	for _, crd := range crds {
+		assert.Nil(t, crd["metadata"].(map[string]any)["annotations"], "crds.keep=false: removed with the release")
+	}
+}
+
+// Every install's NamespaceClaim is named after its namespace and lists
+// watchNamespaces as the operator reads them (sorted, each once); none
+// is every namespace (internal/claim).
+func TestChartMakesTheInstallsNamespaceClaim(t *testing.T) {
+	claims := renderObjects(t, "watchNamespaces: [tenant-b, tenant-a, tenant-b]\n")["NamespaceClaim"]
+	require.Len(t, claims, 1)
+	assert.Equal(t, "ops", claims[0]["metadata"].(map[string]any)["name"])
+	assert.Equal(t, map[string]any{"install": "object-store-operator", "namespaces": []any{"tenant-a", "tenant-b"}}, claims[0]["spec"])
+
+	claims = renderObjects(t, "")["NamespaceClaim"]
+	require.Len(t, claims, 1)
+	assert.Equal(t, map[string]any{"install": "object-store-operator", "namespaces": []any{}}, claims[0]["spec"], "every namespace")
 }
 
 // A plain helm template (no cluster: Helm's API list names no kinds)

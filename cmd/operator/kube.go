@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,14 +42,6 @@ import (
 	"github.com/object-store-operator/operator/trustbundle"
 	"github.com/object-store-operator/operator/updates"
 	"github.com/object-store-operator/operator/upgradeserver"
-)
-
-// The namespace claim: read every claimInterval until held, then every
-// quarter of claimDuration; a claim not renewed for claimDuration is dead
-// (internal/claim).
-const (
-	claimDuration = 30 * time.Second
-	claimInterval = 2 * time.Second
 )
 
 // kube holds the clients and the operator-namespace informers shared by
@@ -103,10 +93,11 @@ func newKube(cfg config) (*kube, error) {
 	}, nil
 }
 
-// leaderWork is what only the leader does: issue certificates (autocert
-// mode), keep mount Secrets, report binary conditions, drive updates.
-// Every controller is built once and runs for the life of the process;
-// a leadership term only lets it act (docs/development.md).
+// leaderWork is the controllers, built once: each says whether it needs
+// leadership (issue certificates in autocert mode, keep mount Secrets,
+// report binary conditions, drive updates, publish the bundle) or runs on
+// every replica (fill the store), and one Manager runs them so
+// (docs/development.md, who acts).
 type leaderWork struct {
 	issuer   *autocert.Issuer
 	binaries *binsource.Controller
@@ -145,6 +136,11 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) (upgr
 	if err != nil {
 		return nil, err
 	}
+	identity, err := replicaIdentity()
+	if err != nil {
+		return nil, err
+	}
+	mgr := controller.NewManager(leaderElector(p.cfg, p.k.client, identity, p.log), p.log)
 	w := &leaderWork{}
 	if p.cfg.mode() == modeAutocert {
 		if w.issuer, err = newIssuer(ctx, p.cfg, p.k, p.log, p.certMetrics); err != nil {
@@ -189,7 +185,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) (upgr
 	if w.mount, err = p.mountSecret(inf, secretData, operatorCA, recorder); err != nil {
 		return nil, err
 	}
-	if w.binaries, err = p.binarySource(inf, fetcher, where, secretData, urlKey, recorder); err != nil {
+	if w.binaries, err = p.binarySource(inf, fetcher, where, secretData, urlKey, recorder, mgr.Leading); err != nil {
 		return nil, err
 	}
 	if w.updates, err = p.updater(inf, where, secretData, recorder); err != nil {
@@ -201,7 +197,8 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) (upgr
 	if err != nil {
 		return nil, err
 	}
-	return clients, p.start(ctx, g, w, inf, pool, broadcaster)
+	mgr.Add(w.runnables(pool)...)
+	return clients, p.start(ctx, g, mgr, inf, broadcaster)
 }
 
 func (p parts) trustPool() (*trust.Pool, error) {
@@ -308,13 +305,13 @@ func (p parts) mountSecret(inf informerSet, secretData *secretcache.Reader, oper
 }
 
 func (p parts) binarySource(inf informerSet, fetcher *binsource.Fetcher, where *placement.Source, secretData *secretcache.Reader,
-	urlKey []byte, recorder record.EventRecorder) (*binsource.Controller, error) {
+	urlKey []byte, recorder record.EventRecorder, leading func() context.Context) (*binsource.Controller, error) {
 	cfg := p.cfg
 	return binsource.NewController(binsource.ControllerConfig{
 		Secrets: secretData, SecretsSynced: inf.secrets.HasSynced, Dynamic: p.k.dynamic, ObjectStores: inf.stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
 		Recorder: recorder, Reasons: cfg.why.binaries, Log: p.log, Registerer: p.reg, Workers: cfg.binaryWorkers,
 		UpdateURL: cfg.podUpdateURL(), URLKey: urlKey, Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
-		OnPlacementChange: where.OnChange,
+		OnPlacementChange: where.OnChange, Leading: leading,
 	})
 }
 
@@ -338,58 +335,42 @@ func (p parts) updater(inf informerSet, where *placement.Source, secretData *sec
 	})
 }
 
-// start runs the claim keeper and, once this install holds its
-// namespaces, the informers, the controllers on every replica and the
-// leader's work under leader election.
-func (p parts) start(ctx context.Context, g *errgroup.Group, w *leaderWork, inf informerSet, pool *trust.Pool, broadcaster record.EventBroadcaster) error {
-	identity, err := replicaIdentity()
-	if err != nil {
-		return err
-	}
+// start runs the namespace claim's keeper and, once this install holds
+// its namespaces, the informers and the Manager: the parts that need no
+// leadership on every replica, the leader's work during leadership terms.
+// An install that loses its namespaces stops (internal/claim).
+func (p parts) start(ctx context.Context, g *errgroup.Group, mgr *controller.Manager, inf informerSet, broadcaster record.EventBroadcaster) error {
 	keeper, err := claim.New(claim.Config{
-		Client: p.k.client, Namespace: p.cfg.namespace, Install: p.cfg.serviceName, Namespaces: p.cfg.watchNamespaces,
-		Identity: identity, Duration: claimDuration, Interval: claimInterval, Registerer: p.reg, Log: p.log,
+		Client: p.k.dynamic, Namespace: p.cfg.namespace, Install: p.cfg.serviceName, Namespaces: p.cfg.watchNamespaces,
+		Registerer: p.reg, Log: p.log,
 	})
 	if err != nil {
 		return err
 	}
 	p.checks.Add("namespace-claim", keeper.Ready)
-	g.Go(func() error { return keeper.Run(ctx) })
+	own := makeOwnClaim(ctx, p.k.dynamic, p.cfg, p.log)
+	g.Go(func() error {
+		defer own.remove(ctx)
+		return keeper.Run(ctx)
+	})
+	p.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "objectstore_operator_leader",
+		Help: "1 while this replica leads (writes, files CSRs, calls MinIO), else 0.",
+	}, func() float64 {
+		if mgr.Leading() != nil {
+			return 1
+		}
+		return 0
+	}))
 	// Nothing watches or acts before this install holds its namespaces: an
 	// install whose namespaces another one claimed first starts nothing
-	// (docs/install.md, several installs), and a leadership term ends when
-	// the claim stops being held.
+	// (docs/install.md, several installs).
 	g.Go(func() error {
 		defer broadcaster.Shutdown()
-		if err := keeper.WaitHeld(ctx); err != nil {
-			return nil
-		}
-		p.k.namespace.Start(ctx.Done())
-		inf.start(ctx.Done())
-		g.Go(func() error { return pool.Run(ctx) })
-		g.Go(func() error { return w.binaries.Run(ctx) })
-		g.Go(func() error { return w.mount.Run(ctx) })
-		if w.issuer != nil {
-			g.Go(func() error { return w.issuer.Run(ctx) })
-		}
-		g.Go(func() error { return w.updates.Run(ctx) })
-		if w.bundle != nil {
-			g.Go(func() error { return w.bundle.Run(ctx) })
-		}
-		var leading atomic.Bool
-		p.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "objectstore_operator_leader",
-			Help: "1 while this replica leads (writes, files CSRs, calls MinIO), else 0.",
-		}, func() float64 {
-			if leading.Load() {
-				return 1
-			}
-			return 0
-		}))
-		return runAsLeader(ctx, p.cfg, p.k.client, identity, p.log, func(ctx context.Context) error {
-			leading.Store(true)
-			defer leading.Store(false)
-			return keeper.WhileHeld(ctx, w.term)
+		return keeper.WhileHeld(ctx, func(ctx context.Context) error {
+			p.k.namespace.Start(ctx.Done())
+			inf.start(ctx.Done())
+			return mgr.Start(ctx)
 		})
 	})
 	return nil
@@ -422,21 +403,20 @@ func newIssuer(ctx context.Context, cfg config, k *kube, log zerolog.Logger, met
 	})
 }
 
-// term lets the leader's work act for one leadership term; it returns
-// once the term ended and every part stopped acting.
-func (w *leaderWork) term(ctx context.Context) error {
-	var wg sync.WaitGroup
+// runnables are the controllers and the trust pool, for the Manager.
+func (w *leaderWork) runnables(pool *trust.Pool) []controller.Runnable {
+	rs := []controller.Runnable{
+		// The trust pool serves every replica's pulls.
+		controller.RunnableFunc{Fn: pool.Run},
+		w.binaries, w.binaries.Reporter(), w.mount, w.updates,
+	}
 	if w.issuer != nil {
-		wg.Go(func() { w.issuer.Lead(ctx) })
+		rs = append(rs, w.issuer)
 	}
-	wg.Go(func() { w.mount.Lead(ctx) })
-	wg.Go(func() { w.binaries.Lead(ctx) })
-	wg.Go(func() { w.updates.Lead(ctx) })
 	if w.bundle != nil {
-		wg.Go(func() { w.bundle.Lead(ctx) })
+		rs = append(rs, w.bundle)
 	}
-	wg.Wait()
-	return nil
+	return rs
 }
 
 // clusterCA is the CA the client trusts for the apiserver: the cluster CA.

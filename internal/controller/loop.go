@@ -10,20 +10,18 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-
-	v1 "github.com/object-store-operator/operator/api/v1"
 )
 
-// Reconciler is what a controller of ObjectStores implements: its
+// Reconciler is what a controller of one kind of object implements: its
 // decisions, and nothing of the plumbing a Loop owns (queue, cache sync,
-// leadership, lookup, backoff, panics). Reconcile is level-based and
-// idempotent: it reads the world through listers and writes only the
-// difference. store is u converted; u is the object as the informer
-// holds it, which status writes apply against. Neither is to be modified.
-// ctx is the leadership term's (it ends with the term), or, for a Loop
-// that works while following (Options.WhileFollowing), the Loop's.
-type Reconciler interface {
-	Reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) (Result, error)
+// lookup, backoff, panics). Reconcile is level-based and idempotent: it
+// reads the world through listers and writes only the difference. obj is
+// u converted (Options.Convert); u is the object as the informer holds
+// it, which status writes apply against. Neither is to be modified. ctx
+// is the Loop's run's: the leadership term's for a controller that needs
+// leadership.
+type Reconciler[T any] interface {
+	Reconcile(ctx context.Context, obj T, u *unstructured.Unstructured) (Result, error)
 }
 
 // Forgetter is implemented by a Reconciler that keeps something per
@@ -34,8 +32,7 @@ type Forgetter interface {
 }
 
 // InvalidReporter is implemented by a Reconciler that reports an
-// ObjectStore whose object does not convert to *v1.ObjectStore (err
-// says why); without it such an object is skipped (another controller
+// object that does not convert (Options.Convert; err says why); without it such an object is skipped (another controller
 // reports it). Its error is treated as Reconcile's.
 type InvalidReporter interface {
 	Invalid(ctx context.Context, u *unstructured.Unstructured, err error) error
@@ -49,14 +46,16 @@ type Result struct {
 	RequeueAfter time.Duration
 }
 
-// Options configure a Loop. Zero values mean "off" or "none"; nothing
-// here has a default of its own beyond that.
-type Options struct {
+// Options configure a Loop over objects converted to T. Zero values mean
+// "off" or "none"; nothing here has a default of its own beyond that.
+type Options[T any] struct {
 	// Name names the queue (the workqueue_* metrics' name label), the
 	// panic counter's controller label and the log's component.
 	Name string
-	// ObjectStores is a dynamic informer on v1.Resource.
+	// ObjectStores is a dynamic informer on the reconciled resource.
 	ObjectStores cache.SharedIndexInformer
+	// Convert turns what the informer holds into a T (required).
+	Convert func(*unstructured.Unstructured) (T, error)
 	// Synced are the other informers the Reconciler reads; no key is
 	// worked on before they and ObjectStores have synced.
 	Synced []cache.InformerSynced
@@ -69,22 +68,8 @@ type Options struct {
 	// nil: SpecChangedOrResync (status writes, ours included, do not).
 	// Adds and deletes always queue.
 	Changed func(old, obj *unstructured.Unstructured) bool
-	// WhileFollowing makes the Loop reconcile on every replica, the
-	// leader's or not, with the Loop's context: for work every replica
-	// does (filling its own store). Such a Reconciler writes only while
-	// Term().Context() is set. Otherwise keys are reconciled only while
-	// leading, with the term's context.
-	WhileFollowing bool
-	// BeforeTerm, when set, runs when a term starts, before it is taken
-	// up: it returns false when ctx ended first. For what must hold before
-	// the leader's first write (the serving certificate being loaded).
-	BeforeTerm func(ctx context.Context) bool
-	// OnTerm, when set, runs once a term is taken up, before every key is
-	// queued.
-	OnTerm func()
-	// ReportPanic, when set, reports a recovered panic on the ObjectStore
-	// (its condition, reason ReasonInternalError), while leading, with the
-	// term's context. See InternalErrorCondition.
+	// ReportPanic, when set, reports a recovered panic on the object (its
+	// condition, reason ReasonInternalError), with the run's context.
 	ReportPanic func(ctx context.Context, u *unstructured.Unstructured, message string)
 	// OnError, when set, is told every failure after the panic handling
 	// (the controller's own log line); nil: errors are only retried.
@@ -94,48 +79,47 @@ type Options struct {
 	Log        zerolog.Logger
 }
 
-// Loop runs a Reconciler over every ObjectStore, in the shape of
-// kubernetes/sample-controller: event handlers only queue keys, workers
-// take them from a rate-limited queue, and each key is reconciled with
-// backoff when it fails. It lives as long as the process, on every
-// replica; a leadership term (Lead) lets it act. It owns the queue, the
-// wait for the caches, the term, queueing every key on a new term, the
-// lookup of the key in the cache (a deleted object goes to Forget), panic
-// recovery and per-key backoff; the workqueue_* metrics come from the
-// provider set once in main.
-type Loop struct {
-	opts    Options
-	r       Reconciler
-	log     zerolog.Logger
-	stores  cache.Indexer
-	synced  []cache.InformerSynced
-	queue   workqueue.TypedRateLimitingInterface[string]
-	term    Term
-	onError func(string, error)
+// Loop runs a Reconciler over every object of an informer, in the shape
+// of kubernetes/sample-controller: event handlers only queue keys,
+// workers take them from a rate-limited queue, and each key is reconciled
+// with backoff when it fails. Its informer, handlers and Queue live as
+// long as the process; Run works, on every replica or once per
+// leadership term, as the controller declares (Manager). It owns the
+// queue, the wait for the caches, queueing every key when a run starts,
+// the lookup of the key in the cache (a deleted object goes to Forget),
+// panic recovery and per-key backoff; the workqueue_* metrics come from
+// the provider set once in main.
+type Loop[T any] struct {
+	opts   Options[T]
+	r      Reconciler[T]
+	log    zerolog.Logger
+	stores cache.Indexer
+	synced []cache.InformerSynced
+	queue  *Queue
+	panics prometheus.Counter
 }
 
-// NewLoop wires the ObjectStore event handler; call Run on every replica
-// and Lead while leading. A controller adds handlers of its own (a
-// referenced Secret changed, a StatefulSet changed) that queue keys with
-// Enqueue, EnqueueReferrers over Queue, or Queue().Add.
-func NewLoop(opts Options, r Reconciler) (*Loop, error) {
-	if opts.ObjectStores == nil || opts.RateLimiter == nil || r == nil {
-		return nil, fmt.Errorf("%s: a Loop needs an ObjectStore informer, a rate limiter and a Reconciler", opts.Name)
+// NewLoop wires the object event handler; call Run to work. A controller
+// adds handlers of its own (a referenced Secret changed, a StatefulSet
+// changed) that queue keys with Enqueue, EnqueueReferrers over Queue, or
+// Queue().Add.
+func NewLoop[T any](opts Options[T], r Reconciler[T]) (*Loop[T], error) {
+	if opts.ObjectStores == nil || opts.RateLimiter == nil || opts.Convert == nil || r == nil {
+		return nil, fmt.Errorf("%s: a Loop needs an informer, a rate limiter, a conversion and a Reconciler", opts.Name)
 	}
 	changed := opts.Changed
 	if changed == nil {
 		changed = func(old, obj *unstructured.Unstructured) bool { return SpecChangedOrResync(old, obj) }
 	}
-	l := &Loop{
+	l := &Loop[T]{
 		opts:   opts,
 		r:      r,
 		log:    opts.Log.With().Str("component", opts.Name).Logger(),
 		stores: opts.ObjectStores.GetIndexer(),
 		synced: append([]cache.InformerSynced{opts.ObjectStores.HasSynced}, opts.Synced...),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.Name}),
+		queue:  NewQueue(opts.RateLimiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: opts.Name}),
+		panics: PanicCounter(opts.Registerer, opts.Name),
 	}
-	l.onError = HandlePanics(PanicCounter(opts.Registerer, opts.Name), l.log, l.reportPanic, opts.OnError)
 	if _, err := opts.ObjectStores.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: l.Enqueue,
 		UpdateFunc: func(old, obj any) {
@@ -147,26 +131,23 @@ func NewLoop(opts Options, r Reconciler) (*Loop, error) {
 		},
 		DeleteFunc: l.Enqueue,
 	}); err != nil {
-		return nil, fmt.Errorf("%s ObjectStore handler: %w", opts.Name, err)
+		return nil, fmt.Errorf("%s event handler: %w", opts.Name, err)
 	}
 	return l, nil
 }
 
-// Enqueue queues the key of obj, an ObjectStore or its tombstone.
-func (l *Loop) Enqueue(obj any) { EnqueueObject(l.queue, obj) }
+// Enqueue queues the key of obj, or of its tombstone.
+func (l *Loop[T]) Enqueue(obj any) { EnqueueObject(l.queue, obj) }
 
 // Queue is the Loop's queue, for a controller's own sources of keys (a
 // pull that ended, an update call that ended, AddAfter).
-func (l *Loop) Queue() workqueue.TypedRateLimitingInterface[string] { return l.queue }
+func (l *Loop[T]) Queue() workqueue.TypedRateLimitingInterface[string] { return l.queue }
 
-// Term is the leadership term: its Context is set while leading.
-func (l *Loop) Term() *Term { return &l.term }
-
-// Stores is the ObjectStore informer's cache.
-func (l *Loop) Stores() cache.Indexer { return l.stores }
+// Stores is the informer's cache.
+func (l *Loop[T]) Stores() cache.Indexer { return l.stores }
 
 // HasSynced tells whether every informer the Loop waits for has synced.
-func (l *Loop) HasSynced() bool {
+func (l *Loop[T]) HasSynced() bool {
 	for _, s := range l.synced {
 		if !s() {
 			return false
@@ -175,46 +156,34 @@ func (l *Loop) HasSynced() bool {
 	return true
 }
 
-// Run waits for the caches, then works until ctx ends and every
-// reconcile in flight has returned.
-func (l *Loop) Run(ctx context.Context) error {
+// Run waits for the caches, queues every key (a new leader, or a replica
+// that starts, looks at everything once), then works until ctx ends and
+// every reconcile in flight has returned. It may run again after it
+// returned (the next leadership term).
+func (l *Loop[T]) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), l.synced...) {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("%s: informers did not sync", l.opts.Name)
 	}
-	Run(ctx, l.queue, l.opts.Workers, l.SyncKey, l.onError)
+	l.EnqueueAll()
+	report := func(key, message string) { l.reportPanic(ctx, key, message) }
+	Run(ctx, l.queue, l.opts.Workers, l.SyncKey, HandlePanics(l.panics, l.log, report, l.opts.OnError))
 	return nil
 }
 
-// Lead makes the Loop act until ctx (the leadership term) ends: once the
-// caches synced and BeforeTerm passed, every key is queued so the new
-// leader looks at everything once. A reconcile in flight when the term
-// ends is cancelled with it.
-func (l *Loop) Lead(ctx context.Context) {
-	if !cache.WaitForCacheSync(ctx.Done(), l.synced...) {
-		return
-	}
-	if l.opts.BeforeTerm != nil && !l.opts.BeforeTerm(ctx) {
-		return
-	}
-	l.term.Lead(ctx, func() {
-		if l.opts.OnTerm != nil {
-			l.opts.OnTerm()
-		}
-		l.EnqueueAll()
-	})
-}
-
-// EnqueueAll queues every ObjectStore in the cache.
-func (l *Loop) EnqueueAll() {
+// EnqueueAll queues every object in the cache.
+func (l *Loop[T]) EnqueueAll() {
 	for _, key := range l.stores.ListKeys() {
 		l.queue.Add(key)
 	}
 }
 
-// SyncKey reconciles one key as a worker does (the term check, the
-// lookup, Forget, Invalid, RequeueAfter), without the queue's backoff:
-// Run's sync, and the tests'.
-func (l *Loop) SyncKey(ctx context.Context, key string) error {
+// SyncKey reconciles one key as a worker does (the lookup, Forget,
+// Invalid, RequeueAfter), without the queue's backoff: Run's sync, and
+// the tests'.
+func (l *Loop[T]) SyncKey(ctx context.Context, key string) error {
 	res, err := l.sync(ctx, key)
 	if err == nil && res.RequeueAfter > 0 {
 		l.queue.AddAfter(key, res.RequeueAfter)
@@ -222,15 +191,10 @@ func (l *Loop) SyncKey(ctx context.Context, key string) error {
 	return err
 }
 
-func (l *Loop) sync(ctx context.Context, key string) (Result, error) {
-	if !l.opts.WhileFollowing {
-		if ctx = l.term.Context(); ctx == nil {
-			return Result{}, nil // following: the next term queues every key
-		}
-	}
+func (l *Loop[T]) sync(ctx context.Context, key string) (Result, error) {
 	obj, exists, err := l.stores.GetByKey(key)
 	if err != nil {
-		return Result{}, fmt.Errorf("get ObjectStore %s: %w", key, err)
+		return Result{}, fmt.Errorf("get %s: %w", key, err)
 	}
 	if !exists {
 		if f, ok := l.r.(Forgetter); ok {
@@ -240,23 +204,21 @@ func (l *Loop) sync(ctx context.Context, key string) (Result, error) {
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return Result{}, fmt.Errorf("ObjectStore %s: the cache holds a %T", key, obj)
+		return Result{}, fmt.Errorf("%s: the cache holds a %T", key, obj)
 	}
-	store, err := v1.FromUnstructured(u)
+	converted, err := l.opts.Convert(u)
 	if err != nil {
 		if inv, ok := l.r.(InvalidReporter); ok {
 			return Result{}, inv.Invalid(ctx, u, err)
 		}
 		return Result{}, nil
 	}
-	return l.r.Reconcile(ctx, store, u)
+	return l.r.Reconcile(ctx, converted, u)
 }
 
-// reportPanic hands a recovered panic to Options.ReportPanic while
-// leading; a follower writes nothing.
-func (l *Loop) reportPanic(key, message string) {
-	ctx := l.term.Context()
-	if ctx == nil || l.opts.ReportPanic == nil {
+// reportPanic hands a recovered panic to Options.ReportPanic.
+func (l *Loop[T]) reportPanic(ctx context.Context, key, message string) {
+	if l.opts.ReportPanic == nil || ctx.Err() != nil {
 		return
 	}
 	obj, exists, err := l.stores.GetByKey(key)

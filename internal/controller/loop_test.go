@@ -15,9 +15,20 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	v1 "github.com/object-store-operator/operator/api/v1"
 	optestutil "github.com/object-store-operator/operator/internal/testutil"
 )
+
+// object is what the test Loops reconcile: an unstructured object whose
+// spec.image is a string converts, any other does not.
+type object struct{ Namespace, Name, Image string }
+
+func convert(u *unstructured.Unstructured) (*object, error) {
+	image, _, err := unstructured.NestedString(u.Object, "spec", "image")
+	if err != nil {
+		return nil, err
+	}
+	return &object{Namespace: u.GetNamespace(), Name: u.GetName(), Image: image}, nil
+}
 
 // recorder is a Reconciler that records what it was given.
 type recorder struct {
@@ -30,7 +41,7 @@ type recorder struct {
 	panicFor  string
 }
 
-func (r *recorder) Reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) (Result, error) {
+func (r *recorder) Reconcile(ctx context.Context, store *object, u *unstructured.Unstructured) (Result, error) {
 	key := store.Namespace + "/" + store.Name
 	if key == r.panicFor {
 		var nodes []string
@@ -73,15 +84,16 @@ func (r invalidRecorder) Invalid(_ context.Context, u *unstructured.Unstructured
 
 func objectStore(ns, name string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1.GroupVersion.String(), "kind": v1.Kind,
+		"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
 		"metadata": map[string]any{"namespace": ns, "name": name},
 		"spec":     map[string]any{"image": "minio/aistor:RELEASE.2026-01-10T10-00-00Z"},
 	}}
 }
 
-func newLoop(t *testing.T, opts Options, r Reconciler, stores ...*unstructured.Unstructured) *Loop {
+func newLoop(t *testing.T, opts Options[*object], r Reconciler[*object], stores ...*unstructured.Unstructured) *Loop[*object] {
 	t.Helper()
 	opts.ObjectStores = optestutil.SyncedInformer()
+	opts.Convert = convert
 	opts.Log = zerolog.Nop()
 	opts.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[string]()
 	if opts.Name == "" {
@@ -95,7 +107,9 @@ func newLoop(t *testing.T, opts Options, r Reconciler, stores ...*unstructured.U
 	return l
 }
 
-func run(t *testing.T, l *Loop) {
+// run runs l as the Manager does for one term (or for the process),
+// until the test ends.
+func run(t *testing.T, l *Loop[*object]) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -108,37 +122,36 @@ func run(t *testing.T, l *Loop) {
 	})
 }
 
-func TestALoopActsOnlyWhileLeadingWithTheTermsContextAndLooksAtEveryKeyOnANewTerm(t *testing.T) {
+func TestARunLooksAtEveryKeyWithItsContextAndARunAfterItAgain(t *testing.T) {
 	r := &recorder{}
-	l := newLoop(t, Options{Workers: 2}, r, objectStore("a", "one"), objectStore("b", "two"))
-	require.NoError(t, l.SyncKey(t.Context(), "a/one"))
-	assert.Empty(t, r.synced, "a follower reconciles nothing")
-
-	run(t, l)
-	term, end := context.WithCancel(context.Background())
-	led := make(chan struct{})
-	go func() {
-		l.Lead(term)
-		close(led)
-	}()
-	require.Eventually(t, func() bool { return r.count("a/one") == 1 && r.count("b/two") == 1 }, 5*time.Second, time.Millisecond,
-		"a new term queues every key")
-	r.mu.Lock()
-	ctx := r.ctxs[0]
-	r.mu.Unlock()
-	end()
-	<-led
-	select {
-	case <-ctx.Done():
-	default:
-		t.Fatal("a reconcile's context does not end with the term")
+	l := newLoop(t, Options[*object]{Workers: 2}, r, objectStore("a", "one"), objectStore("b", "two"))
+	for term := 1; term <= 2; term++ {
+		ctx, end := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			assert.NoError(t, l.Run(ctx))
+		}()
+		require.Eventually(t, func() bool { return r.count("a/one") == term && r.count("b/two") == term }, 5*time.Second, time.Millisecond,
+			"run %d queues every key", term)
+		r.mu.Lock()
+		got := r.ctxs[len(r.ctxs)-1]
+		r.mu.Unlock()
+		end()
+		<-done
+		select {
+		case <-got.Done():
+		default:
+			t.Fatal("a reconcile's context does not end with the run")
+		}
+		l.Queue().Add("a/one") // between runs: kept for the next
+		assert.Equal(t, 1, l.Queue().Len())
 	}
-	assert.Nil(t, l.Term().Context(), "following again")
 }
 
 func TestALoopForgetsADeletedObjectStore(t *testing.T) {
 	r := &recorder{}
-	l := newLoop(t, Options{WhileFollowing: true}, r)
+	l := newLoop(t, Options[*object]{}, r)
 	require.NoError(t, l.SyncKey(t.Context(), "a/gone"))
 	assert.Equal(t, []string{"a/gone"}, r.forgotten)
 	assert.Empty(t, r.synced)
@@ -148,40 +161,40 @@ func TestALoopHandsAnObjectThatDoesNotConvertToInvalidOrSkipsIt(t *testing.T) {
 	bad := objectStore("a", "bad")
 	bad.Object["spec"] = map[string]any{"image": 42}
 	r := &recorder{}
-	l := newLoop(t, Options{WhileFollowing: true}, invalidRecorder{r}, bad)
+	l := newLoop(t, Options[*object]{}, invalidRecorder{r}, bad)
 	require.Error(t, l.SyncKey(t.Context(), "a/bad"), "Invalid's error is Reconcile's")
 	assert.Equal(t, []string{"a/bad"}, r.invalid)
 
 	r2 := &recorder{}
-	l = newLoop(t, Options{WhileFollowing: true}, r2, bad)
+	l = newLoop(t, Options[*object]{}, r2, bad)
 	require.NoError(t, l.SyncKey(t.Context(), "a/bad"), "skipped: another controller reports it")
 	assert.Empty(t, r2.synced)
 }
 
-func TestALoopThatWorksWhileFollowingReconcilesWithoutATerm(t *testing.T) {
+func TestASyncReconcilesWithItsContext(t *testing.T) {
 	r := &recorder{}
-	l := newLoop(t, Options{WhileFollowing: true}, r, objectStore("a", "one"))
+	l := newLoop(t, Options[*object]{}, r, objectStore("a", "one"))
 	ctx := t.Context()
 	require.NoError(t, l.SyncKey(ctx, "a/one"))
-	assert.Equal(t, []context.Context{ctx}, r.ctxs, "the Loop's context")
+	assert.Equal(t, []context.Context{ctx}, r.ctxs, "the run's context")
 }
 
 func TestRequeueAfterLooksAtTheKeyAgain(t *testing.T) {
 	r := &recorder{result: Result{RequeueAfter: 10 * time.Millisecond}}
-	l := newLoop(t, Options{WhileFollowing: true}, r, objectStore("a", "one"))
+	l := newLoop(t, Options[*object]{}, r, objectStore("a", "one"))
 	run(t, l)
 	l.Queue().Add("a/one")
 	require.Eventually(t, func() bool { return r.count("a/one") >= 3 }, 5*time.Second, time.Millisecond)
 	assert.Zero(t, l.Queue().NumRequeues("a/one"), "a requeue is no failure: no backoff")
 }
 
-func TestAPanickingReconcileIsReportedOnItsObjectWhileLeadingAndTheOthersCarryOn(t *testing.T) {
+func TestAPanickingReconcileIsReportedOnItsObjectAndTheOthersCarryOn(t *testing.T) {
 	r := &recorder{panicFor: "a/hostile"}
 	reg := prometheus.NewRegistry()
 	var mu sync.Mutex
 	var reported []string
 	var errs []error
-	l := newLoop(t, Options{Registerer: reg,
+	l := newLoop(t, Options[*object]{Registerer: reg,
 		ReportPanic: func(ctx context.Context, u *unstructured.Unstructured, message string) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -195,9 +208,6 @@ func TestAPanickingReconcileIsReportedOnItsObjectWhileLeadingAndTheOthersCarryOn
 		},
 	}, r, objectStore("a", "hostile"), objectStore("b", "other"))
 	run(t, l)
-	term, end := context.WithCancel(context.Background())
-	defer end()
-	go l.Lead(term)
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -212,15 +222,17 @@ func TestAPanickingReconcileIsReportedOnItsObjectWhileLeadingAndTheOthersCarryOn
 	assert.Positive(t, l.Queue().NumRequeues("a/hostile"), "retried with backoff")
 }
 
-func TestANewLoopNeedsItsInformerRateLimiterAndReconciler(t *testing.T) {
+func TestANewLoopNeedsItsInformerRateLimiterConversionAndReconciler(t *testing.T) {
 	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
 	limiter := workqueue.DefaultTypedControllerRateLimiter[string]()
-	_, err := NewLoop(Options{Name: "x", RateLimiter: limiter}, &recorder{})
+	_, err := NewLoop(Options[*object]{Name: "x", RateLimiter: limiter, Convert: convert}, &recorder{})
 	assert.Error(t, err)
-	_, err = NewLoop(Options{Name: "x", ObjectStores: informer}, &recorder{})
+	_, err = NewLoop(Options[*object]{Name: "x", ObjectStores: informer, Convert: convert}, &recorder{})
 	assert.Error(t, err)
-	var nilReconciler Reconciler
-	_, err = NewLoop(Options{Name: "x", ObjectStores: informer, RateLimiter: limiter}, nilReconciler)
+	_, err = NewLoop(Options[*object]{Name: "x", ObjectStores: informer, RateLimiter: limiter}, &recorder{})
+	assert.Error(t, err, "and its conversion")
+	var nilReconciler Reconciler[*object]
+	_, err = NewLoop(Options[*object]{Name: "x", ObjectStores: informer, RateLimiter: limiter, Convert: convert}, nilReconciler)
 	assert.Error(t, err)
 }
 
@@ -232,16 +244,13 @@ func TestANewLoopNeedsItsInformerRateLimiterAndReconciler(t *testing.T) {
 func TestAPanicReportingAPanicDoesNotTakeTheProcessDown(t *testing.T) {
 	r := &recorder{panicFor: "a/hostile"}
 	reg := prometheus.NewRegistry()
-	l := newLoop(t, Options{Registerer: reg,
+	l := newLoop(t, Options[*object]{Registerer: reg,
 		ReportPanic: func(context.Context, *unstructured.Unstructured, string) {
 			var conditions []string
 			_ = conditions[0]
 		},
 	}, r, objectStore("a", "hostile"), objectStore("b", "other"))
 	run(t, l)
-	term, end := context.WithCancel(context.Background())
-	defer end()
-	go l.Lead(term)
 	require.Eventually(t, func() bool {
 		return r.count("b/other") == 1 && l.Queue().NumRequeues("a/hostile") > 0
 	}, 5*time.Second, time.Millisecond)

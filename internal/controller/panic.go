@@ -1,17 +1,12 @@
 package controller
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/object-store-operator/operator/status"
 )
 
 // ReasonInternalError is the condition reason of an ObjectStore whose sync
@@ -81,14 +76,4 @@ func PanicCounter(reg prometheus.Registerer, name string) prometheus.Counter {
 		}
 	}
 	return vec.WithLabelValues(name)
-}
-
-// InternalErrorCondition returns a Options.ReportPanic that sets the
-// ObjectStore's condType to False, reason ReasonInternalError, through w.
-func InternalErrorCondition(w *status.Writer, condType string) func(ctx context.Context, u *unstructured.Unstructured, message string) {
-	return func(ctx context.Context, u *unstructured.Unstructured, message string) {
-		// A failure to write is in the log already through the panic's line.
-		_, _ = w.SetCondition(ctx, u, metav1.Condition{Type: condType, Status: metav1.ConditionFalse,
-			Reason: ReasonInternalError, Message: message})
-	}
 }

@@ -18,15 +18,20 @@ import (
 
 // Run starts workers that call sync for each queued key until ctx ends,
 // then shuts the queue down and returns once every sync in flight has
-// returned: nothing of one run overlaps what follows it. A key whose sync
-// fails, or panics (a *PanicError, see HandlePanics), is requeued with the
-// queue's rate limiter and reported, with the key: to onError, the
-// controller's own log line, or when onError is nil to utilruntime's
-// error handlers (the log too). A key that syncs is forgotten by the rate
-// limiter.
+// returned: nothing of one run overlaps what follows it. A *Queue may be
+// run again (a new leadership term): each run takes its current queue and
+// leaves a fresh one for the next. A key whose sync fails, or panics (a
+// *PanicError, see HandlePanics), is requeued with the queue's rate
+// limiter and reported, with the key: to onError, the controller's own log
+// line, or when onError is nil to utilruntime's error handlers (the log
+// too). A key that syncs is forgotten by the rate limiter.
 func Run(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], workers int,
 	sync func(context.Context, string) error, onError func(key string, err error)) {
 	defer utilruntime.HandleCrashWithContext(ctx)
+	q, restartable := queue.(*Queue)
+	if restartable {
+		queue = q.current()
+	}
 	var wg stdsync.WaitGroup
 	for range max(workers, 1) {
 		wg.Go(func() {
@@ -35,6 +40,9 @@ func Run(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]
 		})
 	}
 	<-ctx.Done()
+	if restartable {
+		q.detach(queue) // before the shutdown: no key added meanwhile is lost
+	}
 	queue.ShutDown()
 	wg.Wait()
 }
@@ -46,6 +54,12 @@ func processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface
 		return false
 	}
 	defer queue.Done(key)
+	if ctx.Err() != nil {
+		// The run ended: what is left is drained unsynced (the next run
+		// looks at every key again).
+		queue.Forget(key)
+		return true
+	}
 	err := Recovering(func() error { return sync(ctx, key) })
 	var p *PanicError
 	if err != nil && (ctx.Err() == nil || errors.As(err, &p)) {
@@ -131,37 +145,4 @@ func TrimForCache(obj any) (any, error) {
 		}
 	}
 	return obj, nil
-}
-
-// Term gates a controller that runs for the life of the process on
-// leadership: its informers and queue stay warm on every replica, and only
-// the leader's syncs act. This is the one leadership rule of the operator
-// (docs/development.md).
-type Term struct {
-	mu  stdsync.Mutex
-	ctx context.Context
-}
-
-// Lead makes Context return ctx until ctx (the leadership term) ends.
-// started runs once the term is set, typically to queue every key so the
-// new leader looks at everything once.
-func (t *Term) Lead(ctx context.Context, started func()) {
-	t.mu.Lock()
-	t.ctx = ctx
-	t.mu.Unlock()
-	if started != nil {
-		started()
-	}
-	<-ctx.Done()
-	t.mu.Lock()
-	t.ctx = nil
-	t.mu.Unlock()
-}
-
-// Context is the current term's context, nil while following. A sync
-// uses it for its API calls, so they end with the term.
-func (t *Term) Context() context.Context {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.ctx
 }

@@ -32,22 +32,6 @@ func TestTrimForCacheDropsManagedFieldsAndLastApplied(t *testing.T) {
 	assert.Equal(t, map[string]string{"aistor.min.io/objectstore-name": "tenant"}, got.Annotations, "other annotations stay")
 }
 
-func TestTermIsSetOnlyWhileLeading(t *testing.T) {
-	var term Term
-	assert.Nil(t, term.Context(), "following until Lead")
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan context.Context, 1)
-	done := make(chan struct{})
-	go func() {
-		term.Lead(ctx, func() { started <- term.Context() })
-		close(done)
-	}()
-	assert.Equal(t, ctx, <-started, "the term's context while leading")
-	cancel()
-	<-done
-	assert.Nil(t, term.Context(), "following again once the term ends")
-}
-
 func TestRunWaitsForSyncsInFlightAndReportsErrorsWithTheKey(t *testing.T) {
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Hour, time.Hour))
 	started, release := make(chan struct{}), make(chan struct{})

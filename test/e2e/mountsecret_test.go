@@ -44,7 +44,7 @@ func ensureCRD(t testing.TB) {
 		root, err := cluster.RepoRoot()
 		require.NoError(t, err)
 		kubectl(t, "apply", "-f", filepath.Join(root, "helm", "object-store-operator", "crds"))
-		kubectl(t, "wait", "--for=condition=Established", "crd/objectstores.aistor.min.io", "--timeout=30s")
+		kubectl(t, "wait", "--for=condition=Established", "crd/objectstores.aistor.min.io", "crd/namespaceclaims.aistor.min.io", "--timeout=30s")
 	})
 }
 

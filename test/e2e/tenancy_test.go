@@ -285,11 +285,13 @@ func TestTwoInstallsSideBySideAndAnOverlappingOneIsRefused(t *testing.T) {
 	_, err = generated(t, tenantX, "store-x")
 	assert.Error(t, err, "the refused install wrote nothing")
 
-	// A goes away: C takes over its namespaces and reconciles them.
-	stopped := time.Now()
+	// A goes away (helm uninstall removes its claim): C takes over its
+	// namespaces and reconciles them.
 	a.op.stop()
+	stopped := time.Now()
+	helm(t, "uninstall", "osop", "-n", opA)
 	c.op.waitReady(t)
-	t.Logf("the refused install took over %s after the other was told to stop", time.Since(stopped).Round(10*time.Millisecond))
+	t.Logf("the refused install took over %s after the other was uninstalled", time.Since(stopped).Round(10*time.Millisecond))
 	waitGenerated(t, tenantX, "store-x")
 	assert.Equal(t, 1.0, metricValue(t, b.op, "objectstore_operator_mountsecret_rebuilds_total"), "B never touched C's tenants")
 
@@ -425,26 +427,36 @@ data:
 	require.NoError(t, err)
 	takeOver := strings.Replace(secretYAML("solo-generated", false), "\ndata:", "\n"+soloOwner+"data:", 1)
 	takeOver = strings.Replace(takeOver, "metadata:\n", "metadata:\n  resourceVersion: \""+notOursSecret.ResourceVersion+"\"\n", 1)
-	claim := func(scope, user string) string {
-		return `apiVersion: coordination.k8s.io/v1
-kind: Lease
+	// Its NamespaceClaim is the chart's: the operator may write none, its
+	// own included (RBAC, before any policy).
+	claim := func(name, scope string) string {
+		return `apiVersion: aistor.min.io/v1
+kind: NamespaceClaim
 metadata:
-  name: object-store-operator-claim
-  namespace: ` + opNS + `
-  annotations:
-    aistor.min.io/watch-namespaces: "` + scope + `"
-    aistor.min.io/service-account: "` + user + `"
+  name: ` + name + `
+spec:
+  install: object-store-operator
+  namespaces: [` + scope + `]
 `
 	}
-	out, err := kubectlAs(t, sa, claim("*", sa), "create", "-f", "-", "--dry-run=server")
-	assert.NoError(t, err, "its own claim, as configured: %s", out)
+	for _, c := range []struct{ what, stdin string }{
+		{"its own claim, as configured", claim(opNS+"-again", "")},
+		{"a claim on namespaces the release does not watch", claim(tenantNS, tenantNS)},
+	} {
+		out, err := kubectlAs(t, sa, c.stdin, "create", "-f", "-", "--dry-run=server")
+		if assert.Error(t, err, "%s must be denied: %s", c.what, out) {
+			assert.Contains(t, out, "forbidden", "%s: denied by RBAC", c.what)
+		}
+	}
+	out, err := kubectlAs(t, sa, "", "delete", "namespaceclaim", opNS, "--dry-run=server")
+	if assert.Error(t, err, "deleting its own claim must be denied: %s", out) {
+		assert.Contains(t, out, "forbidden")
+	}
 
 	for _, d := range []struct {
 		what, stdin string
 		args        []string
 	}{
-		{"a claim on namespaces the release does not watch", claim(tenantNS, sa), []string{"create", "-f", "-", "--dry-run=server"}},
-		{"a claim naming another ServiceAccount", claim("*", serviceAccountUser(tenantNS)), []string{"create", "-f", "-", "--dry-run=server"}},
 		{"a Secret it did not generate, labelled on the way", takeOver, []string{"replace", "-f", "-"}},
 		{"an unlabelled Secret", "", []string{"create", "secret", "generic", "loose", "-n", tenantNS, "--from-literal=k=v"}},
 		{"an unlabelled Secret in its own namespace", "", []string{"create", "secret", "generic", "loose", "-n", opNS, "--from-literal=k=v"}},
