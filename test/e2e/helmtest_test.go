@@ -178,9 +178,10 @@ func TestChartTemplatedCRDIsAdoptedAsToldAndKeptOnUninstall(t *testing.T) {
 	ns, tenant := operatorNamespace(t), operatorNamespace(t)
 	t.Cleanup(func() {
 		// Back to a CRD no release owns, as ensureCRD left it.
-		_, _ = kubectlErr(t, "label", "crd", crd, "app.kubernetes.io/managed-by-", "app.kubernetes.io/instance-",
+		// Both CRDs: the chart templates the NamespaceClaim's too.
+		_, _ = kubectlErr(t, "label", "crd", crd, "namespaceclaims.aistor.min.io", "app.kubernetes.io/managed-by-", "app.kubernetes.io/instance-",
 			"app.kubernetes.io/name-", "app.kubernetes.io/part-of-", "app.kubernetes.io/version-", "helm.sh/chart-")
-		_, _ = kubectlErr(t, "annotate", "crd", crd, "meta.helm.sh/release-name-", "meta.helm.sh/release-namespace-", "helm.sh/resource-policy-")
+		_, _ = kubectlErr(t, "annotate", "crd", crd, "namespaceclaims.aistor.min.io", "meta.helm.sh/release-name-", "meta.helm.sh/release-namespace-", "helm.sh/resource-policy-")
 	})
 	applyYAML(t, objectStoreYAML(tenant, "kept", nil, nil, nil))
 	before, err := dyn(t).Resource(apiv1.Resource).Namespace(tenant).Get(t.Context(), "kept", metav1.GetOptions{})
