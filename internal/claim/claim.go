@@ -63,7 +63,7 @@ func New(cfg Config) (*Keeper, error) {
 	}
 	cfg.Log = cfg.Log.With().Str("component", "claim").Str("claim", cfg.Namespace).Logger()
 	k := &Keeper{cfg: cfg, wake: make(chan struct{}, 1), changed: make(chan struct{}),
-		why:   errors.New("reading the NamespaceClaims"),
+		why:   errors.New("reading the NamespaceClaims (their CRD is in the chart's crds/)"),
 		scope: slices.Compact(slices.Sorted(slices.Values(cfg.Namespaces))), // nil when empty
 		held: promauto.With(cfg.Registerer).NewGauge(prometheus.GaugeOpts{
 			Name: "objectstore_operator_namespace_claim_held",
