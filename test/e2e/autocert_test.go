@@ -23,9 +23,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/object-store-operator/operator/autocert"
+	"github.com/object-store-operator/operator/internal/claim"
 )
 
 const autocertSecret = "object-store-operator-tls"
@@ -43,8 +45,22 @@ func operatorNamespace(t testing.TB) string {
 	cs := adminClient(t)
 	ns, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "osop-"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+		forgetClaim(t, ns.Name)
+	})
 	return ns.Name
+}
+
+// forgetClaim deletes the NamespaceClaim of an install in ns, as helm
+// uninstall would: claims are cluster-scoped and outlive a deleted
+// namespace, and a chart installed without watchNamespaces claims every
+// namespace, which would refuse every later install of the package.
+func forgetClaim(t testing.TB, ns string) {
+	d, err := dynamic.NewForConfig(testCluster.Config)
+	if err == nil {
+		_ = d.Resource(claim.Resource).Delete(context.Background(), ns, metav1.DeleteOptions{})
+	}
 }
 
 // k8sEnv is the environment of an operator in namespace ns, with the admin

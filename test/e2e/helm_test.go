@@ -185,6 +185,7 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 		"the pod trusts the upgrade server through the CA the operator puts in <name>-generated")
 	t.Cleanup(func() {
 		_ = adminClient(t).CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{})
+		forgetClaim(t, ns)
 	})
 	kubeconfig, sa := asChartServiceAccount(t, ns)
 	_, err = adminClient(t).AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(t.Context(), "object-store-operator-"+ns, metav1.GetOptions{})

@@ -99,6 +99,7 @@ func TestHelmTestPodListsTrustingTheCAItMounts(t *testing.T) {
 	ns := created.Name
 	t.Cleanup(func() {
 		_ = adminClient(t).CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		forgetClaim(t, ns)
 	})
 	_, err = adminClient(t).CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubelet-serving-ca"},
