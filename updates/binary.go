@@ -2,6 +2,7 @@ package updates
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,9 +52,14 @@ func binaryOf(store *v1.ObjectStore) (binaryState, *v1.BinaryStatus) {
 // updateURL is the .sha256sum URL MinIO is given for release: the one
 // status.binary names, which every replica serves with exactly those
 // bytes or not at all. A release status.binary does not name (an update
-// recorded for what the image resolved to before) has none.
-func updateURL(image string, bin *v1.BinaryStatus, release string) (string, error) {
+// recorded for what the image resolved to before) has none, and a URL
+// that is not below the upgrade server's base was not written by the
+// binary source (which writes only below it): whoever can write the
+// status subresource must not choose where MinIO fetches its binary.
+func updateURL(base, image string, bin *v1.BinaryStatus, release string) (string, error) {
 	switch {
+	case bin != nil && bin.URL != "" && (base == "" || !strings.HasPrefix(bin.URL, strings.TrimSuffix(base, "/")+"/")):
+		return "", fmt.Errorf("status.binary.url %q is not below the operator's upgrade server (%s): it was not written by the operator, and MinIO is never sent elsewhere", cut(bin.URL, 256), base)
 	case bin == nil:
 		return "", fmt.Errorf("status.binary names no binary of %s for %s", release, image)
 	case bin.Release != release:

@@ -65,15 +65,21 @@ func TestTheBinaryIsReadFromTheStatusForTheImageTheSpecNames(t *testing.T) {
 func TestMinIOIsGivenTheURLTheStatusNames(t *testing.T) {
 	url := updateBase + "/sha256/" + newSHA + "/minio." + relNew + ".sha256sum"
 	bin := &v1.BinaryStatus{Image: imgNew, Release: relNew, SHA256: newSHA, Platform: "linux-amd64", URL: url}
-	got, err := updateURL(imgNew, bin, relNew)
+	got, err := updateURL(updateBase, imgNew, bin, relNew)
 	require.NoError(t, err)
 	assert.Equal(t, url, got)
-	_, err = updateURL(imgNew, bin, relOld)
+	_, err = updateURL(updateBase, imgNew, bin, relOld)
 	assert.ErrorContains(t, err, "not "+relOld, "an update recorded for another release")
-	_, err = updateURL(imgNew, nil, relNew)
+	_, err = updateURL(updateBase, imgNew, nil, relNew)
 	assert.Error(t, err)
-	_, err = updateURL(imgNew, &v1.BinaryStatus{Image: imgNew, Release: relNew}, relNew)
+	_, err = updateURL(updateBase, imgNew, &v1.BinaryStatus{Image: imgNew, Release: relNew}, relNew)
 	assert.Error(t, err, "no URL")
+	for _, foreign := range []string{"http://attacker.example/webhook/v1/update/x.sha256sum", updateBase + "evil/x.sha256sum", "https://op.ops.svc:4221@attacker/x"} {
+		_, err = updateURL(updateBase, imgNew, &v1.BinaryStatus{Image: imgNew, Release: relNew, URL: foreign}, relNew)
+		assert.ErrorContains(t, err, "not below the operator's upgrade server", foreign)
+	}
+	_, err = updateURL("", imgNew, bin, relNew)
+	assert.Error(t, err, "no base: no URL is the operator's")
 }
 
 // TestABinarySourceWriteQueuesTheObjectStore: what the binary source

@@ -67,6 +67,11 @@ type adminAPI interface {
 
 // Config configures the controller.
 type Config struct {
+	// UpdateURL is the upgrade server's base as pods reach it (up to
+	// /webhook/v1/update). status.binary.url is given to MinIO only below
+	// it: the status subresource may be written by others than the binary
+	// source, and MinIO is never sent elsewhere on their word.
+	UpdateURL string
 	// Kube patches StatefulSets.
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
@@ -428,7 +433,7 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 		release = o.recorded.Release
 	}
 	if release != "" {
-		o.updateURL, o.urlErr = updateURL(store.Spec.Image, bin, release)
+		o.updateURL, o.urlErr = updateURL(c.cfg.UpdateURL, store.Spec.Image, bin, release)
 		if o.urlErr == nil && t != nil {
 			o.trustErr = c.preflight(t.roots, o.updateURL, o.now)
 		}

@@ -187,7 +187,7 @@ func newFixtureWith(t *testing.T, set func(*Config), binaries fakeBinaries, stor
 	f.kube = kube
 	cfg := Config{
 		Kube: kube, Dynamic: f.dyn, ObjectStores: informer, Secrets: apiSecrets{kube},
-		StatefulSets: setsLister(t, setObjs...), ClusterDomain: "cluster.local",
+		StatefulSets: setsLister(t, setObjs...), ClusterDomain: "cluster.local", UpdateURL: updateBase,
 		Timeout: time.Minute, Poll: time.Hour, MaxPoll: time.Hour, CallsPerNamespace: 1, Workers: 2,
 		Recorder: record.NewFakeRecorder(100), Registerer: prometheus.NewRegistry(), Log: zerolog.Nop(),
 	}

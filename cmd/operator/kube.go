@@ -324,7 +324,8 @@ func (p parts) updater(inf informerSet, where *placement.Source, secretData *sec
 	recorder record.EventRecorder) (*updates.Controller, error) {
 	cfg := p.cfg
 	return updates.New(updates.Config{
-		Kube: p.k.client, Dynamic: p.k.dynamic, ObjectStores: inf.stores,
+		UpdateURL: cfg.podUpdateURL(),
+		Kube:      p.k.client, Dynamic: p.k.dynamic, ObjectStores: inf.stores,
 		Serving: certificateAs[updates.ServingCertificate](p.cert), Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
 		OnPlacementChange: where.OnChange, Secrets: secretData, SecretsSynced: inf.secrets.HasSynced, SecretEvents: inf.secrets,
 		StatefulSets: inf.sets.Lister(), SetsSynced: inf.sets.Informer().HasSynced,

@@ -26,15 +26,12 @@ func (r *urlRecorder) ServerUpdateV2(ctx context.Context, o madmin.ServerUpdateO
 	return r.fakeAdmin.ServerUpdateV2(ctx, o)
 }
 
-// TestAForgedStatusBinaryURLIsGivenToMinIO: a tenant allowed to write
-// objectstores/status (the status subresource is its own RBAC verb; a
-// namespace admin given "aistor.min.io/*" has it) writes status.binary with
-// a URL of its choice. Before issue 28 the updater built the URL from the
-// store's own index and its configured update base; now it hands whatever
-// status.binary.url says to MinIO's ServerUpdateV2, unchecked against the
-// upgrade server's base, the field manager that wrote it, or the store's
-// index. An http:// URL even skips the preflight certificate check.
-func TestAForgedStatusBinaryURLIsGivenToMinIO(t *testing.T) {
+// TestAStatusBinaryURLNotWrittenByTheOperatorIsNeverGivenToMinIO: a
+// tenant allowed to write objectstores/status (its own RBAC verb; a
+// namespace admin given "aistor.min.io/*" has it) writes status.binary
+// with a URL of its choice. MinIO is never told to fetch from anywhere but
+// the operator's own upgrade server, whatever the status says.
+func TestAStatusBinaryURLNotWrittenByTheOperatorIsNeverGivenToMinIO(t *testing.T) {
 	forged := "http://attacker.example:8080/anything/minio." + relNew + ".sha256sum"
 	s := tenantStore("t", "tenant")
 	st := binaryAvailable()
