@@ -95,7 +95,9 @@ func newLoop(t *testing.T, opts Options[*object], r Reconciler[*object], stores 
 	opts.ObjectStores = optestutil.SyncedInformer()
 	opts.Convert = convert
 	opts.Log = zerolog.Nop()
-	opts.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[string]()
+	if opts.RateLimiter == nil {
+		opts.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[string]()
+	}
 	if opts.Name == "" {
 		opts.Name = "test"
 	}
@@ -194,7 +196,11 @@ func TestAPanickingReconcileIsReportedOnItsObjectAndTheOthersCarryOn(t *testing.
 	var mu sync.Mutex
 	var reported []string
 	var errs []error
+	// A backoff longer than the test: the panicking key is retried once
+	// the test has read what its first panic left (a 5 ms backoff panicked
+	// it again before the counter was read, one run in a few).
 	l := newLoop(t, Options[*object]{Registerer: reg,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Minute, time.Minute),
 		ReportPanic: func(ctx context.Context, u *unstructured.Unstructured, message string) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -245,6 +251,8 @@ func TestAPanicReportingAPanicDoesNotTakeTheProcessDown(t *testing.T) {
 	r := &recorder{panicFor: "a/hostile"}
 	reg := prometheus.NewRegistry()
 	l := newLoop(t, Options[*object]{Registerer: reg,
+		// Retried after the test has read the counter (see above).
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Minute, time.Minute),
 		ReportPanic: func(context.Context, *unstructured.Unstructured, string) {
 			var conditions []string
 			_ = conditions[0]

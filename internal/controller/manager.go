@@ -35,6 +35,8 @@ type Manager struct {
 
 	mu   stdsync.Mutex
 	term context.Context
+	// serial is held by a term's work from its start until it returned.
+	serial stdsync.Mutex
 }
 
 // NewManager returns a Manager electing with elect; nil: this replica
@@ -79,8 +81,16 @@ func (m *Manager) Start(ctx context.Context) error {
 }
 
 // lead runs the leaders' work for one term and returns once all of it
-// has returned.
+// has returned. Terms never overlap: client-go starts a term's work with
+// go and may win the next term while the last one's work is still
+// returning (a sync in flight), so a term starts only once the previous
+// term's work has returned, and never clears another term's mark.
 func (m *Manager) lead(term context.Context, leaders []Runnable) {
+	m.serial.Lock()
+	defer m.serial.Unlock()
+	if term.Err() != nil {
+		return
+	}
 	m.setTerm(term)
 	defer m.setTerm(nil)
 	var wg stdsync.WaitGroup

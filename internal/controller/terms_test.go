@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,27 +16,35 @@ import (
 // tenant's MinIO answering a cancelled call slowly, a pull of a tenant's
 // registry), which Run waits for.
 type slowToStop struct {
-	release chan struct{}
+	release       chan struct{}
+	running, most atomic.Int32
 }
 
 func (s *slowToStop) NeedLeaderElection() bool { return true }
 
 func (s *slowToStop) Run(ctx context.Context) error {
+	n := s.running.Add(1)
+	defer s.running.Add(-1)
+	for {
+		most := s.most.Load()
+		if n <= most || s.most.CompareAndSwap(most, n) {
+			break
+		}
+	}
 	<-ctx.Done()
 	<-s.release
 	return nil
 }
 
-// TestAnOldTermEndingLateClearsTheNewTermsLeadership: client-go's
-// LeaderElector calls OnStartedLeading with `go` and returns from Run as
+// TestATermStartsOnlyOnceThePreviousTermsWorkHasReturned: client-go's
+// LeaderElector calls OnStartedLeading with go and returns from Run as
 // soon as the lease is lost, without waiting for it; cmd/operator/leader.go
 // then builds a new elector at once, which may win the next term while the
-// previous term's lead (Manager.lead) still waits for its work to return.
-// That lead's `defer m.setTerm(nil)` then clears the new term: Leading()
-// is nil while this replica leads, so binsource (which writes
-// BinaryAvailable and status.binary only with Leading()) writes nothing
-// for the rest of the term, and objectstore_operator_leader reads 0.
-func TestAnOldTermEndingLateClearsTheNewTermsLeadership(t *testing.T) {
+// previous term's work still returns. The two terms' work never overlaps,
+// and the old term ending late never clears the new term's mark: Leading()
+// (what binsource writes with, what the leader metric reads) names the
+// new term for as long as it lasts.
+func TestATermStartsOnlyOnceThePreviousTermsWorkHasReturned(t *testing.T) {
 	terms := make(chan context.Context)
 	elect := func(ctx context.Context, lead func(context.Context)) error {
 		for {
@@ -52,21 +61,22 @@ func TestAnOldTermEndingLateClearsTheNewTermsLeadership(t *testing.T) {
 	m.Add(slow)
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- m.Start(ctx) }()
+	go func() { _ = m.Start(ctx) }()
 
 	term1, end1 := context.WithCancel(ctx)
 	terms <- term1
-	require.Eventually(t, func() bool { return m.Leading() == term1 }, time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return m.Leading() == term1 && slow.running.Load() == 1 }, time.Second, time.Millisecond)
 	end1() // the lease is lost; term 1's work is still returning
 
 	term2, end2 := context.WithCancel(ctx)
 	defer end2()
 	terms <- term2 // re-acquired at once
-	require.Eventually(t, func() bool { return m.Leading() == term2 }, time.Second, time.Millisecond)
+	assert.NotEqual(t, term2, m.Leading(), "term 2 waits for term 1's work")
+	assert.Equal(t, int32(1), slow.running.Load(), "one term's work at a time")
 
 	slow.release <- struct{}{} // term 1's work returns at last
-	time.Sleep(50 * time.Millisecond)
-	assert.Equal(t, term2, m.Leading(), "this replica still leads (term 2), but Leading() says it follows")
+	require.Eventually(t, func() bool { return m.Leading() == term2 }, time.Second, time.Millisecond)
+	assert.Equal(t, term2, m.Leading(), "this replica leads (term 2), and Leading() says so")
+	assert.LessOrEqual(t, slow.most.Load(), int32(1), "the terms' work never overlapped")
 	close(slow.release)
 }
