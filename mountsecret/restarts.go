@@ -6,6 +6,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
@@ -175,4 +178,86 @@ func windowOf(store *v1.ObjectStore) *window.Spec {
 		return &window.Spec{Schedule: w.Schedule, Duration: w.Duration}
 	}
 	return nil
+}
+
+// adoptRestarts counts, at the start of a term, the tenants a previous
+// leader restarted whose rollout has not finished yet: they hold slots.
+func (c *Controller) adoptRestarts() {
+	c.restarts.reset()
+	sets, err := c.sets.List(labels.Everything()) // the informer holds only labelled StatefulSets
+	if err != nil {
+		return
+	}
+	for _, s := range sets {
+		if s.Spec.Template.Annotations[RestartAnnotation] == "" || !rolling(s) {
+			continue
+		}
+		if name := objectStoreOf(s); name != "" {
+			key := s.Namespace + "/" + name
+			c.restarts.adopt(key)
+			// Nothing else may sync key again (pods that never get
+			// ready, a name no ObjectStore has): the timeout must.
+			if c.restarts.timeout > 0 {
+				c.queue.AddAfter(key, c.restarts.timeout)
+			}
+		}
+	}
+}
+
+// holdRestart says why key may not restart now, nil once it holds a
+// restart slot. yielded: key's slot just timed out while others waited.
+func (c *Controller) holdRestart(key string, store *v1.ObjectStore, changed string, yielded bool) *hold {
+	now := c.restarts.clock.Now()
+	if h := holdRestart(store.Annotations[v1.RestartsPausedAnnotation] == "true", windowOf(store), now, changed); h != nil {
+		c.restarts.end(key) // a held tenant waits for no slot
+		return h
+	}
+	if yielded {
+		// The waiting tenants go first, or a tenant whose StatefulSets
+		// keep falling behind (its own edits, a GitOps tool reverting
+		// the annotation) would take the slot it just gave up again,
+		// forever. Queued after them, it asks for a slot like them.
+		c.queue.Add(key)
+		return &hold{reason: ReasonRestartQueued, message: fmt.Sprintf(
+			"%s; the previous restart was not ready within %s: its slot went to a waiting tenant", changed, c.restarts.timeout)}
+	}
+	if ok, holders := c.restarts.begin(key); !ok {
+		return &hold{reason: ReasonRestartQueued, message: queuedMessage(changed, c.restarts.max, holders, store.Namespace)}
+	}
+	// Looked at again when the slot times out, whatever happens next: the
+	// writes that follow may fail, and their retries back off for minutes.
+	if start, ok := c.restarts.since(key); ok && c.restarts.timeout > 0 {
+		c.queue.AddAfter(key, start.Add(c.restarts.timeout).Sub(now))
+	}
+	return nil
+}
+
+// expireRestart frees key's restart slot once it held it for the
+// timeout; true when tenants waited for it.
+func (c *Controller) expireRestart(u *unstructured.Unstructured) bool {
+	key := u.GetNamespace() + "/" + u.GetName()
+	start, ok := c.restarts.since(key)
+	if !ok || !c.restarts.expired(start) {
+		return false
+	}
+	c.log.Warn().Str("objectstore", key).Str("reason", ReasonRestartTimeout).Stringer("after", c.restarts.timeout).
+		Msg("the pods did not become ready again in time; the restart slot goes to the next tenant")
+	c.cfg.Recorder.Eventf(u, corev1.EventTypeWarning, ReasonRestartTimeout,
+		"the pods did not become ready within %s of their restart; the next tenant may restart", c.restarts.timeout)
+	return c.restarts.end(key) > 0
+}
+
+// endRestart frees key's restart slot once its StatefulSets have rolled
+// out to restart and are ready.
+func (c *Controller) endRestart(u *unstructured.Unstructured, sets []*appsv1.StatefulSet, restart string) {
+	key := u.GetNamespace() + "/" + u.GetName()
+	if _, ok := c.restarts.since(key); !ok {
+		return
+	}
+	for _, s := range sets {
+		if !rolledOut(s, restart) {
+			return
+		}
+	}
+	c.restarts.end(key)
 }

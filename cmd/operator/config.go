@@ -108,7 +108,23 @@ type config struct {
 	why reasonSets
 }
 
+// settings is the one table of settings, the one place a default is
+// declared. It is long, so it is written by topic below; the parts are
+// concatenated in the order the settings are read and errors reported.
 func (c *config) settings() []setting {
+	return slices.Concat(
+		c.serverSettings(),
+		c.clusterSettings(),
+		c.certificateSettings(),
+		c.apiSettings(),
+		c.storeSettings(),
+		c.controllerSettings(),
+	)
+}
+
+// serverSettings are the upgrade server's: where it listens, what it
+// serves from, its limits on clients, and its logs.
+func (c *config) serverSettings() []setting {
 	return []setting{
 		{"upgrade-address", "OPERATOR_UPGRADE_ADDRESS", ":4221", "address of the TLS upgrade server", listenAddress(&c.upgradeAddress)},
 		{"update-dir", "OPERATOR_UPDATE_DIR", "/var/lib/object-store-operator/updates", "directory of MinIO binaries to serve", nonEmpty(&c.updateDir)},
@@ -125,10 +141,24 @@ func (c *config) settings() []setting {
 		{"shutdown-grace", "OPERATOR_SHUTDOWN_GRACE", "30s", "how long running downloads may finish after a shutdown signal", duration(&c.shutdownGrace, 0)},
 		{"log-level", "OPERATOR_LOG_LEVEL", "info", "log level: debug, info, warn or error", logLevel(&c.logLevel)},
 		{"access-log", "OPERATOR_ACCESS_LOG", "on", "on: one info line per upgrade-server request (method, path, status, bytes, duration, remote); off: none, whatever the log level (the request metrics count every request either way)", onOff(&c.accessLog)},
+	}
+}
+
+// clusterSettings say where the operator runs: its cluster, namespace
+// and Service.
+func (c *config) clusterSettings() []setting {
+	return []setting{
 		{"kubeconfig", "KUBECONFIG", "", "kubeconfig file; empty means the in-cluster service account", text(&c.kubeconfig)},
 		{"namespace", "OPERATOR_NAMESPACE", serviceAccountNamespace(), "the operator's namespace (downward API); default: the service account's", text(&c.namespace)},
 		{"service-name", "OPERATOR_SERVICE_NAME", "object-store-operator", "name of the Service in front of the upgrade server", text(&c.serviceName)},
 		{"cluster-domain", "CLUSTER_DOMAIN", "cluster.local", "cluster DNS domain, for the certificate's SANs", text(&c.clusterDomain)},
+	}
+}
+
+// certificateSettings are the serving certificate's: autocert's CSR and
+// Secret, and the CA pods must trust.
+func (c *config) certificateSettings() []setting {
+	return []setting{
 		{"csr-signer-name", "OPERATOR_CSR_SIGNER_NAME", "", "signer for the autocert CSR; empty: kubernetes.io/kubelet-serving, or beta.eks.amazonaws.com/app-serving on EKS", text(&c.signerName)},
 		{"autocert-approve", "OPERATOR_AUTOCERT_APPROVE", "on", "on: the operator approves its own CSR; off: an admin or policy engine approves", onOff(&c.approve)},
 		{"autocert-timeout", "OPERATOR_AUTOCERT_TIMEOUT", "5m", "how long one CSR may wait for approval and signing before it is retried", duration(&c.csrTimeout, time.Second)},
@@ -136,6 +166,13 @@ func (c *config) settings() []setting {
 		{"autocert-renew-before", "OPERATOR_AUTOCERT_RENEW_BEFORE", "", "renew this long before expiry; empty: a third of the certificate's lifetime", optional(duration(&c.renewBefore, time.Second))},
 		{"autocert-secret-name", "OPERATOR_AUTOCERT_SECRET_NAME", "object-store-operator-tls", "Secret in the operator namespace where autocert stores tls.crt, tls.key and ca.crt", text(&c.autocertSecret)},
 		{"serving-ca-secret", "OPERATOR_SERVING_CA_SECRET", "", "Secret in the operator namespace whose ca.crt is the CA pods must trust for the upgrade server (overrides what the operator works out)", text(&c.servingCASecret)},
+	}
+}
+
+// apiSettings are leader election's, the namespaces watched, and how
+// hard the operator leans on the Kubernetes API.
+func (c *config) apiSettings() []setting {
+	return []setting{
 		{"leader-election", "OPERATOR_LEADER_ELECTION", "on", "on: replicas elect a leader (Lease object-store-operator) that files CSRs and writes Secrets", onOff(&c.leaderElection)},
 		{"lease-duration", "OPERATOR_LEASE_DURATION", "15s", "leader election: how long a lease is valid", duration(&c.leaseDuration, time.Second)},
 		{"lease-renew-deadline", "OPERATOR_LEASE_RENEW_DEADLINE", "10s", "leader election: how long the leader tries to renew before giving up", duration(&c.renewDeadline, time.Second)},
@@ -144,6 +181,13 @@ func (c *config) settings() []setting {
 		{"resync-period", "OPERATOR_RESYNC_PERIOD", "10m", "how often every watched object is re-checked even without events", duration(&c.resync, time.Second)},
 		{"kube-api-qps", "OPERATOR_KUBE_API_QPS", "300", "sustained requests per second to the Kubernetes API (a shared CA rotates into every generated Secret at about this rate)", positive(&c.qps)},
 		{"kube-api-burst", "OPERATOR_KUBE_API_BURST", "600", "burst of requests to the Kubernetes API", atLeast(&c.burst, 1)},
+	}
+}
+
+// storeSettings are the binary store's and those of the pulls that fill
+// it: its bounds, platforms, signature keys and registries.
+func (c *config) storeSettings() []setting {
+	return []setting{
 		{"release-mirror-url", "OPERATOR_RELEASE_MIRROR_URL", "", "mirror of MinIO release directories (<url>/<os>-<arch>/minio.<RELEASE>) for releases no image provides", optional(httpURL(&c.mirrorURL, ""))},
 		{"store-keep", "OPERATOR_STORE_KEEP", "3", "unreferenced releases are removed once this many newer ones exist (and the grace passed)", atLeast(&c.storeKeep, 0)},
 		{"store-max-bytes", "OPERATOR_STORE_MAX_BYTES", "3Gi", "most distinct binary bytes the store holds; a pull past it is StoreFull (Kubernetes quantity; keep it under the store volume's size, leaving room for binaries being pulled)", size(&c.storeMaxBytes)},
@@ -164,6 +208,13 @@ func (c *config) settings() []setting {
 		{"insecure-registries", "OPERATOR_INSECURE_REGISTRIES", "", "comma-separated registry hosts (host[:port]) reached over plain HTTP; every other registry over HTTPS only", list(&c.insecureRegs)},
 		{"pull-timeout", "OPERATOR_PULL_TIMEOUT", "10m", "deadline of one image pull or mirror download", duration(&c.pullTimeout, time.Second)},
 		{"pull-max-bytes", "OPERATOR_PULL_MAX_BYTES", "4Gi", "most bytes one pull reads from a registry, compressed and uncompressed alike (Kubernetes quantity)", size(&c.pullMaxBytes)},
+	}
+}
+
+// controllerSettings are the controllers': in-place updates, certificate
+// restarts, their workers and bounds, and the ClusterTrustBundle.
+func (c *config) controllerSettings() []setting {
+	return []setting{
 		{"update-url", "OPERATOR_UPDATE_URL", "", "base URL (up to /webhook/v1/update) MinIO pods fetch in-place updates from; empty: https://<service>.<namespace>.svc.<cluster-domain>:<upgrade port>/webhook/v1/update", optional(httpURL(&c.updateURL, upgradeserver.UpdatePath))},
 		{"update-timeout", "OPERATOR_UPDATE_TIMEOUT", "10m", "how long an in-place update may take, from the call until every node runs the release, before the operator rolls the StatefulSets instead", duration(&c.updateTimeout, time.Second)},
 		{"mountsecret-workers", "OPERATOR_MOUNTSECRET_WORKERS", "8", "ObjectStores whose generated Secret is rebuilt at once", atLeast(&c.mountWorkers, 1)},

@@ -55,16 +55,7 @@ func main() {
 
 func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	log.Info().Str("version", version).Msg("object-store-operator starting")
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewBuildInfoCollector(),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name:        "objectstore_operator_build_info",
-			Help:        "The operator's version (label version), always 1.",
-			ConstLabels: prometheus.Labels{"version": version},
-		}, func() float64 { return 1 }))
-	// Before any queue exists: client-go reads the provider when a queue is made.
-	workqueue.SetProvider(controller.NewWorkqueueMetrics(reg))
+	reg := newRegistry()
 	checks := &health.Checks{}
 	reg.MustRegister(checks.Collector())
 
@@ -72,18 +63,7 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	storeOpts := binstore.Options{TrustedKeys: cfg.minisignKeys, Registerer: reg}
-	if cfg.signingKey != "" {
-		if kube == nil {
-			return errors.New("OPERATOR_SIGNING_KEY_SECRET needs Kubernetes: set KUBECONFIG or run in a cluster")
-		}
-		if storeOpts.Signer, err = loadSigningKey(ctx, kube.client, cfg.namespace, cfg.signingKey); err != nil {
-			return err
-		}
-		log.Info().Str("secret", cfg.namespace+"/"+cfg.signingKey).Str("keyId", binstore.FormatKeyID(storeOpts.Signer.ID())).
-			Msg("platform signing key loaded: binaries from verified images without a .minisig are signed with it")
-	}
-	store, err := binstore.New(cfg.updateDir, log, storeOpts)
+	store, err := openStore(ctx, cfg, kube, log, reg)
 	if err != nil {
 		return err
 	}
@@ -107,21 +87,8 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		log.Info().Msg("no Kubernetes configuration (KUBECONFIG or in-cluster): trust pool and mount-secret controller not started")
 	}
 
-	var accessLog *zerolog.Logger
-	if cfg.accessLog {
-		// Access lines are batched (one write per 100 ms, not per request)
-		// and flushed once everything, graceful shutdown included, has
-		// ended.
-		accessOut := logging.NewBufferedWriter(os.Stderr, 100*time.Millisecond)
-		flushCtx, stopFlushing := context.WithCancel(context.WithoutCancel(ctx))
-		go accessOut.Run(flushCtx)
-		defer func() {
-			stopFlushing()
-			accessOut.Flush()
-		}()
-		l := zerolog.New(accessOut).Level(cfg.logLevel) // the server stamps each line
-		accessLog = &l
-	}
+	accessLog, flushAccessLog := newAccessLog(ctx, cfg)
+	defer flushAccessLog()
 	srv := upgradeserver.New(upgradeserver.Config{
 		Address:                 cfg.upgradeAddress,
 		Certificates:            certificateAs[upgradeserver.CertificateSource](cert),
@@ -146,6 +113,58 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		return health.Serve(ctx, cfg.metricsAddress, withProfiling(health.Handler(checks, reg)), log)
 	})
 	return g.Wait()
+}
+
+// newRegistry is the registry of every metric the operator exports, with
+// the Go, process and build collectors, and client-go's workqueue metrics.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "objectstore_operator_build_info",
+			Help:        "The operator's version (label version), always 1.",
+			ConstLabels: prometheus.Labels{"version": version},
+		}, func() float64 { return 1 }))
+	// Before any queue exists: client-go reads the provider when a queue is made.
+	workqueue.SetProvider(controller.NewWorkqueueMetrics(reg))
+	return reg
+}
+
+// openStore opens the binary store, with the platform signing key when
+// one is configured (it is read from a Secret, so it needs Kubernetes).
+func openStore(ctx context.Context, cfg config, kube *kube, log zerolog.Logger, reg prometheus.Registerer) (*binstore.Store, error) {
+	storeOpts := binstore.Options{TrustedKeys: cfg.minisignKeys, Registerer: reg}
+	if cfg.signingKey != "" {
+		if kube == nil {
+			return nil, errors.New("OPERATOR_SIGNING_KEY_SECRET needs Kubernetes: set KUBECONFIG or run in a cluster")
+		}
+		var err error
+		if storeOpts.Signer, err = loadSigningKey(ctx, kube.client, cfg.namespace, cfg.signingKey); err != nil {
+			return nil, err
+		}
+		log.Info().Str("secret", cfg.namespace+"/"+cfg.signingKey).Str("keyId", binstore.FormatKeyID(storeOpts.Signer.ID())).
+			Msg("platform signing key loaded: binaries from verified images without a .minisig are signed with it")
+	}
+	return binstore.New(cfg.updateDir, log, storeOpts)
+}
+
+// newAccessLog is the upgrade server's access log (nil when it is off),
+// and what flushes it: call that once everything, graceful shutdown
+// included, has ended. Access lines are batched (one write per 100 ms,
+// not per request).
+func newAccessLog(ctx context.Context, cfg config) (*zerolog.Logger, func()) {
+	if !cfg.accessLog {
+		return nil, func() {}
+	}
+	accessOut := logging.NewBufferedWriter(os.Stderr, 100*time.Millisecond)
+	flushCtx, stopFlushing := context.WithCancel(context.WithoutCancel(ctx))
+	go accessOut.Run(flushCtx)
+	l := zerolog.New(accessOut).Level(cfg.logLevel) // the server stamps each line
+	return &l, func() {
+		stopFlushing()
+		accessOut.Flush()
+	}
 }
 
 // The upgrade server's bounds on a client that stops reading: a download

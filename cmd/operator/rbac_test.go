@@ -58,17 +58,17 @@ var rbacUses = map[string]rbacUse{
 	"aistor.min.io/objectstores list":              {"cmd/operator/kube.go", "ForResource(apiv1.Resource)", "the ObjectStore informer lists"},
 	"aistor.min.io/objectstores watch":             {"cmd/operator/kube.go", "ForResource(apiv1.Resource)", "the ObjectStore informer watches"},
 	"aistor.min.io/objectstores/status patch":      {"status/status.go", ".ApplyStatus(", "conditions and the updater's fields by server-side apply"},
-	"aistor.min.io/objectstores/finalizers update": {"mountsecret/controller.go", "metav1.NewControllerRef(store", "<name>-generated is owned with blockOwnerDeletion (OwnerReferencesPermissionEnforcement)"},
+	"aistor.min.io/objectstores/finalizers update": {"mountsecret/sync.go", "metav1.NewControllerRef(store", "<name>-generated is owned with blockOwnerDeletion (OwnerReferencesPermissionEnforcement)"},
 	// Secrets
 	"/secrets get":    {"internal/secretcache/reader.go", "Secrets(namespace).Get(", "referenced Secrets' data, the configuration and generated Secrets, pull Secrets"},
 	"/secrets list":   {"cmd/operator/kube.go", `WithResource("secrets")`, "the metadata-only Secret informer lists"},
 	"/secrets watch":  {"cmd/operator/kube.go", `WithResource("secrets")`, "the metadata-only Secret informer watches"},
-	"/secrets create": {"mountsecret/controller.go", "Secrets(store.Namespace).Create(", "create <name>-generated (and autocert's Secret)"},
-	"/secrets update": {"mountsecret/controller.go", "Secrets(store.Namespace).Update(", "rewrite <name>-generated (and autocert's Secret)"},
+	"/secrets create": {"mountsecret/sync.go", "Secrets(store.Namespace).Create(", "create <name>-generated (and autocert's Secret)"},
+	"/secrets update": {"mountsecret/sync.go", "Secrets(store.Namespace).Update(", "rewrite <name>-generated (and autocert's Secret)"},
 	// StatefulSets
 	"apps/statefulsets list":  {"cmd/operator/kube.go", "Apps().V1().StatefulSets()", "the labelled StatefulSet informer lists (the controllers read its lister)"},
 	"apps/statefulsets watch": {"cmd/operator/kube.go", "Apps().V1().StatefulSets()", "the labelled StatefulSet informer watches"},
-	"apps/statefulsets patch": {"mountsecret/controller.go", "StatefulSets(s.Namespace).Patch(", "the restart annotation; the updater patches the minio image"},
+	"apps/statefulsets patch": {"mountsecret/sync.go", "StatefulSets(s.Namespace).Patch(", "the restart annotation; the updater patches the minio image"},
 	// Events: client-go's recorder creates an Event and patches its count
 	// when it repeats; it never updates.
 	"/events create": {"cmd/operator/kube.go", "typedcorev1.EventSinkImpl{", "Events on ObjectStores (core/v1 sink)"},
