@@ -351,6 +351,14 @@ func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Bi
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// b may come from an older snapshot: the collector may have removed
+	// it since. A view of a binary no longer stored would hand out a URL
+	// that answers 404, so the caller resolves again instead.
+	if !slices.ContainsFunc(s.Current().all, func(o *Binary) bool {
+		return o.component == "" && o.SHA256 == b.SHA256 && o.Name == b.Name && o.Platform == b.Platform
+	}) {
+		return nil, fmt.Errorf("cannot publish %s for %s: it is no longer stored", b.Path(), src.ObjectStore)
+	}
 	s.change(func(all []*Binary) []*Binary {
 		all = slices.DeleteFunc(all, func(o *Binary) bool {
 			return o.component == component && o.SHA256 == b.SHA256 && o.Name == b.Name && o.Platform == b.Platform
