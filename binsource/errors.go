@@ -32,7 +32,7 @@ var (
 	errAuth          = reason.Sentinel("AuthFailed")
 	errUntrusted     = reason.Sentinel("RegistryNotTrusted")
 	errNoBinary      = reason.Sentinel("NoMinIOBinary")
-	errChecksum      = reason.Sentinel(string(binstore.ReasonChecksumMismatch))
+	errChecksum      = reason.Sentinel(binstore.ReasonChecksumMismatch)
 	errPullSecret    = reason.Sentinel("PullSecretUnusable")
 	errImageTooLarge = reason.Sentinel("ImageTooLarge")
 	errTimeout       = reason.Sentinel("PullTimeout")
@@ -41,6 +41,10 @@ var (
 	// pods run on.
 	errNoPlatform = reason.Sentinel("NoBinaryForPlatform")
 	errStoreFull  = reason.Sentinel("StoreFull")
+	// The store's own refusals (errChecksum among them).
+	errUnsigned       = reason.Sentinel(binstore.ReasonUnsigned)
+	errSignature      = reason.Sentinel(binstore.ReasonSignatureInvalid)
+	errBinaryTooLarge = reason.Sentinel(binstore.ReasonTooLarge)
 )
 
 // Reasons is every reason of the BinaryAvailable condition, with its
@@ -69,37 +73,40 @@ func Reasons() []reason.Reason {
 	}, storeReasons()...)
 }
 
-// storeReasons are the reasons binstore refuses a binary for.
+// storeReasons are the reasons binstore refuses a binary for, and
+// StoreError, its failures of no reason of its own (docs/binaries.md).
 func storeReasons() []reason.Reason {
 	return []reason.Reason{
-		{Name: string(binstore.ReasonChecksumMismatch), Severity: reason.Warning,
+		{Name: binstore.ReasonChecksumMismatch, Severity: reason.Warning,
 			Remedy: "the bytes do not match their checksum or digest: the image or registry is corrupt or tampered with"},
-		{Name: string(binstore.ReasonUnsigned), Severity: reason.Warning,
+		{Name: binstore.ReasonUnsigned, Severity: reason.Warning,
 			Remedy: "MinIO's update client installs only binaries with a valid .minisig: use an image that ships minio.minisig, or set {signing-key-secret} so the operator signs binaries of verified images with your platform key, and set MINIO_UPDATE_MINISIGN_PUBKEY on the tenant to its public key"},
-		{Name: string(binstore.ReasonSignatureInvalid), Severity: reason.Warning,
+		{Name: binstore.ReasonSignatureInvalid, Severity: reason.Warning,
 			Remedy: "the .minisig was not made by a trusted key: check the image, or add its signer's public key to {minisign-pubkeys}"},
-		{Name: string(binstore.ReasonTooLarge), Severity: reason.Warning, Remedy: "the binary exceeds {max-binary-size}"},
-		{Name: string(binstore.ReasonOther), Severity: reason.Warning},
+		{Name: binstore.ReasonTooLarge, Severity: reason.Warning, Remedy: "the binary exceeds {max-binary-size}"},
+		{Name: "StoreError", Severity: reason.Warning},
 	}
 }
 
 // ReasonAvailable: the release of spec.image is in the store and served.
 const ReasonAvailable = "Available"
 
-// reasonOf returns the condition reason for err.
+// reasonOf returns the condition reason for err: the first of these it
+// carries anywhere in its chain (PullTimeout first: a pull out of time
+// failed for that, whatever its last request met; a refusal inside a
+// PullFailed, a redirect's say, stays that refusal), else PullTimeout for
+// a deadline, else PullFailed.
 func reasonOf(err error) string {
-	for _, r := range []error{errTimeout, errInvalidImage, errNotFound, errAuth, errUntrusted, errNoBinary, errChecksum, errPullSecret, errImageTooLarge, errNoPlatform, errStoreFull} {
+	for _, r := range []*reason.Error{errTimeout, errInvalidImage, errNotFound, errAuth, errUntrusted, errNoBinary, errChecksum, errPullSecret, errImageTooLarge, errNoPlatform, errStoreFull,
+		errUnsigned, errSignature, errBinaryTooLarge} {
 		if errors.Is(err, r) {
-			return r.Error()
+			return r.Reason
 		}
 	}
-	if r := binstore.ReasonOf(err); r != binstore.ReasonOther {
-		return string(r)
-	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return errTimeout.Error()
+		return errTimeout.Reason
 	}
-	return errPull.Error()
+	return errPull.Reason
 }
 
 // What reaches a tenant. A condition's message and its Event are read by
@@ -150,10 +157,6 @@ func classify(what string, err error) error {
 	var re *reason.Error
 	if errors.As(err, &re) {
 		return &reason.Error{Reason: re.Reason, Message: what + ": " + re.Error(), Err: err}
-	}
-	var be *binstore.Error
-	if errors.As(err, &be) && be.Reason != binstore.ReasonOther {
-		return &reason.Error{Reason: string(be.Reason), Message: what + ": " + be.Error(), Err: err}
 	}
 	r, public := describe(err)
 	return pullError(r, what+": "+public, err)

@@ -150,7 +150,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 				staged.Discard()
 			}
 			if staged, err = f.cfg.Store.Stage(p.dir(), rel, tr, f.cfg.MaxSize); err != nil {
-				if binstore.ReasonOf(err) == binstore.ReasonTooLarge {
+				if errors.Is(err, errBinaryTooLarge) {
 					return nil, err
 				}
 				return nil, f.layerError(digest, sum, raw, "copy "+name+" of layer "+digest.String(), err)

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"aead.dev/minisign"
+
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 // Staged is a binary written to a hidden temporary file in its platform
@@ -52,7 +54,7 @@ func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*St
 	st.prehash = minisign.NewReader(io.TeeReader(r, st.sha))
 	n, err := io.Copy(tmp, io.LimitReader(st.prehash, maxSize+1))
 	if err == nil && n > maxSize {
-		err = &Error{Reason: ReasonTooLarge, Err: fmt.Errorf("binary larger than %d bytes", maxSize)}
+		err = reason.Errorf(ReasonTooLarge, "binary larger than %d bytes", maxSize)
 	}
 	if err != nil {
 		st.Discard()
@@ -108,8 +110,7 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	defer st.Discard()
 	s := st.s
 	if c.WantSHA256 != "" && c.WantSHA256 != st.SHA256 {
-		return nil, &Error{Reason: ReasonChecksumMismatch,
-			Err: fmt.Errorf("the source's checksum file says %s, the binary has %s", c.WantSHA256, st.SHA256)}
+		return nil, reason.Errorf(ReasonChecksumMismatch, "the source's checksum file says %s, the binary has %s", c.WantSHA256, st.SHA256)
 	}
 	sig, keyID, err := st.signature(&c)
 	if err != nil {
@@ -141,7 +142,7 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	}
 	info, err := st.land(sig, c.Source, same)
 	if err != nil {
-		return nil, &Error{Reason: ReasonOther, Err: err}
+		return nil, err
 	}
 	src := c.Source
 	b := &Binary{Name: st.name, Release: st.release, Platform: st.platform, Size: st.Size, ModTime: info.ModTime(),
@@ -188,7 +189,7 @@ func (st *Staged) signature(c *Candidate) (sig []byte, keyID string, err error) 
 		return c.Minisig, keyID, err
 	}
 	if s.opts.Signer == nil || !c.Signable {
-		return nil, "", &Error{Reason: ReasonUnsigned, Err: fmt.Errorf("%s from %s has no .minisig", st.name, c.Source)}
+		return nil, "", reason.Errorf(ReasonUnsigned, "%s from %s has no .minisig", st.name, c.Source)
 	}
 	sig = st.prehash.SignWithComments(*s.opts.Signer, trustedComment(st.name, st.SHA256, c.Source),
 		"signature from the platform key of object-store-operator")

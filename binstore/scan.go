@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"aead.dev/minisign"
+
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 const (
@@ -90,7 +92,7 @@ func (s *Store) scanEntries(platform, dir string, entries []fs.DirEntry, all []*
 		if err != nil {
 			rel := path.Join(dir, name)
 			s.rejected[rel] = err.Error()
-			s.log.Error().Str("file", rel).Str("reason", string(ReasonOf(err))).Err(err).
+			s.log.Error().Str("file", rel).Str("reason", reason.Of(err)).Err(err).
 				Msg("binary rejected: not listed and not served")
 			continue
 		}
@@ -124,12 +126,12 @@ func (s *Store) load(platform, dir, name string) (*Binary, error) {
 		return nil, err
 	}
 	if b.SHA256 != want {
-		return nil, &Error{Reason: ReasonChecksumMismatch, Err: fmt.Errorf("file has sha256 %s, %s says %s", b.SHA256, name+SHA256SumSuffix, want)}
+		return nil, reason.Errorf(ReasonChecksumMismatch, "file has sha256 %s, %s says %s", b.SHA256, name+SHA256SumSuffix, want)
 	}
 	// A digest directory holds exactly the bytes it is named after: a
 	// digest path never serves other bytes, whatever was put there.
 	if dir != platform && path.Base(dir) != b.SHA256 {
-		return nil, &Error{Reason: ReasonChecksumMismatch, Err: fmt.Errorf("file has sha256 %s but sits in the directory of %s", b.SHA256, dir)}
+		return nil, reason.Errorf(ReasonChecksumMismatch, "file has sha256 %s but sits in the directory of %s", b.SHA256, dir)
 	}
 	if sigErr != nil {
 		return nil, sigErr
@@ -165,7 +167,7 @@ func (s *Store) sidecars(rel, name string) (want string, sum, sig []byte, err er
 	}
 	sig, err = s.readSmall(rel+MinisigSuffix, maxSigFileSize)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil, nil, &Error{Reason: ReasonUnsigned, Err: fmt.Errorf("no %s beside the binary: MinIO's update client would refuse it", name+MinisigSuffix)}
+		return "", nil, nil, reason.Errorf(ReasonUnsigned, "no %s beside the binary: MinIO's update client would refuse it", name+MinisigSuffix)
 	}
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("unreadable %s: %w", name+MinisigSuffix, err)

@@ -36,6 +36,8 @@ import (
 	"aead.dev/minisign"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 // Options configure a Store.
@@ -212,7 +214,7 @@ func (s *Store) recheck(b *Binary) error {
 		return all
 	})
 	if err != nil {
-		s.log.Error().Str("file", b.rel).Str("reason", string(ReasonOf(err))).Err(err).
+		s.log.Error().Str("file", b.rel).Str("reason", reason.Of(err)).Err(err).
 			Msg("binary rejected: not listed and not served")
 		return fmt.Errorf("%s: %w (%w)", b.rel, fs.ErrNotExist, err)
 	}

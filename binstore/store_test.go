@@ -15,9 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/object-store-operator/operator/binstore/binstoretest"
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
 const release = "RELEASE.2025-04-08T15-41-24Z"
+
+// rejectedUntyped marks a binary refused for a failure of no reason of
+// the store's (a missing file, a symlink out of the store).
+const rejectedUntyped = "untyped"
 
 func newStore(t testing.TB, dir string, opts Options) *Store {
 	t.Helper()
@@ -42,7 +47,7 @@ func TestOnlyBinariesMinIOWouldInstallAreIndexed(t *testing.T) {
 		name   string
 		setup  func(t *testing.T, dir string)
 		listed bool
-		reason Reason
+		reason string
 	}{
 		{"signed by a trusted key", func(t *testing.T, dir string) {
 			binstoretest.WriteRelease(t, dir, "linux-amd64", release, []byte("x"), trusted)
@@ -50,7 +55,7 @@ func TestOnlyBinariesMinIOWouldInstallAreIndexed(t *testing.T) {
 		{"no .sha256sum", func(t *testing.T, dir string) {
 			binstoretest.WriteRelease(t, dir, "linux-amd64", release, []byte("x"), trusted)
 			require.NoError(t, os.Remove(filepath.Join(dir, "linux-amd64", "minio."+release+".sha256sum")))
-		}, false, ReasonOther},
+		}, false, rejectedUntyped},
 		{"bytes not matching the .sha256sum", func(t *testing.T, dir string) {
 			binstoretest.WriteRelease(t, dir, "linux-amd64", release, []byte("x"), trusted)
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "linux-amd64", "minio."+release), []byte("y"), 0o644))
@@ -80,7 +85,7 @@ func TestOnlyBinariesMinIOWouldInstallAreIndexed(t *testing.T) {
 			for _, suffix := range []string{"", SHA256SumSuffix, MinisigSuffix} {
 				require.NoError(t, os.Symlink(filepath.Join(outside, "minio."+release+suffix), filepath.Join(dir, "minio."+release+suffix)))
 			}
-		}, false, ReasonOther},
+		}, false, rejectedUntyped},
 		{"hidden temporary file", func(t *testing.T, dir string) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, ".minio."+release+".tmp"), []byte("partial"), 0o644))
 		}, false, ""},
@@ -115,10 +120,8 @@ func TestRejectionReasonsAreTyped(t *testing.T) {
 	s := newStore(t, dir, trusting(trusted))
 	_, err := s.load("linux-amd64", "linux-amd64", "minio."+release)
 	require.Error(t, err)
-	assert.Equal(t, ReasonSignatureInvalid, ReasonOf(err))
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, FormatKeyID(other.Public.ID()), e.KeyID, "the key id the signature names")
+	assert.Equal(t, ReasonSignatureInvalid, reason.Of(err))
+	assert.Contains(t, err.Error(), FormatKeyID(other.Public.ID()), "the key id the signature names")
 	assert.Contains(t, err.Error(), FormatKeyID(trusted.Public.ID()), "the trusted keys are named")
 }
 
@@ -199,7 +202,7 @@ func TestCommitRefusesWhatItCannotVerify(t *testing.T) {
 		name   string
 		opts   Options
 		cand   Candidate
-		reason Reason
+		reason string
 	}{
 		{"checksum mismatch", trusting(key), Candidate{WantSHA256: binstoretest.SHA256([]byte("other")), Minisig: key.Sign(t, content), Source: imageA}, ReasonChecksumMismatch},
 		{"untrusted signature", trusting(key), Candidate{Minisig: other.Sign(t, content), Source: imageA}, ReasonSignatureInvalid},
@@ -215,7 +218,7 @@ func TestCommitRefusesWhatItCannotVerify(t *testing.T) {
 			s := newStore(t, dir, tt.opts)
 			_, err := stage(t, s, content).Commit(tt.cand)
 			require.Error(t, err)
-			assert.Equal(t, tt.reason, ReasonOf(err), "%v", err)
+			assert.Equal(t, tt.reason, reason.Of(err), "%v", err)
 			assert.Empty(t, s.Current().Binaries())
 			assert.Empty(t, visible(t, dir), "nothing visible landed")
 		})
@@ -243,7 +246,7 @@ func TestStageBoundsTheSize(t *testing.T) {
 	dir := t.TempDir()
 	s := newStore(t, dir, Options{})
 	_, err := s.Stage("linux-amd64", release, strings.NewReader(strings.Repeat("x", 11)), 10)
-	assert.Equal(t, ReasonTooLarge, ReasonOf(err))
+	assert.Equal(t, ReasonTooLarge, reason.Of(err))
 	tmp, _ := filepath.Glob(filepath.Join(dir, "linux-amd64", ".*.tmp"))
 	assert.Empty(t, tmp)
 }

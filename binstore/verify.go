@@ -7,48 +7,26 @@ import (
 	"strings"
 
 	"aead.dev/minisign"
+
+	"github.com/object-store-operator/operator/internal/reason"
 )
 
-// Reason is why a binary is not served. It is a type, not text: callers
-// turn it into a condition reason and decide its severity and remedy in
-// their own words (binsource.Reasons).
-type Reason string
-
-// The reasons the store refuses a binary.
+// The reasons the store refuses a binary for: the Reason of the
+// *reason.Error it returns. Callers give each its severity and remedy in
+// their own words (binsource.Reasons). A failure of none of them (the
+// file system's, say) carries no reason.
 const (
 	// ReasonChecksumMismatch: the bytes do not match the .sha256sum (or the
 	// source's own checksum).
-	ReasonChecksumMismatch Reason = "ChecksumMismatch"
+	ReasonChecksumMismatch = "ChecksumMismatch"
 	// ReasonUnsigned: there is no .minisig and nothing may sign it.
-	ReasonUnsigned Reason = "Unsigned"
+	ReasonUnsigned = "Unsigned"
 	// ReasonSignatureInvalid: the .minisig is malformed, names a key that
 	// is not trusted, or does not verify.
-	ReasonSignatureInvalid Reason = "SignatureInvalid"
+	ReasonSignatureInvalid = "SignatureInvalid"
 	// ReasonTooLarge: the binary exceeds the size bound.
-	ReasonTooLarge Reason = "BinaryTooLarge"
-	// ReasonOther is any other failure (file system errors and the like).
-	ReasonOther Reason = "StoreError"
+	ReasonTooLarge = "BinaryTooLarge"
 )
-
-// Error carries a Reason with the detail.
-type Error struct {
-	Reason Reason
-	// KeyID is the key a signature names, for ReasonSignatureInvalid.
-	KeyID string
-	Err   error
-}
-
-func (e *Error) Error() string { return e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-// ReasonOf returns the Reason an error carries, ReasonOther if none.
-func ReasonOf(err error) Reason {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Reason
-	}
-	return ReasonOther
-}
 
 // Source is where a binary came from. It is recorded per binary and
 // release name; other bytes under the same release name are another binary
@@ -115,13 +93,13 @@ func ParsePublicKeys(list string) ([]minisign.PublicKey, error) {
 func (s *Store) verify(r *minisign.Reader, sig []byte) (string, error) {
 	var parsed minisign.Signature
 	if err := parsed.UnmarshalText(sig); err != nil {
-		return "", &Error{Reason: ReasonSignatureInvalid, Err: fmt.Errorf("malformed .minisig: %w", err)}
+		return "", reason.Errorf(ReasonSignatureInvalid, "malformed .minisig: %w", err)
 	}
 	keyID := FormatKeyID(parsed.KeyID)
 	if parsed.Algorithm != minisign.HashEdDSA {
 		// Verifying a legacy signature needs the whole binary in memory.
-		return "", &Error{Reason: ReasonSignatureInvalid, KeyID: keyID,
-			Err: fmt.Errorf("legacy (not prehashed) minisign signature by key %s; sign with minisign -H or a current minisign", keyID)}
+		return "", reason.Errorf(ReasonSignatureInvalid,
+			"legacy (not prehashed) minisign signature by key %s; sign with minisign -H or a current minisign", keyID)
 	}
 	for _, k := range s.trusted {
 		if k.ID() != parsed.KeyID {
@@ -130,8 +108,7 @@ func (s *Store) verify(r *minisign.Reader, sig []byte) (string, error) {
 		if r.Verify(k, sig) {
 			return keyID, nil
 		}
-		return "", &Error{Reason: ReasonSignatureInvalid, KeyID: keyID, Err: fmt.Errorf("signature by key %s does not verify", keyID)}
+		return "", reason.Errorf(ReasonSignatureInvalid, "signature by key %s does not verify", keyID)
 	}
-	return "", &Error{Reason: ReasonSignatureInvalid, KeyID: keyID,
-		Err: fmt.Errorf("signed by key %s, which is not trusted (trusted: %s)", keyID, strings.Join(s.TrustedKeyIDs(), ", "))}
+	return "", reason.Errorf(ReasonSignatureInvalid, "signed by key %s, which is not trusted (trusted: %s)", keyID, strings.Join(s.TrustedKeyIDs(), ", "))
 }
