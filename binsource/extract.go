@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -145,7 +146,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 		}
 		name := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
 		switch {
-		case hdr.Typeflag == tar.TypeReg && isBinaryPath(name) && (staged == nil || preferred(name, binaryDir)):
+		case hdr.Typeflag == tar.TypeReg && slices.Contains(binaryPaths, name) && (staged == nil || preferred(name, binaryDir)):
 			if staged != nil {
 				staged.Discard()
 			}
@@ -273,15 +274,6 @@ func mib(n uint64) string {
 		return strconv.FormatUint(n>>20, 10) + " MiB"
 	}
 	return strconv.FormatUint(n, 10) + " bytes"
-}
-
-func isBinaryPath(p string) bool {
-	for _, b := range binaryPaths {
-		if p == b {
-			return true
-		}
-	}
-	return false
 }
 
 // isSidecarPath reports whether p is the checksum or signature beside one

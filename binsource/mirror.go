@@ -63,19 +63,12 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 	if err != nil && !errors.Is(err, errNotFound) {
 		return nil, true, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base, nil)
+	body, err := open(ctx, client, base)
 	if err != nil {
-		return nil, true, reasonf(errPull, "%v", err)
+		return nil, true, err
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, true, classify("get "+base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, true, httpStatusError(base, resp.StatusCode)
-	}
-	staged, err := f.cfg.Store.Stage(p.dir(), rel, countingReader{resp.Body, func(n int64) { f.bytes.Add(float64(n)) }}, f.cfg.MaxSize)
+	defer body.Close()
+	staged, err := f.cfg.Store.Stage(p.dir(), rel, countingReader{body, func(n int64) { f.bytes.Add(float64(n)) }}, f.cfg.MaxSize)
 	if err != nil {
 		return nil, true, classify("download "+base, err)
 	}
@@ -88,7 +81,8 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 	return b, true, nil
 }
 
-func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limit int64) ([]byte, error) {
+// open GETs url from the mirror: the body of its 200 answer.
+func open(ctx context.Context, client *http.Client, url string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, reasonf(errPull, "%v", err)
@@ -97,11 +91,20 @@ func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limi
 	if err != nil {
 		return nil, classify("get "+url, err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
 		return nil, httpStatusError(url, resp.StatusCode)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	return resp.Body, nil
+}
+
+func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limit int64) ([]byte, error) {
+	body, err := open(ctx, client, url)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	data, err := io.ReadAll(io.LimitReader(body, limit))
 	if err != nil {
 		return nil, classify("read "+url, err)
 	}

@@ -191,8 +191,7 @@ func (st *Staged) signature(c *Candidate) (sig []byte, keyID string, err error) 
 	if s.opts.Signer == nil || !c.Signable {
 		return nil, "", reason.Errorf(ReasonUnsigned, "%s from %s has no .minisig", st.name, c.Source)
 	}
-	sig = st.prehash.SignWithComments(*s.opts.Signer, trustedComment(st.name, st.SHA256, c.Source),
-		"signature from the platform key of object-store-operator")
+	sig = s.sign(st.prehash, st.name, st.SHA256, c.Source, "")
 	keyID = FormatKeyID(s.opts.Signer.ID())
 	c.Source.SignedBy = keyID
 	return sig, keyID, nil
@@ -201,14 +200,21 @@ func (st *Staged) signature(c *Candidate) (sig []byte, keyID string, err error) 
 // digestDir is the staged binary's digest directory below the store root.
 func (st *Staged) digestDir() string { return path.Join(st.platform, digestDirName, st.SHA256) }
 
-// trustedComment is signed with the binary: it says what was signed and
-// where it came from, so `minisign -V` shows the image and its digests.
-func trustedComment(name, digest string, src Source) string {
+// sign signs the bytes prehash read with the platform key, for the
+// ObjectStore src names when it names one. The trusted comment is signed
+// with them: it says what was signed and where it came from, so
+// `minisign -V` shows the image and its digests.
+func (s *Store) sign(prehash *minisign.Reader, name, digest string, src Source, forObjectStore string) []byte {
 	c := "timestamp:" + strconv.FormatInt(time.Now().Unix(), 10) + "\tfile:" + name + "\tsha256:" + digest
 	if src.ObjectStore != "" {
 		c += "\tobjectstore:" + src.ObjectStore
 	}
-	return c + "\timage:" + src.Image + "\tmanifest:" + src.ManifestDigest + "\tlayer:" + src.LayerDigest
+	c += "\timage:" + src.Image + "\tmanifest:" + src.ManifestDigest + "\tlayer:" + src.LayerDigest
+	note := "signature from the platform key of object-store-operator"
+	if forObjectStore != "" {
+		note += " for " + forObjectStore
+	}
+	return prehash.SignWithComments(*s.opts.Signer, c, note)
 }
 
 // land puts the binary into its digest directory: a hard link to same's
@@ -380,8 +386,7 @@ func (s *Store) signFor(b *Binary, src Source) ([]byte, error) {
 	if _, err := io.Copy(io.Discard, prehash); err != nil {
 		return nil, fmt.Errorf("sign %s for %s: read: %w", b.Path(), src.ObjectStore, err)
 	}
-	return prehash.SignWithComments(*s.opts.Signer, trustedComment(b.Name, b.SHA256, src),
-		"signature from the platform key of object-store-operator for "+src.ObjectStore), nil
+	return s.sign(prehash, b.Name, b.SHA256, src, src.ObjectStore), nil
 }
 
 // writeSidecars writes a binary's .minisig, provenance and .sha256sum

@@ -223,23 +223,6 @@ func (s *Snapshot) TenantFile(digest, component, name string) (File, bool) {
 	return File{Binary: found, Kind: kind}, true
 }
 
-// At finds the binary served at a path below the update path: a digest
-// path, a tenant's path or a plain path; nil when none is served there.
-func (s *Snapshot) At(rel string) *Binary {
-	parts := strings.Split(rel, "/")
-	var f File
-	var ok bool
-	if len(parts) == 4 && parts[0] == digestDirName {
-		f, ok = s.TenantFile(parts[1], parts[2], parts[3])
-	} else {
-		f, ok = s.files[rel]
-	}
-	if !ok || f.Kind != KindBinary {
-		return nil
-	}
-	return f.Binary
-}
-
 // Binary returns the release's binary served at its plain path for
 // platform ("" for the root), or nil (none, or claimed with other bytes).
 func (s *Snapshot) Binary(platform, release string) *Binary {
