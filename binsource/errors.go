@@ -49,7 +49,7 @@ var (
 
 // Reasons is every reason of the BinaryAvailable condition, with its
 // Event severity and what the user can do about it: the binary source's
-// own, the store's (binstore.Reason), Available and InternalError.
+// own, the store's (binstore.Reason*), Available and InternalError.
 func Reasons() []reason.Reason {
 	return append([]reason.Reason{
 		{Name: ReasonAvailable, Severity: reason.Normal},
