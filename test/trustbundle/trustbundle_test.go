@@ -259,8 +259,16 @@ func TestChartPublishesAndHelmUninstallRemovesTheBundle(t *testing.T) {
 	}
 	_, err = sa.CertificatesV1beta1().ClusterTrustBundles().Create(t.Context(), unsigned, metav1.CreateOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "a bundle of another name must be forbidden, got %v", err)
-	_, err = sa.CertificatesV1beta1().ClusterTrustBundles().Patch(t.Context(), b.Name, types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"aistor.min.io/operator-namespace":"someone-else"}}}`), metav1.PatchOptions{})
+	relabel := []byte(`{"metadata":{"labels":{"aistor.min.io/operator-namespace":"someone-else"}}}`)
+	// An admission policy is in force some time after helm created it (the
+	// apiserver compiles it on its own); a dry run tells when, and writes
+	// nothing.
+	require.Eventually(t, func() bool {
+		_, err := sa.CertificatesV1beta1().ClusterTrustBundles().Patch(t.Context(), b.Name, types.MergePatchType, relabel,
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil
+	}, 30*time.Second, 50*time.Millisecond, "the chart's admission policy comes into force")
+	_, err = sa.CertificatesV1beta1().ClusterTrustBundles().Patch(t.Context(), b.Name, types.MergePatchType, relabel, metav1.PatchOptions{})
 	require.Error(t, err, "its own bundle labelled as another install's must be refused (admission policy)")
 	assert.Contains(t, err.Error(), "the object-store operator writes only its own ClusterTrustBundle")
 	err = sa.CertificatesV1beta1().ClusterTrustBundles().Delete(t.Context(), b.Name, metav1.DeleteOptions{})
