@@ -30,22 +30,31 @@ func (c *counting) Run(ctx context.Context) error {
 	return nil
 }
 
-// TestTheManagerRunsLeadersOnlyDuringTermsAndTheRestAlways: the one
-// rule of who acts. A follower runs what needs no leadership; each term
-// runs the leaders' work again, ended with the term.
-func TestTheManagerRunsLeadersOnlyDuringTermsAndTheRestAlways(t *testing.T) {
-	terms := make(chan context.Context)
-	elect := func(ctx context.Context, lead func(context.Context)) error {
+// electOn is an Elector whose terms are the contexts sent on terms; with
+// async each term's work starts with go, as client-go's OnStartedLeading.
+func electOn(terms <-chan context.Context, async bool) Elector {
+	return func(ctx context.Context, lead func(context.Context)) error {
 		for {
 			select {
 			case <-ctx.Done():
 				return nil
 			case term := <-terms:
-				lead(term)
+				if async {
+					go lead(term)
+				} else {
+					lead(term)
+				}
 			}
 		}
 	}
-	m := NewManager(elect, zerolog.Nop())
+}
+
+// TestTheManagerRunsLeadersOnlyDuringTermsAndTheRestAlways: the one
+// rule of who acts. A follower runs what needs no leadership; each term
+// runs the leaders' work again, ended with the term.
+func TestTheManagerRunsLeadersOnlyDuringTermsAndTheRestAlways(t *testing.T) {
+	terms := make(chan context.Context)
+	m := NewManager(electOn(terms, false), zerolog.Nop())
 	everywhere, leader := &counting{}, &counting{leader: true}
 	m.Add(everywhere, leader)
 	ctx, stop := context.WithCancel(t.Context())

@@ -46,17 +46,7 @@ func (s *slowToStop) Run(ctx context.Context) error {
 // new term for as long as it lasts.
 func TestATermStartsOnlyOnceThePreviousTermsWorkHasReturned(t *testing.T) {
 	terms := make(chan context.Context)
-	elect := func(ctx context.Context, lead func(context.Context)) error {
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case term := <-terms:
-				go lead(term) // as client-go's OnStartedLeading
-			}
-		}
-	}
-	m := NewManager(elect, zerolog.Nop())
+	m := NewManager(electOn(terms, true), zerolog.Nop())
 	slow := &slowToStop{release: make(chan struct{})}
 	m.Add(slow)
 	ctx, stop := context.WithCancel(t.Context())
