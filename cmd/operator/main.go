@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -107,8 +109,15 @@ func run(ctx context.Context, cfg config, log zerolog.Logger) error {
 		BaseURL:                 cfg.podUpdateURL(),
 		WriteTimeout:            responseWriteTimeout,
 	})
+	// Listening before anything can say ready: /readyz passing while the
+	// upgrade server is not yet listening sent pods (and the tests) to a
+	// refused connection.
+	ln, err := net.Listen("tcp", cfg.upgradeAddress)
+	if err != nil {
+		return fmt.Errorf("upgrade server listen on %s: %w", cfg.upgradeAddress, err)
+	}
 	g.Go(func() error { return store.Run(ctx) })
-	g.Go(func() error { return srv.Run(ctx) })
+	g.Go(func() error { return srv.Serve(ctx, ln) })
 	g.Go(func() error {
 		return health.Serve(ctx, cfg.metricsAddress, withProfiling(health.Handler(checks, reg)), log)
 	})
