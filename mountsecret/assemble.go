@@ -70,6 +70,8 @@ type assembly struct {
 	sources map[string]string
 	// hash is the SHA-256 of data, recorded on the generated Secret.
 	hash string
+	// bytes is the size of data, keys and values, as the apiserver counts.
+	bytes int
 }
 
 // secretGetter reads a Secret; the result must not be modified.
@@ -81,7 +83,14 @@ type secretGetter interface {
 // The same inputs always give the same bytes.
 func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, operatorCA []byte) (*assembly, error) {
 	a := &assembly{data: map[string][]byte{}, sources: map[string]string{}}
+	// Each Secret is read only while what was read so far fits: a tenant
+	// may reference a hundred Secrets of 1 MiB, and holding them all to
+	// learn that the result is too large would let one sync take a
+	// hundred MiB of the operator's memory (eight workers, a GiB).
 	get := func(field, name string) (*corev1.Secret, error) {
+		if a.bytes > maxSecretSize {
+			return nil, a.tooLarge(os, field)
+		}
 		s, err := secrets.Get(ctx, os.Namespace, name)
 		if apierrors.IsNotFound(err) {
 			return nil, newProblem(ReasonSecretNotFound, name, field, "not found in namespace "+os.Namespace)
@@ -139,9 +148,8 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 	if len(operatorCA) > 0 {
 		a.put("operator CA", KeyOperatorCA, operatorCA)
 	}
-	if size := a.size(); size > maxSecretSize {
-		return nil, newProblem(ReasonTooLarge, v1.GeneratedSecretName(os.Name), "", fmt.Sprintf("would hold %d bytes, over the %d a Secret may hold; nothing was written. Biggest inputs: %s",
-			size, maxSecretSize, a.biggest(3)))
+	if a.bytes > maxSecretSize {
+		return nil, a.tooLarge(os, "")
 	}
 	a.hash = contentHash(a.data)
 	return a, nil
@@ -151,12 +159,15 @@ func assemble(ctx context.Context, os *v1.ObjectStore, secrets secretGetter, ope
 // values); a larger generated Secret is refused, so it is never attempted.
 const maxSecretSize = 1 << 20
 
-func (a *assembly) size() int {
-	n := 0
-	for k, v := range a.data {
-		n += len(k) + len(v)
+// tooLarge is the refusal of an assembly over maxSecretSize; unread
+// names the first reference left unread ("" when all were read).
+func (a *assembly) tooLarge(os *v1.ObjectStore, unread string) error {
+	size := fmt.Sprintf("%d bytes", a.bytes)
+	if unread != "" {
+		size = fmt.Sprintf("at least %d bytes (reading stopped before %s)", a.bytes, unread)
 	}
-	return n
+	return newProblem(ReasonTooLarge, v1.GeneratedSecretName(os.Name), "", fmt.Sprintf("would hold %s, over the %d a Secret may hold; nothing was written. Biggest inputs: %s",
+		size, maxSecretSize, a.biggest(3)))
 }
 
 // biggest names the n inputs that contribute most, with their sizes.
@@ -170,6 +181,7 @@ func (a *assembly) biggest(n int) string {
 }
 
 func (a *assembly) put(source, key string, value []byte) {
+	a.bytes += len(key) + len(value) - len(a.data[key])
 	a.data[key] = value
 	h := sha256.New()
 	h.Write([]byte(a.sources[source]))

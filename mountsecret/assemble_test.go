@@ -2,6 +2,7 @@ package mountsecret
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -146,4 +147,39 @@ func TestAGeneratedSecretOverOneMiBIsNeverAttempted(t *testing.T) {
 	assert.Equal(t, "s-generated", p.secret)
 	assert.Contains(t, p.detail, "over the 1048576 a Secret may hold")
 	assert.Contains(t, p.detail, "Biggest inputs: CAs.trusted.big-ca.crt (15", "names the biggest input first")
+}
+
+// countingGetter counts the Secrets a sync reads.
+type countingGetter struct {
+	secretGetter
+	reads int
+}
+
+func (c *countingGetter) Get(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	c.reads++
+	return c.secretGetter.Get(ctx, namespace, name)
+}
+
+// A tenant may reference a hundred Secrets of nearly 1 MiB each: a sync
+// stops reading once what it read is over the limit, so one sync holds
+// about 1 MiB and one Secret, not all of them.
+func TestAssemblyStopsReadingAtTheSizeLimit(t *testing.T) {
+	ca, _ := pair(t, "ca")
+	var bundle []byte
+	for len(bundle) < 300<<10 {
+		bundle = append(bundle, ca...)
+	}
+	var secrets []*corev1.Secret
+	var names []string
+	for i := range 20 {
+		name := fmt.Sprintf("ca-%02d", i)
+		names = append(names, name)
+		secrets = append(secrets, secret(name, map[string][]byte{"ca.crt": bundle}))
+	}
+	get := &countingGetter{secretGetter: secretsOf(t, secrets...)}
+	_, err := assemble(context.Background(), store(nil, nil, names), get, nil)
+	assert.Equal(t, "TooLarge", reason.Of(err))
+	assert.Equal(t, 4, get.reads, "the fourth 300 KiB bundle passes 1 MiB; none after it is read")
+	assert.Contains(t, err.Error(), "reading stopped before spec.certificates.trustedCAs[4]")
+	assert.Contains(t, err.Error(), "over the 1048576 a Secret may hold")
 }
