@@ -82,6 +82,9 @@ type ControllerConfig struct {
 	PlatformsSynced cache.InformerSynced
 	Log             zerolog.Logger
 	Workers         int
+	// SyncsPerTenant bounds how many of one tenant's ObjectStores are
+	// synced at once (0: no bound beyond Workers).
+	SyncsPerTenant int
 	// Registerer takes the count of recovered panics (nil: not exported).
 	Registerer prometheus.Registerer
 }
@@ -161,7 +164,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	// Status writes do not change what to fetch: the Loop's default
 	// filter (spec changes and resyncs) is this controller's.
 	c.loop, err = controller.NewLoop(controller.Options[*v1.ObjectStore]{
-		Name: "binsource", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Synced: synced, Workers: cfg.Workers,
+		Name: "binsource", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Synced: synced, Workers: cfg.Workers, PerUnit: cfg.SyncsPerTenant,
 		// Registries come and go outside the cluster: retry from 5 s,
 		// doubling to 5 min. A sync that submits a pull and returns keeps
 		// its key's backoff: the failure it may end in is the next step.

@@ -91,6 +91,9 @@ type Config struct {
 	// Registerer takes the count of recovered panics (nil: not exported).
 	Registerer prometheus.Registerer
 	Workers    int
+	// SyncsPerTenant bounds how many of one tenant's ObjectStores are
+	// synced at once (0: no bound beyond Workers).
+	SyncsPerTenant int
 	// Reasons are this package's Reasons, their remedies spelled in the
 	// user's words (reason.Spell); nil: every Event a Warning.
 	Reasons reason.Set
@@ -192,7 +195,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	var err error
 	c.loop, err = controller.NewLoop(controller.Options[*v1.ObjectStore]{
-		Name: "mountsecret", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Workers: cfg.Workers,
+		Name: "mountsecret", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Workers: cfg.Workers, PerUnit: cfg.SyncsPerTenant,
 		// client-go's: per key from 5 ms doubling to 1000 s, 10 per second
 		// overall.
 		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),

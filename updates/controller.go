@@ -124,6 +124,9 @@ type Config struct {
 	Clock      clock.PassiveClock
 	Log        zerolog.Logger
 	Workers    int
+	// SyncsPerTenant bounds how many of one tenant's ObjectStores are
+	// synced at once (0: no bound beyond Workers).
+	SyncsPerTenant int
 }
 
 // Controller keeps every ObjectStore's nodes on the release of its image.
@@ -173,7 +176,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	var err error
 	c.loop, err = controller.NewLoop(controller.Options[*v1.ObjectStore]{
-		Name: "updates", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Synced: synced, Workers: cfg.Workers,
+		Name: "updates", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Synced: synced, Workers: cfg.Workers, PerUnit: cfg.SyncsPerTenant,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute),
 		// Spec changes, resyncs, the pause and resume annotations, and
 		// what the binary source wrote in the status (status.binary,

@@ -88,6 +88,7 @@ type config struct {
 	allowedEndpoints updates.EndpointPolicy
 	updateWorkers    int
 	mountWorkers     int
+	syncsPerTenant   int
 	maxRestarts      int
 	restartTimeout   time.Duration
 	binaryWorkers    int
@@ -217,6 +218,7 @@ func (c *config) controllerSettings() []setting {
 	return []setting{
 		{"update-url", "OPERATOR_UPDATE_URL", "", "base URL (up to /webhook/v1/update) MinIO pods fetch in-place updates from; empty: https://<service>.<namespace>.svc.<cluster-domain>:<upgrade port>/webhook/v1/update", optional(httpURL(&c.updateURL, upgradeserver.UpdatePath))},
 		{"update-timeout", "OPERATOR_UPDATE_TIMEOUT", "10m", "how long an in-place update may take, from the call until every node runs the release, before the operator rolls the StatefulSets instead", duration(&c.updateTimeout, time.Second)},
+		{"syncs-per-tenant", "OPERATOR_SYNCS_PER_TENANT", "2", "ObjectStores of one namespace each controller syncs at once, so one tenant's ObjectStores never hold every worker (and the memory each sync holds); 0: no bound beyond the workers", atLeast(&c.syncsPerTenant, 0)},
 		{"mountsecret-workers", "OPERATOR_MOUNTSECRET_WORKERS", "8", "ObjectStores whose generated Secret is rebuilt at once", atLeast(&c.mountWorkers, 1)},
 		{"max-concurrent-restarts", "OPERATOR_MAX_CONCURRENT_RESTARTS", "10", "tenants whose pods restart for new certificates at once, each until its pods are ready again (0: no limit)", atLeast(&c.maxRestarts, 0)},
 		{"restart-timeout", "OPERATOR_RESTART_TIMEOUT", "10m", "longest one tenant's certificate restart holds its slot: pods not ready by then let the next tenant restart", duration(&c.restartTimeout, time.Second)},

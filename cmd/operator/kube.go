@@ -299,7 +299,7 @@ func (p parts) mountSecret(inf informerSet, secretData *secretcache.Reader, oper
 		Kube: p.k.client, Dynamic: p.k.dynamic,
 		Secrets: inf.secrets, Reader: secretData, StatefulSets: inf.sets, ObjectStores: inf.stores,
 		OperatorCA: operatorCA, Recorder: recorder, Log: p.log, Reasons: p.cfg.why.mount,
-		Metrics: mountsecret.NewMetrics(p.reg), Registerer: p.reg, Workers: p.cfg.mountWorkers,
+		Metrics: mountsecret.NewMetrics(p.reg), Registerer: p.reg, Workers: p.cfg.mountWorkers, SyncsPerTenant: p.cfg.syncsPerTenant,
 		MaxConcurrentRestarts: p.cfg.maxRestarts, RestartTimeout: p.cfg.restartTimeout,
 	})
 }
@@ -309,7 +309,7 @@ func (p parts) binarySource(inf informerSet, fetcher *binsource.Fetcher, where *
 	cfg := p.cfg
 	return binsource.NewController(binsource.ControllerConfig{
 		Secrets: secretData, SecretsSynced: inf.secrets.HasSynced, Dynamic: p.k.dynamic, ObjectStores: inf.stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
-		Recorder: recorder, Reasons: cfg.why.binaries, Log: p.log, Registerer: p.reg, Workers: cfg.binaryWorkers,
+		Recorder: recorder, Reasons: cfg.why.binaries, Log: p.log, Registerer: p.reg, Workers: cfg.binaryWorkers, SyncsPerTenant: cfg.syncsPerTenant,
 		UpdateURL: cfg.podUpdateURL(), URLKey: urlKey, Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
 		OnPlacementChange: where.OnChange, Leading: leading,
 	})
@@ -330,7 +330,7 @@ func (p parts) updater(inf informerSet, where *placement.Source, secretData *sec
 		OnPlacementChange: where.OnChange, Secrets: secretData, SecretsSynced: inf.secrets.HasSynced, SecretEvents: inf.secrets,
 		StatefulSets: inf.sets.Lister(), SetsSynced: inf.sets.Informer().HasSynced,
 		ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
-		Workers: cfg.updateWorkers, CallsPerNamespace: cfg.updateCallsNS, Poll: updatePoll, MaxPoll: cfg.resync,
+		Workers: cfg.updateWorkers, SyncsPerTenant: cfg.syncsPerTenant, CallsPerNamespace: cfg.updateCallsNS, Poll: updatePoll, MaxPoll: cfg.resync,
 		MaxInFlight: cfg.maxUpdates, FailureBudget: cfg.failureBudget, HaltNamespace: cfg.namespace,
 		Recorder: recorder, Reasons: cfg.why.updates, Registerer: p.reg, Log: p.log,
 	})

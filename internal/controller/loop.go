@@ -61,6 +61,11 @@ type Options[T any] struct {
 	Synced []cache.InformerSynced
 	// Workers is how many keys are reconciled at once (0 counts as 1).
 	Workers int
+	// PerUnit, when positive, is how many keys of one unit are reconciled
+	// at once, so one tenant's ObjectStores never hold every worker;
+	// UnitOf names a key's unit (nil: its namespace).
+	PerUnit int
+	UnitOf  func(key string) string
 	// RateLimiter spaces out the retries of a failing key (required: how
 	// fast to retry is each controller's choice).
 	RateLimiter workqueue.TypedRateLimiter[string]
@@ -169,7 +174,13 @@ func (l *Loop[T]) Run(ctx context.Context) error {
 	}
 	l.EnqueueAll()
 	report := func(key, message string) { l.reportPanic(ctx, key, message) }
-	Run(ctx, l.queue, l.opts.Workers, l.SyncKey, HandlePanics(l.panics, l.log, report, l.opts.OnError))
+	sync := l.SyncKey
+	if l.opts.PerUnit > 0 {
+		// One gate per run: what a run parked, the next run's EnqueueAll
+		// queues anyway.
+		sync = newUnitGate(l.opts.PerUnit, l.opts.UnitOf, l.queue).wrap(sync)
+	}
+	Run(ctx, l.queue, l.opts.Workers, sync, HandlePanics(l.panics, l.log, report, l.opts.OnError))
 	return nil
 }
 
