@@ -2,6 +2,8 @@ package mountsecret
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,8 +84,33 @@ func (r *restarts) begin(key string) (bool, []string) {
 	return ok, refused.Holders
 }
 
+// adoptable picks, of the restarts found rolling by namespace, those a
+// new term counts: each namespace at most its share of the slots (the
+// total split among these namespaces, rounded up), one namespace after
+// another, and no more than the total.
+func (r *restarts) adoptable(byNamespace map[string][]string) []string {
+	namespaces := slices.Sorted(maps.Keys(byNamespace))
+	if r.max <= 0 {
+		var all []string
+		for _, ns := range namespaces {
+			all = append(all, byNamespace[ns]...)
+		}
+		return all
+	}
+	share := (r.max + len(namespaces) - 1) / max(len(namespaces), 1)
+	var picked []string
+	for turn := 0; turn < share; turn++ {
+		for _, ns := range namespaces {
+			if keys := byNamespace[ns]; turn < len(keys) && len(picked) < r.max {
+				picked = append(picked, keys[turn])
+			}
+		}
+	}
+	return picked
+}
+
 // adopt records a restart this process did not begin (one a previous
-// leader began), whatever the limit: it is running already.
+// leader began, within adoptable's limits): it is running already.
 func (r *restarts) adopt(key string) {
 	r.slots.Adopt(fairshare.Holder{Key: key, Party: namespaceOf(key)})
 }
@@ -182,24 +209,36 @@ func windowOf(store *v1.ObjectStore) *window.Spec {
 
 // adoptRestarts counts, at the start of a term, the tenants a previous
 // leader restarted whose rollout has not finished yet: they hold slots.
+// A tenant can forge what such a restart looks like (its StatefulSets,
+// their labels and annotations are its own), so a restart is adopted only
+// for an ObjectStore that exists, and within the limits a restart begun
+// now keeps: the total, and each namespace with restarts left rolling
+// its share of it, taken in turn. A restart not adopted rolls on
+// uncounted; it only does not keep a tenant that needs a slot waiting.
 func (c *Controller) adoptRestarts() {
 	c.restarts.reset()
 	sets, err := c.sets.List(labels.Everything()) // the informer holds only labelled StatefulSets
 	if err != nil {
 		return
 	}
+	byNamespace := map[string][]string{}
 	for _, s := range sets {
-		if s.Spec.Template.Annotations[RestartAnnotation] == "" || !rolling(s) {
+		name := objectStoreOf(s)
+		if name == "" || s.Spec.Template.Annotations[RestartAnnotation] == "" || !rolling(s) {
 			continue
 		}
-		if name := objectStoreOf(s); name != "" {
-			key := s.Namespace + "/" + name
-			c.restarts.adopt(key)
-			// Nothing else may sync key again (pods that never get
-			// ready, a name no ObjectStore has): the timeout must.
-			if c.restarts.timeout > 0 {
-				c.queue.AddAfter(key, c.restarts.timeout)
-			}
+		key := s.Namespace + "/" + name
+		if _, exists, err := c.stores.GetByKey(key); err != nil || !exists || slices.Contains(byNamespace[s.Namespace], key) {
+			continue
+		}
+		byNamespace[s.Namespace] = append(byNamespace[s.Namespace], key)
+	}
+	for _, key := range c.restarts.adoptable(byNamespace) {
+		c.restarts.adopt(key)
+		// Nothing else may sync key again (pods that never get ready):
+		// the timeout must.
+		if c.restarts.timeout > 0 {
+			c.queue.AddAfter(key, c.restarts.timeout)
 		}
 	}
 }

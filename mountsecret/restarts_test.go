@@ -26,6 +26,7 @@ import (
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/window"
+	"github.com/object-store-operator/operator/test/fakeapi"
 )
 
 func TestHoldRestart(t *testing.T) {
@@ -400,11 +401,13 @@ func TestARestartANewLeaderAdoptsGivesItsSlotUpAfterTheTimeout(t *testing.T) {
 	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = 200 * time.Millisecond }
 	f, _ := rotatedFixture(t, one, nil)
 	f.settle("t") // t/s runs its pods, ready
-	ghost := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "ghost-pool-0", Namespace: "t", Generation: 2,
-		Labels: map[string]string{v1.ObjectStoreLabel: "ghost"}}}
-	ghost.Spec.Template.Annotations = map[string]string{RestartAnnotation: "left-by-the-previous-leader"}
-	ghost.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 1, CurrentRevision: "r1", UpdateRevision: "r2"}
-	require.NoError(t, f.sets.GetIndexer().Add(ghost))
+	// A tenant whose pods never become ready (a name no ObjectStore has
+	// is not adopted at all: TestANewLeaderAdoptsForgedRestartsOnlyWithinTheLimits).
+	ghost, err := f.Dynamic.Resource(v1.Resource).Namespace("t").Create(context.Background(),
+		fakeapi.UnstructuredObjectStore("t", "ghost", map[string]any{}), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.c.stores.Add(ghost))
+	require.NoError(t, f.sets.GetIndexer().Add(rollingSet("t", "ghost")))
 	f.c.adoptRestarts()
 
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
@@ -412,7 +415,12 @@ func TestARestartANewLeaderAdoptsGivesItsSlotUpAfterTheTimeout(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for f.c.queue.Len() > 0 {
 			key, _ := f.c.queue.Get()
-			require.NoError(t, f.c.sync(context.Background(), key))
+			err := f.c.sync(context.Background(), key)
+			// t/ghost's own sync meets a fixture whose Secret informer
+			// does not see the Secret it created; only t/s is looked at.
+			if key == "t/s" {
+				require.NoError(t, err)
+			}
 			f.c.queue.Done(key)
 		}
 		_, held := f.c.restarts.since("t/s")
@@ -477,9 +485,10 @@ func TestATenantThatNoLongerNeedsARestartStopsWaiting(t *testing.T) {
 // their own): before, every such tenant took a slot, beyond the limit,
 // for the timeout after each change of leader.
 func TestANewLeaderAdoptsOnlyRestartsStillRolling(t *testing.T) {
-	f, _ := rotatedFixture(t, func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = time.Hour }, nil)
+	f, _ := rotatedFixture(t, func(c *Config) { c.MaxConcurrentRestarts = 3; c.RestartTimeout = time.Hour }, nil)
 	f.settle("t")
 	set := func(name string, status appsv1.StatefulSetStatus) {
+		require.NoError(t, f.c.stores.Add(fakeapi.UnstructuredObjectStore("t", name, map[string]any{})))
 		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name + "-pool-0", Namespace: "t", Generation: 2,
 			Labels: map[string]string{v1.ObjectStoreLabel: name}}}
 		s.Spec.Template.Annotations = map[string]string{RestartAnnotation: "v"}
@@ -574,4 +583,49 @@ func TestARestartWaitsForTheTenantsWindow(t *testing.T) {
 	require.NoError(t, f.c.sync(context.Background(), "t/s"))
 	assert.Contains(t, f.Actions(), "patch statefulsets", "inside the window the restart goes ahead")
 	assert.Equal(t, ReasonCertificatesAssembled, certificatesReady(t, f).Reason)
+}
+
+// rollingSet is a StatefulSet of ObjectStore ns/name left rolling with a
+// restart annotation, its pods not ready: what a previous leader's
+// restart looks like, and what a tenant can forge.
+func rollingSet(ns, name string) *appsv1.StatefulSet {
+	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name + "-pool-0", Namespace: ns, Generation: 2,
+		Labels: map[string]string{v1.ObjectStoreLabel: name}}}
+	s.Spec.Template.Annotations = map[string]string{RestartAnnotation: "v"}
+	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 1, CurrentRevision: "r1", UpdateRevision: "r2"}
+	return s
+}
+
+// A tenant forges StatefulSets that look like restarts left rolling (its
+// own label, a restart annotation, pods never ready). A new leader adopts
+// only restarts of ObjectStores that exist, within the limit, each
+// namespace within its share: before, it adopted every one, beyond the
+// limit, and the forger held every slot for OPERATOR_RESTART_TIMEOUT
+// after each change of leader.
+func TestANewLeaderAdoptsForgedRestartsOnlyWithinTheLimits(t *testing.T) {
+	f, _ := rotatedFixture(t, func(c *Config) { c.MaxConcurrentRestarts = 4; c.RestartTimeout = time.Hour }, nil)
+	f.settle("t")
+	for i := range 10 {
+		name := fmt.Sprintf("forged-%d", i)
+		require.NoError(t, f.sets.GetIndexer().Add(rollingSet("hog", name)))
+		if i < 6 { // the other four name no ObjectStore at all
+			store := fakeapi.UnstructuredObjectStore("hog", name, map[string]any{})
+			require.NoError(t, f.c.stores.Add(store))
+		}
+	}
+	honest := fakeapi.UnstructuredObjectStore("u", "honest", map[string]any{})
+	require.NoError(t, f.c.stores.Add(honest))
+	require.NoError(t, f.sets.GetIndexer().Add(rollingSet("u", "honest")))
+	f.c.adoptRestarts()
+
+	held := map[string]int{}
+	for _, h := range f.c.restarts.slots.Holders("") {
+		held[namespaceOf(h.Key)]++
+		_, exists, _ := f.c.stores.GetByKey(h.Key)
+		assert.True(t, exists, "%s: adopted, but no ObjectStore has that name", h.Key)
+	}
+	assert.Equal(t, map[string]int{"hog": 2, "u": 1}, held,
+		"four slots shared by the two namespaces with restarts left rolling: two each at most, the honest one needs one")
+	ok, _ := f.c.restarts.begin("t/s")
+	assert.True(t, ok, "a slot is left for a tenant that needs one now")
 }
