@@ -158,9 +158,10 @@ func (c *Current) Offer(kind, origin string, cert *tls.Certificate, caBundle []b
 	if old != nil && sameChain(old.cert, cert) && bytes.Equal(old.ca, caBundle) {
 		return nil
 	}
-	c.cur.Store(&served{cert: cert, ca: caBundle, kind: kind})
 	// The trust warning comes before the "loaded" line, so whoever sees
-	// that line has seen any warning about it too.
+	// that line has seen any warning about it too; both come before the
+	// certificate is served, so whoever sees the replica ready (the
+	// seed's grep after a rollout restart) finds the line.
 	c.checkTrust(kind, origin, cert, caBundle)
 	leaf := cert.Leaf
 	c.metrics.reloads.Inc()
@@ -173,6 +174,7 @@ func (c *Current) Offer(kind, origin string, cert *tls.Certificate, caBundle []b
 		Str("serial", leaf.SerialNumber.Text(16)).
 		Time("notAfter", leaf.NotAfter).
 		Msgf("TLS %s loaded: serving it on the upgrade server", kind)
+	c.cur.Store(&served{cert: cert, ca: caBundle, kind: kind})
 	select {
 	case c.changed <- struct{}{}:
 	default:
