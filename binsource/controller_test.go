@@ -55,7 +55,7 @@ func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs .
 	}
 	stores := testutil.SyncedInformer()
 	f.c, err = NewController(ControllerConfig{
-		Secrets: secretcache.NewReader(meta, f.Kube, func(map[string][]byte) string { return "" }), Dynamic: f.Dynamic,
+		Secrets: secretcache.NewReader(meta, f.Kube, func(map[string][]byte) string { return "" }, secretcache.Limits{}), Dynamic: f.Dynamic,
 		ObjectStores: stores, Fetcher: fetcher, Recorder: record.NewFakeRecorder(10),
 		Reasons: reasontest.Spelled(t, Reasons(), "OPERATOR_"), Log: zerolog.Nop(),
 		Leading: func() context.Context {

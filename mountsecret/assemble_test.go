@@ -37,7 +37,7 @@ func secretsOf(t *testing.T, secrets ...*corev1.Secret) secretGetter {
 		require.NoError(t, err)
 		require.NoError(t, idx.Add(&metav1.PartialObjectMetadata{ObjectMeta: created.ObjectMeta}))
 	}
-	return secretcache.NewReader(idx, client, contentHash)
+	return secretcache.NewReader(idx, client, contentHash, secretcache.Limits{})
 }
 
 func secret(name string, data map[string][]byte) *corev1.Secret {

@@ -155,8 +155,8 @@ type Controller struct {
 
 // NewSecretReader is a secretcache.Reader whose metadata view carries this
 // controller's digest of a generated Secret's data.
-func NewSecretReader(meta cache.Indexer, kube kubernetes.Interface) *secretcache.Reader {
-	return secretcache.NewReader(meta, kube, contentHash)
+func NewSecretReader(meta cache.Indexer, kube kubernetes.Interface, limits secretcache.Limits) *secretcache.Reader {
+	return secretcache.NewReader(meta, kube, contentHash, limits)
 }
 
 // FieldManager owns the CertificatesReady condition.
@@ -165,7 +165,7 @@ const FieldManager = "object-store-operator-mountsecret"
 // New wires the controller's event handlers; call Run to work.
 func New(cfg Config) (*Controller, error) {
 	if cfg.Reader == nil {
-		cfg.Reader = NewSecretReader(cfg.Secrets.GetIndexer(), cfg.Kube)
+		cfg.Reader = NewSecretReader(cfg.Secrets.GetIndexer(), cfg.Kube, secretcache.Limits{})
 		if err := cfg.Reader.Track(cfg.ObjectStores, v1.SecretIndex((*v1.ObjectStore).SecretsRead)); err != nil {
 			return nil, err
 		}

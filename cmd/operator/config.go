@@ -51,57 +51,58 @@ type config struct {
 	logLevel       zerolog.Level
 	accessLog      bool
 
-	kubeconfig       string
-	namespace        string
-	serviceName      string
-	clusterDomain    string
-	signerName       string
-	approve          bool
-	csrTimeout       time.Duration
-	expiration       time.Duration
-	renewBefore      time.Duration
-	autocertSecret   string
-	servingCASecret  string
-	leaderElection   bool
-	leaseDuration    time.Duration
-	renewDeadline    time.Duration
-	retryPeriod      time.Duration
-	resync           time.Duration
-	qps              float32
-	burst            int
-	mirrorURL        string
-	storeKeep        int
-	storeMaxBytes    int64
-	storeNSMaxBytes  int64
-	storeGrace       time.Duration
-	pullConcurrency  int
-	pullPerNS        int
-	maxBinarySize    int64
-	platforms        []binsource.Platform
-	minisignKeys     []minisign.PublicKey
-	signingKey       string
-	insecureRegs     []string
-	pullTimeout      time.Duration
-	pullMaxBytes     int64
-	updateURL        string
-	updateTimeout    time.Duration
-	allowedEndpoints updates.EndpointPolicy
-	updateWorkers    int
-	mountWorkers     int
-	syncsPerTenant   int
-	maxRestarts      int
-	restartTimeout   time.Duration
-	binaryWorkers    int
-	updateCallsNS    int
-	maxUpdates       int
-	failureBudget    int
-	maxDownloads     int
-	maxConns         int
-	clientDownloads  int
-	clientConns      int
-	minDownloadRate  int64
-	trustBundle      bool
-	trustBundleOwner string
+	kubeconfig                                 string
+	namespace                                  string
+	serviceName                                string
+	clusterDomain                              string
+	signerName                                 string
+	approve                                    bool
+	csrTimeout                                 time.Duration
+	expiration                                 time.Duration
+	renewBefore                                time.Duration
+	autocertSecret                             string
+	servingCASecret                            string
+	leaderElection                             bool
+	leaseDuration                              time.Duration
+	renewDeadline                              time.Duration
+	retryPeriod                                time.Duration
+	resync                                     time.Duration
+	qps                                        float32
+	burst                                      int
+	mirrorURL                                  string
+	storeKeep                                  int
+	storeMaxBytes                              int64
+	storeNSMaxBytes                            int64
+	secretCacheMaxBytes, secretCacheNSMaxBytes int64
+	storeGrace                                 time.Duration
+	pullConcurrency                            int
+	pullPerNS                                  int
+	maxBinarySize                              int64
+	platforms                                  []binsource.Platform
+	minisignKeys                               []minisign.PublicKey
+	signingKey                                 string
+	insecureRegs                               []string
+	pullTimeout                                time.Duration
+	pullMaxBytes                               int64
+	updateURL                                  string
+	updateTimeout                              time.Duration
+	allowedEndpoints                           updates.EndpointPolicy
+	updateWorkers                              int
+	mountWorkers                               int
+	syncsPerTenant                             int
+	maxRestarts                                int
+	restartTimeout                             time.Duration
+	binaryWorkers                              int
+	updateCallsNS                              int
+	maxUpdates                                 int
+	failureBudget                              int
+	maxDownloads                               int
+	maxConns                                   int
+	clientDownloads                            int
+	clientConns                                int
+	minDownloadRate                            int64
+	trustBundle                                bool
+	trustBundleOwner                           string
 	// watchNamespaces are the namespaces whose ObjectStores this install
 	// reconciles, sorted; empty means every namespace.
 	watchNamespaces []string
@@ -218,6 +219,8 @@ func (c *config) controllerSettings() []setting {
 	return []setting{
 		{"update-url", "OPERATOR_UPDATE_URL", "", "base URL (up to /webhook/v1/update) MinIO pods fetch in-place updates from; empty: https://<service>.<namespace>.svc.<cluster-domain>:<upgrade port>/webhook/v1/update", optional(httpURL(&c.updateURL, upgradeserver.UpdatePath))},
 		{"update-timeout", "OPERATOR_UPDATE_TIMEOUT", "10m", "how long an in-place update may take, from the call until every node runs the release, before the operator rolls the StatefulSets instead", duration(&c.updateTimeout, time.Second)},
+		{"secret-cache-max-bytes", "OPERATOR_SECRET_CACHE_MAX_BYTES", "64Mi", "most data of referenced Secrets kept in memory in all; beyond it Secrets are read from the API at each sync (Kubernetes quantity)", size(&c.secretCacheMaxBytes)},
+		{"secret-cache-namespace-max-bytes", "OPERATOR_SECRET_CACHE_NAMESPACE_MAX_BYTES", "16Mi", "most data of one namespace's referenced Secrets kept in memory (Kubernetes quantity)", size(&c.secretCacheNSMaxBytes)},
 		{"syncs-per-tenant", "OPERATOR_SYNCS_PER_TENANT", "2", "ObjectStores of one namespace each controller syncs at once, so one tenant's ObjectStores never hold every worker (and the memory each sync holds); 0: no bound beyond the workers", atLeast(&c.syncsPerTenant, 0)},
 		{"mountsecret-workers", "OPERATOR_MOUNTSECRET_WORKERS", "8", "ObjectStores whose generated Secret is rebuilt at once", atLeast(&c.mountWorkers, 1)},
 		{"max-concurrent-restarts", "OPERATOR_MAX_CONCURRENT_RESTARTS", "10", "tenants whose pods restart for new certificates at once, each until its pods are ready again (0: no limit)", atLeast(&c.maxRestarts, 0)},

@@ -167,7 +167,8 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) (upgr
 	}
 	// One reader of Secrets' data for every controller: each version is
 	// fetched once, whoever asks.
-	secretData := mountsecret.NewSecretReader(inf.secrets.GetIndexer(), p.k.client)
+	secretData := mountsecret.NewSecretReader(inf.secrets.GetIndexer(), p.k.client,
+		secretcache.Limits{PerTenant: p.cfg.secretCacheNSMaxBytes, Total: p.cfg.secretCacheMaxBytes})
 	// Only what ObjectStores read is kept.
 	if err := secretData.Track(inf.stores, apiv1.SecretIndex((*apiv1.ObjectStore).SecretsRead)); err != nil {
 		return nil, err

@@ -40,22 +40,31 @@ type Reader struct {
 	// no ObjectStore references is read, not kept.
 	stores cache.Indexer
 
+	limits Limits
+
 	mu   sync.Mutex
 	data map[viewKey]cachedSecret
-	// kept is the bytes of data kept, by namespace and in all.
+	// kept is the bytes of data kept, by tenant and in all.
 	kept      map[string]int64
 	keptTotal int64
 }
 
-// MaxKeptPerNamespace bounds the Secret data kept for one namespace. A
-// tenant chooses how much it stores in Secrets and names from its
-// ObjectStores (145 Secrets of up to 1 MiB each per ObjectStore, as many
-// ObjectStores as it likes): without a bound it chose how much of the
-// operator's memory it held, and could take it down for every tenant.
-// Beyond it, the namespace's Secrets are read from the apiserver each
-// time, not kept. A tenant's configuration, certificates and CAs are a
-// few KiB each.
-const MaxKeptPerNamespace = 16 << 20
+// Limits bound the Secret data a Reader keeps. A tenant chooses how much
+// it stores in Secrets and names from its ObjectStores (145 Secrets of up
+// to 1 MiB each per ObjectStore, as many ObjectStores as it likes):
+// without a bound it chose how much of the operator's memory it held, and
+// could take it down for every tenant; with a bound per tenant only, many
+// tenants (or one with many namespaces) still could. Beyond a bound,
+// Secrets are read from the apiserver each time, not kept. A tenant's
+// configuration, certificates and CAs are a few KiB each.
+type Limits struct {
+	// PerTenant bounds what one tenant's Secrets keep (0: no bound).
+	PerTenant int64
+	// Total bounds what all Secrets keep (0: no bound).
+	Total int64
+	// TenantOf names the tenant of a namespace (nil: the namespace).
+	TenantOf func(namespace string) string
+}
 
 // referencesIndex files an ObjectStore under every Secret it references
 // (Track).
@@ -133,13 +142,19 @@ type cachedSecret struct {
 	secret *corev1.Secret
 	digest string // contentHash of the data, in the metadata view only
 	size   int64  // bytes of data kept (the data view)
+	// tenant is whom size was counted against (a namespace's tenant can
+	// change while it is kept).
+	tenant string
 }
 
 // NewReader reads data through client for the Secrets meta (a
 // metadata-only informer's indexer, see TrimMetadata) holds; digest sums
 // a Secret's data for Digest.
-func NewReader(meta cache.Indexer, client kubernetes.Interface, digest func(map[string][]byte) string) *Reader {
-	return &Reader{meta: meta, client: client, digest: digest, data: map[viewKey]cachedSecret{}, kept: map[string]int64{}}
+func NewReader(meta cache.Indexer, client kubernetes.Interface, digest func(map[string][]byte) string, limits Limits) *Reader {
+	if limits.TenantOf == nil {
+		limits.TenantOf = func(namespace string) string { return namespace }
+	}
+	return &Reader{meta: meta, client: client, digest: digest, limits: limits, data: map[viewKey]cachedSecret{}, kept: map[string]int64{}}
 }
 
 // Get returns the Secret namespace/name with its data, as the informer
@@ -222,10 +237,10 @@ func (r *Reader) Remember(s *corev1.Secret, data bool) cachedSecret {
 	// dropped after this check is forgotten by that handler.
 	if r.referenced(key) {
 		vk := viewKey{key, data}
-		old := r.data[vk]
-		if r.kept[s.Namespace]-old.size+c.size > MaxKeptPerNamespace {
-			// Over the namespace's share: read each time, not kept (an
-			// older version kept would answer for nothing).
+		grow := c.size - r.data[vk].size
+		if over(r.kept[r.limits.TenantOf(s.Namespace)]+grow, r.limits.PerTenant) || over(r.keptTotal+grow, r.limits.Total) {
+			// Over the tenant's share or the total: read each time, not
+			// kept (an older version kept would answer for nothing).
 			r.setLocked(vk, cachedSecret{}, false)
 		} else {
 			r.setLocked(vk, c, true)
@@ -235,21 +250,26 @@ func (r *Reader) Remember(s *corev1.Secret, data bool) cachedSecret {
 	return c
 }
 
+func over(n, limit int64) bool { return limit > 0 && n > limit }
+
 // setLocked keeps c as vk (keep), or drops vk, counting the bytes kept.
 func (r *Reader) setLocked(vk viewKey, c cachedSecret, keep bool) {
-	ns, _, _ := strings.Cut(vk.key, "/")
 	if old, ok := r.data[vk]; ok {
-		r.kept[ns] -= old.size
-		r.keptTotal -= old.size
+		r.count(old.tenant, -old.size)
 		delete(r.data, vk)
 	}
 	if keep {
+		ns, _, _ := strings.Cut(vk.key, "/")
+		c.tenant = r.limits.TenantOf(ns)
 		r.data[vk] = c
-		r.kept[ns] += c.size
-		r.keptTotal += c.size
+		r.count(c.tenant, c.size)
 	}
-	if r.kept[ns] == 0 {
-		delete(r.kept, ns)
+}
+
+func (r *Reader) count(tenant string, n int64) {
+	r.keptTotal += n
+	if r.kept[tenant] += n; r.kept[tenant] == 0 {
+		delete(r.kept, tenant)
 	}
 }
 

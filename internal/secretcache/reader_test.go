@@ -34,7 +34,7 @@ type readerFixture struct {
 
 func newReaderFixture(t *testing.T) *readerFixture {
 	f := &readerFixture{t: t, client: fake.NewClientset(), meta: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})}
-	f.r = NewReader(f.meta, f.client, contentHash)
+	f.r = NewReader(f.meta, f.client, contentHash, Limits{PerTenant: 16 << 20, Total: 40 << 20})
 	return f
 }
 
@@ -215,7 +215,7 @@ func TestTrackedReaderKeepsOnlyReferencedSecrets(t *testing.T) {
 // Secrets; the CRD lets an ObjectStore name 145 Secrets). Before, the
 // reader kept all of them: the tenant chose how much of the operator's
 // memory (512 MiB in the chart) it held, and could take it down for
-// everyone. A namespace keeps at most MaxKeptPerNamespace bytes; beyond,
+// everyone. A namespace keeps at most Limits.PerTenant bytes; beyond,
 // its Secrets are read, not kept, and another namespace's are kept still.
 func TestOneNamespaceKeepsNoMoreThanItsShareOfSecretData(t *testing.T) {
 	f := newReaderFixture(t)
@@ -248,4 +248,58 @@ func TestOneNamespaceKeepsNoMoreThanItsShareOfSecretData(t *testing.T) {
 	_, err = f.r.Get(context.Background(), "u", "env")
 	require.NoError(t, err)
 	assert.Zero(t, f.gets(), "the other namespace's Secret is kept")
+}
+
+// TestManyNamespacesKeepNoMoreThanTheTotal: each namespace within its
+// share, but many of them (or one tenant with many namespaces) together
+// held what they liked. What is kept in all is bounded too; beyond it,
+// Secrets are read, not kept.
+func TestManyNamespacesKeepNoMoreThanTheTotal(t *testing.T) {
+	f := newReaderFixture(t)
+	source := fcache.NewFakeControllerSource()
+	stores := cache.NewSharedIndexInformer(source, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	require.NoError(t, f.r.Track(stores, v1.SecretIndex((*v1.ObjectStore).SecretsRead)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go stores.Run(ctx.Done())
+	// At a smaller scale than the defaults: 64 KiB Secrets, 1 MiB a
+	// tenant, 2.5 MiB in all.
+	f.r.limits.PerTenant, f.r.limits.Total = 1<<20, 5<<19
+	big := make([]byte, 64<<10)
+	for n := range 6 {
+		for i := range 10 {
+			name := fmt.Sprintf("pull-%d", i)
+			f.put(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fmt.Sprintf("ns%d", n)}, Data: map[string][]byte{"blob": big}})
+			o := objectStore(fmt.Sprintf("s%d", i), name, "env", 1)
+			o.SetNamespace(fmt.Sprintf("ns%d", n))
+			source.Add(o)
+		}
+	}
+	require.Eventually(t, func() bool { return len(stores.GetIndexer().ListKeys()) == 60 }, 5*time.Second, time.Millisecond)
+	for n := range 6 {
+		for i := range 10 {
+			s, err := f.r.Get(context.Background(), fmt.Sprintf("ns%d", n), fmt.Sprintf("pull-%d", i))
+			require.NoError(t, err)
+			require.Len(t, s.Data["blob"], 64<<10, "every Secret is read whole")
+		}
+	}
+	assert.LessOrEqual(t, f.r.KeptBytes(), int64(5<<19), "3.75 MiB referenced, each namespace's 640 KiB within its share: 2.5 MiB kept in all")
+	assert.Greater(t, f.r.KeptBytes(), int64(2<<20), "what fits is kept")
+}
+
+// A tenant label groups namespaces: their Secrets count against one
+// share.
+func TestNamespacesOfOneTenantShareOneShare(t *testing.T) {
+	f := newReaderFixture(t)
+	f.r.limits.TenantOf = func(ns string) string { return "acme" }
+	f.r.limits.PerTenant = 1 << 20
+	for n := range 3 {
+		for i := range 10 {
+			f.put(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: fmt.Sprintf("ns%d", n)}, Data: map[string][]byte{"blob": make([]byte, 64<<10)}})
+			_, err := f.r.Get(context.Background(), fmt.Sprintf("ns%d", n), fmt.Sprintf("p%d", i))
+			require.NoError(t, err)
+		}
+	}
+	assert.LessOrEqual(t, f.r.KeptBytes(), int64(1<<20), "three namespaces of one tenant (1.9 MiB) keep one share")
+	assert.Greater(t, f.r.KeptBytes(), int64(900<<10), "what fits is kept")
 }
