@@ -18,6 +18,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/reason"
@@ -40,6 +41,13 @@ type tenant struct {
 	// ObjectStore's namespace and the platform's policy.
 	namespace, clusterDomain string
 	policy                   EndpointPolicy
+	// kube reads the Services, EndpointSlices and Pods a host of the
+	// namespace rule leads to.
+	kube kubernetes.Interface
+	// dial connects to an address the policy let through; nil: a
+	// net.Dialer whose Control is the policy's allowDial. Tests set it to
+	// see what would be dialled.
+	dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // loadTenant reads the ObjectStore's credentials and CAs. Its errors carry
@@ -81,7 +89,7 @@ func (c *Controller) loadTenant(ctx context.Context, store *v1.ObjectStore) (*te
 		return nil, err
 	}
 	return &tenant{endpoint: u, user: user, password: password, roots: roots,
-		namespace: store.Namespace, clusterDomain: c.cfg.ClusterDomain, policy: c.cfg.AllowedEndpoints}, nil
+		namespace: store.Namespace, clusterDomain: c.cfg.ClusterDomain, policy: c.cfg.AllowedEndpoints, kube: c.cfg.Kube}, nil
 }
 
 // tenantCAs returns the CAs of the ObjectStore's generated Secret, which is
@@ -158,12 +166,16 @@ func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error
 	if err := t.policy.allowHost(host, t.namespace, t.clusterDomain); err != nil {
 		return nil, nil, reason.Wrap(CauseEndpointNotAllowed, fmt.Errorf("admin client: %w", err))
 	}
+	dial := t.dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
+			Control: t.policy.allowDial}).DialContext
+	}
 	tr := &http.Transport{
 		// With a proxy, the proxy resolves and connects: allowDial then
 		// checks the proxy's address, allowHost still the host asked for.
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
-			Control: t.policy.allowDial}).DialContext,
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            dial,
 		TLSClientConfig:        &tls.Config{RootCAs: t.roots, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    10 * time.Second,
 		ResponseHeaderTimeout:  0, // an update answers only when every node has the binary; ctx bounds it
