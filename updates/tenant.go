@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,12 +159,16 @@ func parseConfigEnv(data []byte) (user, password string, err error) {
 // host must pass the endpoint policy (node endpoints come from MinIO's
 // server info, which the tenant controls as much as its spec), and so
 // must every address dialled: a refusal has the cause
-// CauseEndpointNotAllowed and dials nothing.
+// CauseEndpointNotAllowed and dials nothing. A host of the namespace
+// rule is resolved through the API at each connection (resolve), never
+// by DNS nor through a proxy; TLS still verifies the certificate for
+// the host name.
 func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error) {
 	if host == "" {
 		host = t.endpoint.Host
 	}
-	if err := t.policy.allowHost(host, t.namespace, t.clusterDomain); err != nil {
+	target, err := t.policy.route(host, t.namespace, t.clusterDomain)
+	if err != nil {
 		return nil, nil, reason.Wrap(CauseEndpointNotAllowed, fmt.Errorf("admin client: %w", err))
 	}
 	dial := t.dial
@@ -181,6 +186,12 @@ func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error
 		ResponseHeaderTimeout:  0, // an update answers only when every node has the binary; ctx bounds it
 		MaxResponseHeaderBytes: 64 << 10,
 	}
+	if target != nil {
+		// A proxy would resolve the name by DNS, and reach whatever an
+		// ExternalName Service aliases.
+		tr.Proxy = nil
+		tr.DialContext = t.dialService(*target, dial)
+	}
 	client, err := madmin.NewWithOptions(host, &madmin.Options{
 		Creds:     credentials.NewStaticV4(t.user, t.password, ""),
 		Secure:    t.endpoint.Scheme == "https",
@@ -190,4 +201,32 @@ func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error
 		return nil, nil, fmt.Errorf("admin client for %s: %w", host, err)
 	}
 	return client, tr, nil
+}
+
+// dialService dials the addresses target leads to (resolve), in turn
+// until one answers; the port is the one the transport asks for.
+func (t *tenant) dialService(target serviceTarget, dial func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		_, p, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: %w", address, err)
+		}
+		port, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || port == 0 {
+			return nil, fmt.Errorf("dial %s: port %q is not a number from 1 to 65535", address, p)
+		}
+		addrs, err := resolve(ctx, t.kube, target, uint16(port))
+		if err != nil {
+			return nil, notDialled{err}
+		}
+		var last error
+		for _, a := range addrs {
+			conn, err := dial(ctx, network, a.String())
+			if err == nil {
+				return conn, nil
+			}
+			last = err
+		}
+		return nil, last
+	}
 }
