@@ -163,8 +163,11 @@ func candidates(svc *corev1.Service, sl []discoveryv1.EndpointSlice, pod string,
 		return nil, reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no endpoint %s", ns, name, pod)
 	case !ready || len(out) == 0:
 		what := "ready endpoint"
-		if pod != "" {
-			what = "ready endpoint " + pod
+		switch {
+		case pod != "":
+			what += " " + pod
+		case mapPort:
+			what += fmt.Sprintf(" for its port %d", port)
 		}
 		return nil, reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no %s", ns, name, what)
 	}

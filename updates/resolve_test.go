@@ -245,6 +245,13 @@ func TestAServiceNotThereYetIsUnreachableNotRefused(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, CauseTenantUnreachable, reason.Of(err))
 	assert.Contains(t, err.Error(), "Service t/tenant-hl has no ready endpoint")
+
+	minio := tService("minio", func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "minio"} })
+	dialled, err = askThrough(t, "", "https://minio.t.svc:9000", "", minio)
+	assert.Empty(t, dialled, "not even its ClusterIP")
+	require.Error(t, err)
+	assert.Equal(t, CauseTenantUnreachable, reason.Of(err))
+	assert.Contains(t, err.Error(), "Service t/minio has no ready endpoint for its port 9000")
 }
 
 // TestTheAllowListIsDialledAsBefore: a host the platform allowed
