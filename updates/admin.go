@@ -2,6 +2,7 @@ package updates
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -162,6 +163,12 @@ func failedHost(failure string) string {
 func adminError(err error) error {
 	if e := madmin.ToErrorResponse(err); e.Code != "" {
 		return fmt.Errorf("%s: %s", e.Code, e.Message)
+	}
+	// A connection the operator did not make for a reason of its own
+	// (resolve): that reason, without the request's method and URL.
+	var nd notDialled
+	if errors.As(err, &nd) {
+		return nd.err
 	}
 	return err
 }

@@ -61,7 +61,8 @@ type Config struct {
 	// it: the status subresource may be written by others than the binary
 	// source, and MinIO is never sent elsewhere on their word.
 	UpdateURL string
-	// Kube patches StatefulSets.
+	// Kube patches StatefulSets, and reads the Service, EndpointSlices
+	// and Pods an admin endpoint of the namespace rule leads to.
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
 	// Secrets reads the tenants' configuration and generated Secrets.

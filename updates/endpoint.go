@@ -112,29 +112,52 @@ const maxHostInMessage = 256
 // <pod>.<service>.<ns>.svc[.<clusterDomain>]) or an allowed glob. Its
 // error has the cause CauseEndpointNotAllowed.
 func (p EndpointPolicy) allowHost(hostport, ns, clusterDomain string) error {
+	_, err := p.route(hostport, ns, clusterDomain)
+	return err
+}
+
+// serviceTarget is a host allowed by the namespace rule alone: a Service
+// of the ObjectStore's namespace, or one of its endpoints by hostname.
+// The operator resolves it through the API, never by DNS (resolve).
+type serviceTarget struct {
+	namespace, service string
+	// pod is the endpoint's hostname of <pod>.<service>.<ns>.svc; ""
+	// for the Service itself.
+	pod string
+}
+
+// route is allowHost that also says how the host is reached: nil for a
+// host the platform allowed (an address in an allowed network, a name an
+// allowed glob matches), dialled as written; else the Service target
+// of the namespace rule. The platform's list is matched first: what it
+// allows is dialled as it always was.
+func (p EndpointPolicy) route(hostport, ns, clusterDomain string) (*serviceTarget, error) {
 	host, err := splitHostPort(hostport)
 	if err != nil {
-		return reason.Errorf(CauseEndpointNotAllowed, "%q is not a host[:port]: %v", cleanText(hostport, maxHostInMessage), err)
+		return nil, reason.Errorf(CauseEndpointNotAllowed, "%q is not a host[:port]: %v", cleanText(hostport, maxHostInMessage), err)
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Zone() == "" && p.allowsAddr(a) {
-			return nil
+			return nil, nil
 		}
-		return reason.Errorf(CauseEndpointNotAllowed, "host %s is an address no allowed network contains (addresses are allowed only by CIDR); nothing was dialled",
+		return nil, reason.Errorf(CauseEndpointNotAllowed, "host %s is an address no allowed network contains (addresses are allowed only by CIDR); nothing was dialled",
 			cleanText(a.String(), maxHostInMessage))
 	}
 	name := strings.TrimSuffix(strings.ToLower(host), ".")
 	if err := checkName(name, false); err != nil {
-		return reason.Errorf(CauseEndpointNotAllowed, "host %q is not a host name: %v", cleanText(host, maxHostInMessage), err)
+		return nil, reason.Errorf(CauseEndpointNotAllowed, "host %q is not a host name: %v", cleanText(host, maxHostInMessage), err)
 	}
-	if inNamespace(name, ns, strings.TrimSuffix(strings.ToLower(clusterDomain), ".")) || p.allowsName(name) {
-		return nil
+	if p.allowsName(name) {
+		return nil, nil
+	}
+	if target, ok := inNamespace(name, ns, strings.TrimSuffix(strings.ToLower(clusterDomain), ".")); ok {
+		return target, nil
 	}
 	domain := ""
 	if clusterDomain != "" {
 		domain = ", optionally followed by ." + clusterDomain
 	}
-	return reason.Errorf(CauseEndpointNotAllowed,
+	return nil, reason.Errorf(CauseEndpointNotAllowed,
 		"host %s is not a Service of namespace %s (<service>.%[2]s.svc, or <pod>.<service>.%[2]s.svc%[3]s) and no allowed host glob matches it; nothing was dialled",
 		name, ns, domain)
 }
@@ -190,20 +213,27 @@ func checkName(name string, glob bool) error {
 }
 
 // inNamespace is the rule every ObjectStore gets: the name is a Service of
-// its namespace, or a pod under a headless Service of it.
-func inNamespace(name, ns, clusterDomain string) bool {
+// its namespace, or a pod under a headless Service of it. It returns
+// which.
+func inNamespace(name, ns, clusterDomain string) (*serviceTarget, bool) {
 	if ns == "" {
-		return false
+		return nil, false
 	}
 	if short, ok := strings.CutSuffix(name, ".svc."+clusterDomain); ok && clusterDomain != "" {
 		name = short + ".svc"
 	}
 	rest, ok := strings.CutSuffix(name, "."+ns+".svc")
 	if !ok {
-		return false
+		return nil, false
 	}
-	n := strings.Count(rest, ".") + 1 // labels are checked non-empty
-	return n == 1 || n == 2
+	// Labels are checked non-empty.
+	switch labels := strings.Split(rest, "."); len(labels) {
+	case 1:
+		return &serviceTarget{namespace: ns, service: labels[0]}, true
+	case 2:
+		return &serviceTarget{namespace: ns, service: labels[1], pod: labels[0]}, true
+	}
+	return nil, false
 }
 
 func (p EndpointPolicy) allowsName(name string) bool {
@@ -238,9 +268,9 @@ func (p EndpointPolicy) allowsAddr(a netip.Addr) bool {
 	return false
 }
 
-// allowDial is the dialer's Control: whatever a name resolved to (an
-// ExternalName Service in the tenant's namespace can CNAME anywhere),
-// the operator connects to no loopback, link-local (cloud metadata),
+// allowDial is the dialer's Control: whatever a name resolved to (a
+// name the platform allowed, or a Pod address a Service led to), the
+// operator connects to no loopback, link-local (cloud metadata),
 // unspecified or multicast address unless an allowed network contains it.
 func (p EndpointPolicy) allowDial(_, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)

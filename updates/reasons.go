@@ -99,7 +99,8 @@ func Reasons() []reason.Reason {
 		{Name: ReasonConfigurationMissing, Severity: reason.Warning,
 			Remedy: "set spec.configuration.name to the Secret whose config.env exports MINIO_ROOT_USER and MINIO_ROOT_PASSWORD (and spec.updates.endpoint if MinIO is not at https://<name>-hl.<namespace>.svc:9000)"},
 		{Name: ReasonEndpointNotAllowed, Severity: reason.Warning,
-			Remedy: "point spec.updates.endpoint at a Service of the ObjectStore's own namespace (https://<service>.<namespace>.svc:9000, or leave it empty for https://<name>-hl.<namespace>.svc.<cluster domain>:9000); " +
+			Remedy: "point spec.updates.endpoint at a Service of the ObjectStore's own namespace (https://<service>.<namespace>.svc:9000, or leave it empty for https://<name>-hl.<namespace>.svc.<cluster domain>:9000) " +
+				"that leads to the namespace's own MinIO Pods: not an ExternalName Service, nor EndpointSlices written by hand to other addresses; " +
 				"to reach MinIO elsewhere, the platform adds the host (a glob such as *.minio.example.com) or its network (a CIDR) to {allowed-update-endpoints}"},
 		{Name: ReasonTenantUnreachable, Severity: reason.Warning,
 			Remedy: "check that MinIO's admin API answers at the endpoint and that its certificate is signed by a CA in the ObjectStore's <name>-generated Secret"},

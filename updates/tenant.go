@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/reason"
@@ -40,6 +42,13 @@ type tenant struct {
 	// ObjectStore's namespace and the platform's policy.
 	namespace, clusterDomain string
 	policy                   EndpointPolicy
+	// kube reads the Services, EndpointSlices and Pods a host of the
+	// namespace rule leads to.
+	kube kubernetes.Interface
+	// dial connects to an address the policy let through; nil: a
+	// net.Dialer whose Control is the policy's allowDial. Tests set it to
+	// see what would be dialled.
+	dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // loadTenant reads the ObjectStore's credentials and CAs. Its errors carry
@@ -81,7 +90,7 @@ func (c *Controller) loadTenant(ctx context.Context, store *v1.ObjectStore) (*te
 		return nil, err
 	}
 	return &tenant{endpoint: u, user: user, password: password, roots: roots,
-		namespace: store.Namespace, clusterDomain: c.cfg.ClusterDomain, policy: c.cfg.AllowedEndpoints}, nil
+		namespace: store.Namespace, clusterDomain: c.cfg.ClusterDomain, policy: c.cfg.AllowedEndpoints, kube: c.cfg.Kube}, nil
 }
 
 // tenantCAs returns the CAs of the ObjectStore's generated Secret, which is
@@ -150,24 +159,38 @@ func parseConfigEnv(data []byte) (user, password string, err error) {
 // host must pass the endpoint policy (node endpoints come from MinIO's
 // server info, which the tenant controls as much as its spec), and so
 // must every address dialled: a refusal has the cause
-// CauseEndpointNotAllowed and dials nothing.
+// CauseEndpointNotAllowed and dials nothing. A host of the namespace
+// rule is resolved through the API at each connection (resolve), never
+// by DNS nor through a proxy; TLS still verifies the certificate for
+// the host name.
 func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error) {
 	if host == "" {
 		host = t.endpoint.Host
 	}
-	if err := t.policy.allowHost(host, t.namespace, t.clusterDomain); err != nil {
+	target, err := t.policy.route(host, t.namespace, t.clusterDomain)
+	if err != nil {
 		return nil, nil, reason.Wrap(CauseEndpointNotAllowed, fmt.Errorf("admin client: %w", err))
+	}
+	dial := t.dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
+			Control: t.policy.allowDial}).DialContext
 	}
 	tr := &http.Transport{
 		// With a proxy, the proxy resolves and connects: allowDial then
 		// checks the proxy's address, allowHost still the host asked for.
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
-			Control: t.policy.allowDial}).DialContext,
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            dial,
 		TLSClientConfig:        &tls.Config{RootCAs: t.roots, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    10 * time.Second,
 		ResponseHeaderTimeout:  0, // an update answers only when every node has the binary; ctx bounds it
 		MaxResponseHeaderBytes: 64 << 10,
+	}
+	if target != nil {
+		// A proxy would resolve the name by DNS, and reach whatever an
+		// ExternalName Service aliases.
+		tr.Proxy = nil
+		tr.DialContext = t.dialService(*target, dial)
 	}
 	client, err := madmin.NewWithOptions(host, &madmin.Options{
 		Creds:     credentials.NewStaticV4(t.user, t.password, ""),
@@ -178,4 +201,32 @@ func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error
 		return nil, nil, fmt.Errorf("admin client for %s: %w", host, err)
 	}
 	return client, tr, nil
+}
+
+// dialService dials the addresses target leads to (resolve), in turn
+// until one answers; the port is the one the transport asks for.
+func (t *tenant) dialService(target serviceTarget, dial func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		_, p, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: %w", address, err)
+		}
+		port, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || port == 0 {
+			return nil, fmt.Errorf("dial %s: port %q is not a number from 1 to 65535", address, p)
+		}
+		addrs, err := resolve(ctx, t.kube, target, uint16(port))
+		if err != nil {
+			return nil, notDialled{err}
+		}
+		var last error
+		for _, a := range addrs {
+			conn, err := dial(ctx, network, a.String())
+			if err == nil {
+				return conn, nil
+			}
+			last = err
+		}
+		return nil, last
+	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
@@ -167,4 +170,98 @@ func TestEndpointInAnotherNamespaceIsRefused(t *testing.T) {
 	assert.Contains(t, c.Message, "host 127.0.0.1 is an address no allowed network contains")
 	assert.Contains(t, c.Message, "OPERATOR_ALLOWED_UPDATE_ENDPOINTS")
 	assert.Zero(t, localHits.Load(), "nothing was dialled")
+}
+
+// TestServicesLeadingOutOfTheNamespaceAreRefused: a name of the tenant's
+// own namespace that leads elsewhere, through an ExternalName Service or
+// a Service whose EndpointSlice the tenant wrote by hand (to an address
+// of no Pod, or to another namespace's Pod), is refused with
+// EndpointNotAllowed saying why, and the address it leads to (a listener
+// on the host's address) receives no connection.
+func TestServicesLeadingOutOfTheNamespaceAreRefused(t *testing.T) {
+	t.Parallel()
+	// Counts connections, not requests: the operator speaks TLS to it,
+	// which this plain listener would not answer as a request.
+	var conns atomic.Int32
+	listener := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	listener.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	// On the host's own address: the apiserver refuses loopback and
+	// link-local addresses in an EndpointSlice, but any other address of
+	// the cluster's network is a tenant's to write.
+	l, err := net.Listen("tcp", net.JoinHostPort(hostAddress(t), "0"))
+	require.NoError(t, err)
+	require.NoError(t, listener.Listener.Close())
+	listener.Listener = l
+	listener.Start()
+	t.Cleanup(listener.Close)
+	tcp := l.Addr().(*net.TCPAddr)
+	addr, port := tcp.IP.String(), int32(tcp.Port)
+	e := newSoloBinEnv(t)
+	cs := adminClient(t)
+	ns := e.tenantNS
+
+	// Another namespace's Pod.
+	other := operatorNamespace(t)
+	_, err = cs.CoreV1().Pods(other).Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "victim"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "minio", Image: "minio"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	service := func(name string, spec corev1.ServiceSpec) {
+		_, err := cs.CoreV1().Services(ns).Create(t.Context(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	slice := func(svc string, ref *corev1.ObjectReference) {
+		portName := "api"
+		_, err := cs.DiscoveryV1().EndpointSlices(ns).Create(t.Context(), &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: svc + "-by-hand", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}, TargetRef: ref}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	service("alias", corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost"})
+	service("by-hand", corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "api", Port: 9000}}})
+	slice("by-hand", nil)
+	service("borrowed", corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "api", Port: port}}})
+	slice("borrowed", &corev1.ObjectReference{Kind: "Pod", Namespace: other, Name: "victim"})
+
+	endpointTenant(t, e, "alias", fmt.Sprintf("https://alias.%s.svc:9000", ns))
+	endpointTenant(t, e, "by-hand", fmt.Sprintf("https://by-hand.%s.svc.cluster.local:9000", ns))
+	endpointTenant(t, e, "borrowed", fmt.Sprintf("https://borrowed.%s.svc:%d", ns, port))
+
+	for store, why := range map[string]string{
+		"alias":    fmt.Sprintf("Service %s/alias is of type ExternalName", ns),
+		"by-hand":  fmt.Sprintf("Service %s/by-hand: address %s is no Pod of namespace %s", ns, addr, ns),
+		"borrowed": fmt.Sprintf("Service %s/borrowed: address %s names Pod %s/victim, of another namespace", ns, addr, other),
+	} {
+		c := waitVersionReason(t, ns, store, "EndpointNotAllowed")
+		t.Logf("VersionCurrent of %s: %s", store, c.Message)
+		assert.Equal(t, metav1.ConditionUnknown, c.Status)
+		assert.Contains(t, c.Message, why)
+		assert.Contains(t, c.Message, "nothing was dialled")
+		storeEvents(t, ns, store, "EndpointNotAllowed")
+	}
+	assert.Zero(t, conns.Load(), "the listener received no connection")
+}
+
+// hostAddress is an IPv4 address of this machine other than loopback
+// (the test is skipped without one).
+func hostAddress(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("no IPv4 address but loopback on this machine")
+	return ""
 }

@@ -183,10 +183,20 @@ when it watches every namespace, else in a Role per watched namespace. */}}
   verbs: [list, watch, patch]
 # Where tenants' pods run, for the platform of their binary: StatefulSet
 # pods only (label statefulset.kubernetes.io/pod-name), cached trimmed to
-# names, labels, owners and spec.nodeName.
+# names, labels, owners and spec.nodeName. get: the Pod an admin
+# endpoint's EndpointSlice names, to check it has that address.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, watch]
+  verbs: [get, list, watch]
+# Where an admin endpoint <service>.<namespace>.svc leads, read when the
+# operator connects instead of asking DNS: the Service (an ExternalName is
+# refused) and its EndpointSlices (docs/updates.md).
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list]
 # client-go's recorder writes core/v1 Events: it creates one and patches
 # its count when it repeats.
 - apiGroups: [""]
