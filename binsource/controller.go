@@ -85,6 +85,10 @@ type ControllerConfig struct {
 	// SyncsPerTenant bounds how many of one tenant's ObjectStores are
 	// synced at once (0: no bound beyond Workers).
 	SyncsPerTenant int
+	// UnitOf names the unit an ObjectStore key (namespace/name) counts
+	// against in every share and budget (tenant.Resolver.Unit); nil: its
+	// namespace.
+	UnitOf func(key string) string
 	// Registerer takes the count of recovered panics (nil: not exported).
 	Registerer prometheus.Registerer
 }
@@ -164,7 +168,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	// Status writes do not change what to fetch: the Loop's default
 	// filter (spec changes and resyncs) is this controller's.
 	c.loop, err = controller.NewLoop(controller.Options[*v1.ObjectStore]{
-		Name: "binsource", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Synced: synced, Workers: cfg.Workers, PerUnit: cfg.SyncsPerTenant,
+		Name: "binsource", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Synced: synced, Workers: cfg.Workers, PerUnit: cfg.SyncsPerTenant, UnitOf: cfg.UnitOf,
 		// Registries come and go outside the cluster: retry from 5 s,
 		// doubling to 5 min. A sync that submits a pull and returns keeps
 		// its key's backoff: the failure it may end in is the next step.

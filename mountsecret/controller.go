@@ -94,6 +94,10 @@ type Config struct {
 	// SyncsPerTenant bounds how many of one tenant's ObjectStores are
 	// synced at once (0: no bound beyond Workers).
 	SyncsPerTenant int
+	// UnitOf names the unit an ObjectStore key (namespace/name) counts
+	// against in every share and budget (tenant.Resolver.Unit); nil: its
+	// namespace.
+	UnitOf func(key string) string
 	// Reasons are this package's Reasons, their remedies spelled in the
 	// user's words (reason.Spell); nil: every Event a Warning.
 	Reasons reason.Set
@@ -195,7 +199,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	var err error
 	c.loop, err = controller.NewLoop(controller.Options[*v1.ObjectStore]{
-		Name: "mountsecret", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Workers: cfg.Workers, PerUnit: cfg.SyncsPerTenant,
+		Name: "mountsecret", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Workers: cfg.Workers, PerUnit: cfg.SyncsPerTenant, UnitOf: cfg.UnitOf,
 		// client-go's: per key from 5 ms doubling to 1000 s, 10 per second
 		// overall.
 		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),

@@ -128,6 +128,10 @@ type Config struct {
 	// SyncsPerTenant bounds how many of one tenant's ObjectStores are
 	// synced at once (0: no bound beyond Workers).
 	SyncsPerTenant int
+	// UnitOf names the unit an ObjectStore key (namespace/name) counts
+	// against in every share and budget (tenant.Resolver.Unit); nil: its
+	// namespace.
+	UnitOf func(key string) string
 }
 
 // Controller keeps every ObjectStore's nodes on the release of its image.
@@ -177,7 +181,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	var err error
 	c.loop, err = controller.NewLoop(controller.Options[*v1.ObjectStore]{
-		Name: "updates", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Synced: synced, Workers: cfg.Workers, PerUnit: cfg.SyncsPerTenant,
+		Name: "updates", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Synced: synced, Workers: cfg.Workers, PerUnit: cfg.SyncsPerTenant, UnitOf: cfg.UnitOf,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute),
 		// Spec changes, resyncs, the pause and resume annotations, and
 		// what the binary source wrote in the status (status.binary,
