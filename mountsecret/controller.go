@@ -222,7 +222,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c.queue = c.loop.Queue()
-	c.restarts = newRestarts(cfg.MaxConcurrentRestarts, cfg.RestartTimeout, cfg.Clock, c.queue.Add)
+	c.restarts = newRestarts(cfg.MaxConcurrentRestarts, cfg.RestartTimeout, cfg.Clock, c.queue.Add, cfg.UnitOf)
 	if err := c.watch(); err != nil {
 		return nil, err
 	}

@@ -62,10 +62,16 @@ type restarts struct {
 	timeout time.Duration
 	clock   clock.PassiveClock
 	slots   *fairshare.Scheduler
+	// unitOf names whose share a key's restart counts against (nil: its
+	// namespace's).
+	unitOf func(key string) string
 }
 
-func newRestarts(max int, timeout time.Duration, clk clock.PassiveClock, enqueue func(string)) *restarts {
-	return &restarts{max: max, timeout: timeout, clock: clk, slots: fairshare.New(fairshare.Options{
+func newRestarts(max int, timeout time.Duration, clk clock.PassiveClock, enqueue func(string), unitOf func(string) string) *restarts {
+	if unitOf == nil {
+		unitOf = namespaceOf
+	}
+	return &restarts{max: max, timeout: timeout, clock: clk, unitOf: unitOf, slots: fairshare.New(fairshare.Options{
 		Total: max, Share: true, Wake: enqueue, Clock: clk,
 	})}
 }
@@ -80,28 +86,28 @@ func namespaceOf(key string) string {
 // share (it then waits for its own namespace's): key is queued again when
 // one frees.
 func (r *restarts) begin(key string) (bool, []string) {
-	ok, refused := r.slots.Acquire(fairshare.Holder{Key: key, Party: namespaceOf(key)}, nil)
+	ok, refused := r.slots.Acquire(fairshare.Holder{Key: key, Party: r.unitOf(key)}, nil)
 	return ok, refused.Holders
 }
 
-// adoptable picks, of the restarts found rolling by namespace, those a
-// new term counts: each namespace at most its share of the slots (the
-// total split among these namespaces, rounded up), one namespace after
-// another, and no more than the total.
-func (r *restarts) adoptable(byNamespace map[string][]string) []string {
-	namespaces := slices.Sorted(maps.Keys(byNamespace))
+// adoptable picks, of the restarts found rolling by unit (tenant), those
+// a new term counts: each unit at most its share of the slots (the total
+// split among these units, rounded up), one unit after another, and no
+// more than the total.
+func (r *restarts) adoptable(byUnit map[string][]string) []string {
+	units := slices.Sorted(maps.Keys(byUnit))
 	if r.max <= 0 {
 		var all []string
-		for _, ns := range namespaces {
-			all = append(all, byNamespace[ns]...)
+		for _, u := range units {
+			all = append(all, byUnit[u]...)
 		}
 		return all
 	}
-	share := (r.max + len(namespaces) - 1) / max(len(namespaces), 1)
+	share := (r.max + len(units) - 1) / max(len(units), 1)
 	var picked []string
 	for turn := 0; turn < share; turn++ {
-		for _, ns := range namespaces {
-			if keys := byNamespace[ns]; turn < len(keys) && len(picked) < r.max {
+		for _, u := range units {
+			if keys := byUnit[u]; turn < len(keys) && len(picked) < r.max {
 				picked = append(picked, keys[turn])
 			}
 		}
@@ -112,7 +118,7 @@ func (r *restarts) adoptable(byNamespace map[string][]string) []string {
 // adopt records a restart this process did not begin (one a previous
 // leader began, within adoptable's limits): it is running already.
 func (r *restarts) adopt(key string) {
-	r.slots.Adopt(fairshare.Holder{Key: key, Party: namespaceOf(key)})
+	r.slots.Adopt(fairshare.Holder{Key: key, Party: r.unitOf(key)})
 }
 
 // forget drops key from the waiting: it no longer needs a slot.
@@ -221,19 +227,20 @@ func (c *Controller) adoptRestarts() {
 	if err != nil {
 		return
 	}
-	byNamespace := map[string][]string{}
+	byUnit := map[string][]string{}
 	for _, s := range sets {
 		name := objectStoreOf(s)
 		if name == "" || s.Spec.Template.Annotations[RestartAnnotation] == "" || !rolling(s) {
 			continue
 		}
 		key := s.Namespace + "/" + name
-		if _, exists, err := c.stores.GetByKey(key); err != nil || !exists || slices.Contains(byNamespace[s.Namespace], key) {
+		unit := c.restarts.unitOf(key)
+		if _, exists, err := c.stores.GetByKey(key); err != nil || !exists || slices.Contains(byUnit[unit], key) {
 			continue
 		}
-		byNamespace[s.Namespace] = append(byNamespace[s.Namespace], key)
+		byUnit[unit] = append(byUnit[unit], key)
 	}
-	for _, key := range c.restarts.adoptable(byNamespace) {
+	for _, key := range c.restarts.adoptable(byUnit) {
 		c.restarts.adopt(key)
 		// Nothing else may sync key again (pods that never get ready):
 		// the timeout must.

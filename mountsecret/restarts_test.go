@@ -67,7 +67,7 @@ func TestHoldRestart(t *testing.T) {
 func TestRestartSlotsAreHeldUntilFreedAndWakeTheWaiting(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	var woken []string
-	r := newRestarts(2, time.Minute, clk, func(k string) { woken = append(woken, k) })
+	r := newRestarts(2, time.Minute, clk, func(k string) { woken = append(woken, k) }, nil)
 	for _, k := range []string{"a/1", "a/2"} {
 		ok, _ := r.begin(k)
 		require.True(t, ok, k)
@@ -96,7 +96,7 @@ func TestRestartSlotsAreHeldUntilFreedAndWakeTheWaiting(t *testing.T) {
 	ok, _ = r.begin("d/7")
 	assert.False(t, ok, "restarts a previous leader began count, beyond the limit too")
 
-	unlimited := newRestarts(0, 0, clk, func(string) {})
+	unlimited := newRestarts(0, 0, clk, func(string) {}, nil)
 	for _, k := range []string{"1", "2", "3"} {
 		ok, _ := unlimited.begin(k)
 		assert.True(t, ok, "0: no limit")
@@ -435,7 +435,7 @@ func TestARestartANewLeaderAdoptsGivesItsSlotUpAfterTheTimeout(t *testing.T) {
 // OPERATOR_MAX_CONCURRENT_RESTARTS of its ObjectStores.
 func TestOneNamespaceHoldsNoMoreThanItsShareOfRestartSlots(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	r := newRestarts(4, time.Minute, clk, func(string) {})
+	r := newRestarts(4, time.Minute, clk, func(string) {}, nil)
 	for _, k := range []string{"h/1", "h/2", "h/3", "h/4"} {
 		ok, _ := r.begin(k)
 		require.True(t, ok, "%s: alone, a namespace may use every slot", k)
@@ -628,4 +628,29 @@ func TestANewLeaderAdoptsForgedRestartsOnlyWithinTheLimits(t *testing.T) {
 		"four slots shared by the two namespaces with restarts left rolling: two each at most, the honest one needs one")
 	ok, _ := f.c.restarts.begin("t/s")
 	assert.True(t, ok, "a slot is left for a tenant that needs one now")
+}
+
+// With a tenant label, one party's namespaces share one share of the
+// restart slots: before, each namespace was a party, and three namespaces
+// of one tenant took three shares while another tenant waited.
+func TestNamespacesOfOneTenantShareItsShareOfRestartSlots(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	acme := func(key string) string {
+		if strings.HasPrefix(key, "acme-") {
+			return "tenant:acme"
+		}
+		return namespaceOf(key)
+	}
+	r := newRestarts(4, time.Minute, clk, func(string) {}, acme)
+	for _, k := range []string{"acme-a/1", "acme-b/1", "acme-c/1", "acme-a/2"} {
+		ok, _ := r.begin(k)
+		require.True(t, ok, "%s: alone, a tenant may use every slot", k)
+	}
+	ok, _ := r.begin("u/s")
+	require.False(t, ok)
+	r.end("acme-a/1")
+	ok, _ = r.begin("acme-d/1")
+	assert.False(t, ok, "acme holds 3 of 4 slots while u waits: a fourth namespace of it is no new party")
+	ok, _ = r.begin("u/s")
+	assert.True(t, ok, "the freed slot goes to the other tenant")
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/internal/tenant"
 	"github.com/object-store-operator/operator/updates"
 	"github.com/object-store-operator/operator/upgradeserver"
 )
@@ -90,6 +91,8 @@ type config struct {
 	updateWorkers                              int
 	mountWorkers                               int
 	syncsPerTenant                             int
+	tenantLabel                                string
+	shareUnit                                  tenant.Units
 	maxRestarts                                int
 	restartTimeout                             time.Duration
 	binaryWorkers                              int
@@ -221,6 +224,19 @@ func (c *config) controllerSettings() []setting {
 		{"update-timeout", "OPERATOR_UPDATE_TIMEOUT", "10m", "how long an in-place update may take, from the call until every node runs the release, before the operator rolls the StatefulSets instead", duration(&c.updateTimeout, time.Second)},
 		{"secret-cache-max-bytes", "OPERATOR_SECRET_CACHE_MAX_BYTES", "64Mi", "most data of referenced Secrets kept in memory in all; beyond it Secrets are read from the API at each sync (Kubernetes quantity)", size(&c.secretCacheMaxBytes)},
 		{"secret-cache-namespace-max-bytes", "OPERATOR_SECRET_CACHE_NAMESPACE_MAX_BYTES", "16Mi", "most data of one namespace's referenced Secrets kept in memory (Kubernetes quantity)", size(&c.secretCacheNSMaxBytes)},
+		{"tenant-label", "OPERATOR_TENANT_LABEL", "", "namespace label whose value names the tenant a namespace belongs to: its namespaces share one share of every bound (restart, pull and update slots, store bytes, Secret cache, workers, the failure budget); empty, or a namespace without it: each namespace is a tenant. Tenants cannot label namespaces", func(v string) error {
+			if v != "" {
+				if errs := validation.IsQualifiedName(v); len(errs) > 0 {
+					return fmt.Errorf("is not a label key: %s", strings.Join(errs, "; "))
+				}
+			}
+			c.tenantLabel = v
+			return nil
+		}},
+		{"share-unit", "OPERATOR_SHARE_UNIT", "tenant", "what every share and budget counts: tenant (OPERATOR_TENANT_LABEL, else the namespace) or objectstore (each ObjectStore apart: a fleet one team runs in one namespace, where a release failing on every ObjectStore halts)", func(v string) (err error) {
+			c.shareUnit, err = tenant.ParseUnits(v)
+			return err
+		}},
 		{"syncs-per-tenant", "OPERATOR_SYNCS_PER_TENANT", "2", "ObjectStores of one namespace each controller syncs at once, so one tenant's ObjectStores never hold every worker (and the memory each sync holds); 0: no bound beyond the workers", atLeast(&c.syncsPerTenant, 0)},
 		{"mountsecret-workers", "OPERATOR_MOUNTSECRET_WORKERS", "8", "ObjectStores whose generated Secret is rebuilt at once", atLeast(&c.mountWorkers, 1)},
 		{"max-concurrent-restarts", "OPERATOR_MAX_CONCURRENT_RESTARTS", "10", "tenants whose pods restart for new certificates at once, each until its pods are ready again (0: no limit)", atLeast(&c.maxRestarts, 0)},

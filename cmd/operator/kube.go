@@ -35,6 +35,7 @@ import (
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/podaddr"
 	"github.com/object-store-operator/operator/internal/secretcache"
+	"github.com/object-store-operator/operator/internal/tenant"
 	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/placement"
 	objstatus "github.com/object-store-operator/operator/status"
@@ -168,7 +169,7 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) (upgr
 	// One reader of Secrets' data for every controller: each version is
 	// fetched once, whoever asks.
 	secretData := mountsecret.NewSecretReader(inf.secrets.GetIndexer(), p.k.client,
-		secretcache.Limits{PerTenant: p.cfg.secretCacheNSMaxBytes, Total: p.cfg.secretCacheMaxBytes})
+		secretcache.Limits{PerTenant: p.cfg.secretCacheNSMaxBytes, Total: p.cfg.secretCacheMaxBytes, TenantOf: inf.tenants.Of})
 	// Only what ObjectStores read is kept.
 	if err := secretData.Track(inf.stores, apiv1.SecretIndex((*apiv1.ObjectStore).SecretsRead)); err != nil {
 		return nil, err
@@ -235,9 +236,12 @@ const registryResolveTimeout = 2 * time.Second
 // StatefulSets' pods and the Nodes, trimmed to what placement reads.
 type informerSet struct {
 	stores, secrets, pods cache.SharedIndexInformer
-	sets                  statefulSetInformer
-	nodesFactory          informers.SharedInformerFactory
-	nodes                 cache.SharedIndexInformer
+	// namespaces' metadata, only when a label names tenants.
+	namespaces   cache.SharedIndexInformer
+	tenants      *tenant.Resolver
+	sets         statefulSetInformer
+	nodesFactory informers.SharedInformerFactory
+	nodes        cache.SharedIndexInformer
 }
 
 func (p parts) informers() (informerSet, error) {
@@ -276,10 +280,43 @@ func (p parts) informers() (informerSet, error) {
 	})
 	s.nodesFactory = informers.NewSharedInformerFactoryWithOptions(k.client, cfg.resync, informers.WithTransform(placement.TrimNode))
 	s.nodes = s.nodesFactory.Core().V1().Nodes().Informer()
+	var names cache.Indexer
+	if cfg.tenantLabel != "" {
+		// Every namespace's labels, as metadata: a tenant's namespaces
+		// may be watched or not, and the label is all that is read.
+		s.namespaces = metadatainformer.NewFilteredMetadataInformer(k.metadata, corev1.SchemeGroupVersion.WithResource("namespaces"),
+			metav1.NamespaceAll, cfg.resync, cache.Indexers{}, nil).Informer()
+		if err := s.namespaces.SetTransform(keepLabel(cfg.tenantLabel)); err != nil {
+			return s, err
+		}
+		names = s.namespaces.GetIndexer()
+	}
+	s.tenants = tenant.New(cfg.tenantLabel, cfg.shareUnit, names)
 	return s, nil
 }
 
+// keepLabel trims a Namespace's metadata to the one label read.
+func keepLabel(label string) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			v, has := m.Labels[label]
+			m.ManagedFields, m.Annotations, m.Labels = nil, nil, nil
+			if has {
+				m.Labels = map[string]string{label: v}
+			}
+		}
+		return obj, nil
+	}
+}
+
+// start runs the informers; with a tenant label, it returns once the
+// namespaces' labels are read, so no share is counted per namespace for
+// a tenant not seen yet.
 func (s informerSet) start(stop <-chan struct{}) {
+	if s.namespaces != nil {
+		go s.namespaces.Run(stop)
+		cache.WaitForCacheSync(stop, s.namespaces.HasSynced)
+	}
 	go s.sets.informer.Run(stop)
 	go s.pods.Run(stop)
 	s.nodesFactory.Start(stop)
@@ -300,7 +337,7 @@ func (p parts) mountSecret(inf informerSet, secretData *secretcache.Reader, oper
 		Kube: p.k.client, Dynamic: p.k.dynamic,
 		Secrets: inf.secrets, Reader: secretData, StatefulSets: inf.sets, ObjectStores: inf.stores,
 		OperatorCA: operatorCA, Recorder: recorder, Log: p.log, Reasons: p.cfg.why.mount,
-		Metrics: mountsecret.NewMetrics(p.reg), Registerer: p.reg, Workers: p.cfg.mountWorkers, SyncsPerTenant: p.cfg.syncsPerTenant,
+		Metrics: mountsecret.NewMetrics(p.reg), Registerer: p.reg, Workers: p.cfg.mountWorkers, SyncsPerTenant: p.cfg.syncsPerTenant, UnitOf: inf.tenants.Unit,
 		MaxConcurrentRestarts: p.cfg.maxRestarts, RestartTimeout: p.cfg.restartTimeout,
 	})
 }
@@ -310,7 +347,7 @@ func (p parts) binarySource(inf informerSet, fetcher *binsource.Fetcher, where *
 	cfg := p.cfg
 	return binsource.NewController(binsource.ControllerConfig{
 		Secrets: secretData, SecretsSynced: inf.secrets.HasSynced, Dynamic: p.k.dynamic, ObjectStores: inf.stores, Fetcher: fetcher, Keep: cfg.storeKeep, Grace: cfg.storeGrace,
-		Recorder: recorder, Reasons: cfg.why.binaries, Log: p.log, Registerer: p.reg, Workers: cfg.binaryWorkers, SyncsPerTenant: cfg.syncsPerTenant,
+		Recorder: recorder, Reasons: cfg.why.binaries, Log: p.log, Registerer: p.reg, Workers: cfg.binaryWorkers, SyncsPerTenant: cfg.syncsPerTenant, UnitOf: inf.tenants.Unit,
 		UpdateURL: cfg.podUpdateURL(), URLKey: urlKey, Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
 		OnPlacementChange: where.OnChange, Leading: leading,
 	})
@@ -331,7 +368,7 @@ func (p parts) updater(inf informerSet, where *placement.Source, secretData *sec
 		OnPlacementChange: where.OnChange, Secrets: secretData, SecretsSynced: inf.secrets.HasSynced, SecretEvents: inf.secrets,
 		StatefulSets: inf.sets.Lister(), SetsSynced: inf.sets.Informer().HasSynced,
 		ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
-		Workers: cfg.updateWorkers, SyncsPerTenant: cfg.syncsPerTenant, CallsPerNamespace: cfg.updateCallsNS, Poll: updatePoll, MaxPoll: cfg.resync,
+		Workers: cfg.updateWorkers, SyncsPerTenant: cfg.syncsPerTenant, UnitOf: inf.tenants.Unit, CallsPerNamespace: cfg.updateCallsNS, Poll: updatePoll, MaxPoll: cfg.resync,
 		MaxInFlight: cfg.maxUpdates, FailureBudget: cfg.failureBudget, HaltNamespace: cfg.namespace,
 		Recorder: recorder, Reasons: cfg.why.updates, Registerer: p.reg, Log: p.log,
 	})
