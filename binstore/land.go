@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"aead.dev/minisign"
@@ -42,9 +41,16 @@ type Staged struct {
 // It waits for the start's scan (Run).
 func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*Staged, error) {
 	<-s.scanned
-	dir, name, err := s.prepare(platform, release)
+	name, err := BinaryName(release)
 	if err != nil {
 		return nil, err
+	}
+	if !ValidPlatform(platform) {
+		return nil, fmt.Errorf("not a platform directory: %q", platform)
+	}
+	dir := filepath.Join(s.dir, platform)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
 	if err != nil {
@@ -145,10 +151,9 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 		return nil, err
 	}
 	src := c.Source
-	b := &Binary{Name: st.name, Release: st.release, Platform: st.platform, Size: st.Size, ModTime: info.ModTime(),
-		SHA256: st.SHA256, KeyID: keyID, Source: &src, rel: path.Join(st.digestDir(), st.name), info: info,
-		sum: SHA256SumFile(st.SHA256, st.name), sig: sig}
-	b.OS, b.Arch, _ = strings.Cut(st.platform, "-")
+	b := &Binary{Name: st.name, Release: st.release, Size: st.Size, ModTime: info.ModTime(), SHA256: st.SHA256, KeyID: keyID,
+		Source: &src, rel: path.Join(st.digestDir(), st.name), info: info, sum: SHA256SumFile(st.SHA256, st.name), sig: sig}
+	b.setPlatform(st.platform)
 	if stored != nil && stored.Source != nil && stored.Source.ManifestDigest != "" {
 		// The provenance replaced stays known as a source of the bytes.
 		b.also = stored.remember(fromManifest{manifest: stored.Source.ManifestDigest, unsigned: stored.PlatformSigned()})
@@ -286,39 +291,6 @@ func (s *Store) link(same *Binary, tmpDir, name, final string) bool {
 	return true
 }
 
-func writeAtomic(tmpDir, dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(tmpDir, "."+name+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("create temporary file for %s: %w", name, err)
-	}
-	if _, err := tmp.Write(data); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return nil
-}
-
-// stored returns the store's own binary of these bytes under this name
-// in the platform's digest directory (not a tenant's copy), or nil.
-func (s *Snapshot) stored(platform, digest, name string) *Binary {
-	want := path.Join(platform, digestDirName, digest, name)
-	for _, b := range s.claims[path.Join(platform, name)] {
-		if b.rel == want {
-			return b
-		}
-	}
-	return nil
-}
-
 // Publish makes b, a binary in its digest directory, available to one
 // ObjectStore only (src.ObjectStore), at
 // sha256/<hex>/<component>/minio.<RELEASE>, with src as its provenance:
@@ -390,22 +362,31 @@ func (s *Store) signFor(b *Binary, src Source) ([]byte, error) {
 }
 
 // writeSidecars writes a binary's .minisig, provenance and .sha256sum
-// beside it in dir, each atomically through tmpDir.
+// (last: it makes the binary whole) beside it in dir, each atomically
+// through a temporary in tmpDir.
 func writeSidecars(tmpDir, dir, name, sha string, sig []byte, src Source) error {
 	provenance, err := json.MarshalIndent(src, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode provenance: %w", err)
 	}
-	for _, f := range []struct {
-		suffix string
-		data   []byte
-	}{
-		{MinisigSuffix, sig},
-		{sourceSuffix, provenance},
-		{SHA256SumSuffix, SHA256SumFile(sha, name)},
-	} {
-		if err := writeAtomic(tmpDir, dir, name+f.suffix, f.data); err != nil {
-			return err
+	for i, data := range [][]byte{sig, provenance, SHA256SumFile(sha, name)} {
+		file := name + []string{MinisigSuffix, sourceSuffix, SHA256SumSuffix}[i]
+		tmp, err := os.CreateTemp(tmpDir, "."+file+".*.tmp")
+		if err != nil {
+			return fmt.Errorf("create temporary file for %s: %w", file, err)
+		}
+		if _, err = tmp.Write(data); err == nil {
+			err = tmp.Sync()
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), filepath.Join(dir, file))
+		}
+		if err != nil {
+			os.Remove(tmp.Name())
+			return fmt.Errorf("write %s: %w", file, err)
 		}
 	}
 	return nil
