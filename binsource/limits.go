@@ -51,7 +51,7 @@ func boundedManifests(next http.RoundTripper) http.RoundTripper {
 			resp.Body.Close()
 			return nil, reasonf(errImageTooLarge, "%s is %d bytes; at most %d are read", what, resp.ContentLength, maxManifestSize)
 		}
-		capped := &cappedBody{ReadCloser: resp.Body, left: maxManifestSize, what: what}
+		capped := http.MaxBytesReader(nil, resp.Body, maxManifestSize)
 		if resp.StatusCode != http.StatusOK || req.Method == http.MethodHead {
 			// An error answer: go-containerregistry reads 64 KiB of it.
 			resp.Body = capped
@@ -61,6 +61,9 @@ func boundedManifests(next http.RoundTripper) http.RoundTripper {
 		// it holds is counted before anything decodes it.
 		body, err := io.ReadAll(capped)
 		resp.Body.Close()
+		if errors.As(err, new(*http.MaxBytesError)) {
+			err = reasonf(errImageTooLarge, "%s is larger than %d bytes", what, maxManifestSize)
+		}
 		if err == nil {
 			err = checkManifestShape(body, what)
 		}
@@ -127,31 +130,6 @@ func checkManifestShape(body []byte, what string) error {
 			stack = append(stack, level{array: d == '[', key: key, expectKey: d == '{'})
 		}
 	}
-}
-
-// cappedBody reads at most left bytes and fails, rather than ending, when
-// the body holds more.
-type cappedBody struct {
-	io.ReadCloser
-	left int64
-	what string
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var one [1]byte
-		n, err := b.ReadCloser.Read(one[:])
-		if n > 0 {
-			return 0, reasonf(errImageTooLarge, "%s is larger than %d bytes", b.what, maxManifestSize)
-		}
-		return 0, err
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
 }
 
 // configFile reads the image's config, refusing one larger than
