@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path"
@@ -24,21 +23,27 @@ import (
 // directory, hashed on the way; Commit verifies it and makes it visible,
 // Discard throws it away. Nothing staged is ever indexed.
 type Staged struct {
-	s        *Store
-	platform string
-	release  string
-	name     string
-	tmp      *os.File
-	prehash  *minisign.Reader
-	sha      hash.Hash
-	// SHA256 and Size describe the staged bytes once Stage returned.
+	s                       *Store
+	platform, release, name string
+	tmp                     *os.File
+	prehash                 *minisign.Reader
+	// SHA256 and Size describe the staged bytes.
 	SHA256 string
 	Size   int64
 }
 
+// hashCopy copies r to w and returns the SHA-256 of what it copied, and
+// the minisign prehash of it to verify or sign with: a binary is read
+// once, whatever it is checked for.
+func hashCopy(w io.Writer, r io.Reader) (n int64, sha string, prehash *minisign.Reader, err error) {
+	h := sha256.New()
+	prehash = minisign.NewReader(io.TeeReader(r, h))
+	n, err = io.Copy(w, prehash)
+	return n, hex.EncodeToString(h.Sum(nil)), prehash, err
+}
+
 // Stage streams r (at most maxSize bytes) into a temporary file for the
-// release's binary under platform. Memory does not grow with the binary.
-// It waits for the start's scan (Run).
+// release's binary under platform, once the start's scan is done.
 func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*Staged, error) {
 	<-s.scanned
 	name, err := BinaryName(release)
@@ -56,17 +61,15 @@ func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*St
 	if err != nil {
 		return nil, fmt.Errorf("create temporary file in %s: %w", dir, err)
 	}
-	st := &Staged{s: s, platform: platform, release: release, name: name, tmp: tmp, sha: sha256.New()}
-	st.prehash = minisign.NewReader(io.TeeReader(r, st.sha))
-	n, err := io.Copy(tmp, io.LimitReader(st.prehash, maxSize+1))
-	if err == nil && n > maxSize {
+	st := &Staged{s: s, platform: platform, release: release, name: name, tmp: tmp}
+	st.Size, st.SHA256, st.prehash, err = hashCopy(tmp, io.LimitReader(r, maxSize+1))
+	if err == nil && st.Size > maxSize {
 		err = reason.Errorf(ReasonTooLarge, "binary larger than %d bytes", maxSize)
 	}
 	if err != nil {
 		st.Discard()
 		return nil, err
 	}
-	st.Size, st.SHA256 = n, hex.EncodeToString(st.sha.Sum(nil))
 	return st, nil
 }
 
@@ -104,14 +107,10 @@ type Candidate struct {
 //   - these bytes already stored under this release: the stored binary,
 //     unchanged (its first source stays on record).
 //
-// Other bytes under the same release name are no conflict: each binary is
-// served at its own digest path, and the release's plain path is withdrawn
-// while its claims disagree (see Snapshot.Withheld). When the bytes are
-// already stored under another release name, the new name is a hard link
-// to them: one copy on disk, whatever names point at it.
-//
-// Files land binary first and .sha256sum last, and the index learns of
-// the binary from what was verified on the way in: nothing is read again.
+// Other bytes under the same release name are another binary at its own
+// digest path (the plain path is withheld while claims disagree). Bytes
+// stored under another release name are hard-linked: one copy on disk.
+// The index learns of the binary from what was verified on the way in.
 func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	defer st.Discard()
 	s := st.s
@@ -184,9 +183,8 @@ func (s *Store) rememberFor(stored *Binary, from fromManifest) *Binary {
 	return &next
 }
 
-// signature verifies the candidate's signature, or signs the bytes with
-// the platform key when the source shipped none and allows it (recording
-// the key in c.Source.SignedBy).
+// signature verifies the candidate's signature, or signs with the
+// platform key when the source shipped none and allows it.
 func (st *Staged) signature(c *Candidate) (sig []byte, keyID string, err error) {
 	s := st.s
 	if len(c.Minisig) > 0 {
@@ -202,7 +200,6 @@ func (st *Staged) signature(c *Candidate) (sig []byte, keyID string, err error) 
 	return sig, keyID, nil
 }
 
-// digestDir is the staged binary's digest directory below the store root.
 func (st *Staged) digestDir() string { return path.Join(st.platform, digestDirName, st.SHA256) }
 
 // sign signs the bytes prehash read with the platform key, for the
@@ -223,9 +220,9 @@ func (s *Store) sign(prehash *minisign.Reader, name, digest string, src Source, 
 }
 
 // land puts the binary into its digest directory: a hard link to same's
-// file when the bytes are already stored, else the staged file. Sidecars
-// are written through temporaries in the platform directory, where
-// the start's scan removes what an interruption leaves.
+// file when the bytes are already stored, else the staged file. Every
+// temporary is in the platform directory, where the start's scan removes
+// what an interruption leaves.
 func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error) {
 	tmpDir := filepath.Join(st.s.dir, st.platform)
 	dir := filepath.Join(st.s.dir, filepath.FromSlash(st.digestDir()))
@@ -271,9 +268,8 @@ func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error
 	return info, nil
 }
 
-// link makes final (named name) a hard link to the stored file of the same bytes,
-// checked unchanged since it was indexed; false when that cannot be done
-// (the caller then lands its own copy).
+// link makes final a hard link to same's file, checked unchanged since it
+// was indexed; false when that cannot be done (the caller lands a copy).
 func (s *Store) link(same *Binary, tmpDir, name, final string) bool {
 	if info, err := s.root.Stat(same.Path()); err != nil || !sameFile(same.info, info) {
 		return false
@@ -292,16 +288,15 @@ func (s *Store) link(same *Binary, tmpDir, name, final string) bool {
 }
 
 // Publish makes b, a binary in its digest directory, available to one
-// ObjectStore only (src.ObjectStore), at
-// sha256/<hex>/<component>/minio.<RELEASE>, with src as its provenance:
-// a view in memory of b's file, nothing on disk. The component must be 64
-// lower-case hex characters the caller derived from a secret (see
-// binsource); the view is found only with it (Snapshot.TenantFile).
+// ObjectStore only (src.ObjectStore) at
+// sha256/<hex>/<component>/minio.<RELEASE>, with src as its provenance: a
+// view in memory of b's file. The component is 64 hex characters the
+// caller derived from a secret; the view is found only with it.
 //
-// Its .minisig is b's own, or with sign a signature the platform key makes
-// for this ObjectStore alone (its trusted comment names it): a signature
-// made for one tenant is never served at another's URL. A view already
-// there for the same ObjectStore and signer is returned as it is.
+// Its .minisig is b's own or, with sign, one the platform key makes for
+// this ObjectStore alone (its trusted comment names it): a signature made
+// for one tenant is never served at another's URL. A view already there
+// for the same ObjectStore and signer is returned as it is.
 func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Binary, error) {
 	if !ValidDigest(component) || b.component != "" || !b.inDigestDir() {
 		return nil, fmt.Errorf("cannot publish %s for a tenant", b.Path())
@@ -354,8 +349,8 @@ func (s *Store) signFor(b *Binary, src Source) ([]byte, error) {
 		return nil, fmt.Errorf("sign %s for %s: %w", b.Path(), src.ObjectStore, err)
 	}
 	defer f.Close()
-	prehash := minisign.NewReader(io.NewSectionReader(f, 0, b.Size))
-	if _, err := io.Copy(io.Discard, prehash); err != nil {
+	_, _, prehash, err := hashCopy(io.Discard, io.NewSectionReader(f, 0, b.Size))
+	if err != nil {
 		return nil, fmt.Errorf("sign %s for %s: read: %w", b.Path(), src.ObjectStore, err)
 	}
 	return s.sign(prehash, b.Name, b.SHA256, src, src.ObjectStore), nil

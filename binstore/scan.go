@@ -2,9 +2,7 @@ package binstore
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"debug/elf"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +12,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-
-	"aead.dev/minisign"
 
 	"github.com/object-store-operator/operator/internal/reason"
 )
@@ -112,15 +108,15 @@ func (s *Store) load(platform, dir, name string) (*Binary, error) {
 		return nil, fmt.Errorf("open: %w", err)
 	}
 	defer f.Close()
-	hash, prehash := sha256.New(), minisign.NewReader(f)
-	if _, err := io.Copy(hash, prehash); err != nil {
+	_, sha, prehash, err := hashCopy(io.Discard, f)
+	if err != nil {
 		return nil, fmt.Errorf("read: %w", err)
 	}
 	if after, err := f.Stat(); err != nil || !sameFile(info, after) {
 		return nil, errors.New("file changed while it was read")
 	}
 	b := &Binary{Name: name, Release: strings.TrimPrefix(name, "minio."), Size: info.Size(), ModTime: info.ModTime(),
-		SHA256: hex.EncodeToString(hash.Sum(nil)), rel: rel, info: info, sum: sum, sig: sig}
+		SHA256: sha, rel: rel, info: info, sum: sum, sig: sig}
 	if b.SHA256 != want {
 		return nil, reason.Errorf(ReasonChecksumMismatch, "file has sha256 %s, %s says %s", b.SHA256, name+SHA256SumSuffix, want)
 	}
