@@ -16,9 +16,7 @@ import (
 
 // canonicalHost is the form of a registry host (host[:port]) that two
 // spellings of one registry share: lower case, no trailing dot, the
-// scheme's default port spelled out (443, or 80 for a plain-HTTP
-// registry), IP addresses in their shortest form. "Registry.example",
-// "registry.example:443" and "registry.example.:443" are one registry.
+// scheme's default port spelled out, IP addresses in their shortest form.
 func canonicalHost(host string, plainHTTP bool) string {
 	h := strings.ToLower(strings.TrimSpace(host))
 	name, port, err := net.SplitHostPort(h)
@@ -43,15 +41,13 @@ type Resolver interface {
 	LookupHost(ctx context.Context, host string) ([]string, error)
 }
 
-// registryKey is what a pull from the registry at canonical host
-// (canonicalHost's form) counts against for the per-registry share of
-// pull slots, and the one address the pull dials for that host (see
-// RegistryDialer): the lowest of the addresses the name resolves to, on
-// the registry's port. An address and a name of one server, or two names
-// of it, so meet on one key; and a name that also claims other servers'
-// addresses (DNS is the tenant's) counts against the one it connects to,
-// never against the rest. A name that does not resolve within timeout,
-// or an address, counts as itself.
+// registryKey is what a pull from the registry at canonical host counts
+// against for the per-registry share of slots, and the one address it
+// dials (RegistryDialer): the lowest address the name resolves to, on the
+// registry's port. Two names of one server so meet on one key, and a name
+// that also claims other servers' addresses (DNS is the tenant's) counts
+// against only the one it connects to. A name that does not resolve
+// within timeout, or an address, counts as itself.
 func registryKey(ctx context.Context, r Resolver, timeout time.Duration, canonical string) string {
 	name, port, err := net.SplitHostPort(canonical)
 	if err != nil || net.ParseIP(name) != nil || r == nil {
@@ -88,17 +84,13 @@ func withPullTarget(ctx context.Context, t *pullTarget) context.Context {
 }
 
 // RegistryDialer is the DialContext of the transport registries are pulled
-// through. For a pull's connections it
-//   - dials the registry's host at the address its slot was counted
-//     against, not wherever the name resolves this time, so a pull holds
-//     the share of exactly the server it talks to;
-//   - refuses, for any other host the registry sends the operator to (a
-//     redirect, a token service), a loopback, link-local (cloud metadata),
-//     unspecified or multicast address, unless it is the registry's own
-//     address: the tenant chose the registry, not what else answers on
-//     the operator's node.
-//
-// Connections of no pull (a mirror download) are dialled as d would.
+// through. For a pull's connections it dials the registry's host at the
+// address its slot was counted against, so a pull holds the share of the
+// server it talks to; and refuses, for any other host the registry sends
+// the operator to (a redirect, a token service), a loopback, link-local
+// (cloud metadata), unspecified or multicast address other than the
+// registry's own: the tenant chose the registry, not what else answers on
+// the operator's node. Connections of no pull are dialled as d would.
 func RegistryDialer(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		t, _ := ctx.Value(pullTargetKey{}).(*pullTarget)
@@ -165,13 +157,12 @@ func knownTokenService(registryName string) string {
 	return ""
 }
 
-// ownTokenService refuses a token request (a pull's request that is
-// neither to its registry nor a redirect: the realm of a Bearer
-// challenge) to a host other than the registry's own, on any port, or
-// its known token service. The realm is the tenant's word: followed
-// anywhere, it makes the operator fetch a token from a server only the
-// operator reaches (an in-cluster service, a node's) and hand it to the
-// tenant's registry as Authorization.
+// ownTokenService refuses a token request (a pull's request neither to
+// its registry nor a redirect: a Bearer challenge's realm) to a host
+// other than the registry's own, on any port, or its known token service.
+// The realm is the tenant's word: followed anywhere, it makes the
+// operator fetch a token from a server only it reaches and hand it to the
+// tenant's registry.
 func ownTokenService(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		registry, ok := req.Context().Value(registryHostKey{}).(string)
@@ -189,17 +180,12 @@ func ownTokenService(next http.RoundTripper) http.RoundTripper {
 }
 
 // quietElsewhere keeps what hosts other than the pull's registry answer
-// out of conditions. Such a host is one the registry sent the operator to
-// (a redirect) or named as its token service, and may be a server only
-// the operator can reach:
-//   - a redirect that fails (no connection, a certificate, an error
-//     status) ends the pull with the same words whatever happened, so
-//     the condition cannot be used to probe what answers where;
-//   - an error answer of the token service keeps its status (a 401 is
-//     AuthFailed) but loses its body before anything reads it.
-//
-// Successful answers (blobs redirected to object storage, tokens) are
-// read as data, never quoted.
+// (a redirect's, the token service's: maybe servers only the operator
+// reaches) out of conditions: a redirect that fails ends the pull with the
+// same words whatever happened, so a condition cannot probe what answers
+// where; an error answer of the token service keeps its status (a 401 is
+// AuthFailed) but loses its body. Successful answers are read as data,
+// never quoted.
 func quietElsewhere(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := next.RoundTrip(req)
