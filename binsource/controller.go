@@ -2,6 +2,9 @@ package binsource
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -536,4 +539,133 @@ func imageOf(u *unstructured.Unstructured) string {
 // than "...: NoMinIOBinary: no opt/bin/minio ...").
 func message(cause error, r string) string {
 	return strings.Replace(cause.Error(), r+": ", "", 1)
+}
+
+// A tenant's own URL, sha256/<hex>/<component>/minio.<RELEASE>, is a view
+// of a stored binary the store keeps in memory (binstore.Store.Publish):
+// the component only its ObjectStore's status carries, and the
+// provenance and signature made for it.
+
+// publish gives the ObjectStore its own view of every private binary
+// (pulled with its credentials) and of every binary its image shipped
+// unsigned (signed with the platform key for it), at
+// sha256/<hex>/<component>/, and returns the binaries it is to be served
+// with (the views in their place) and the views' URL paths. Other
+// binaries are served at their digest paths as they are.
+func (c *Controller) publish(store *v1.ObjectStore, binaries []*binstore.Binary, unsigned []bool) ([]*binstore.Binary, []string, error) {
+	out := make([]*binstore.Binary, 0, len(binaries))
+	var published []string
+	st := c.cfg.Fetcher.cfg.Store
+	for i, b := range binaries {
+		// A binary from an image that shipped no signature gets one the
+		// platform key makes for this ObjectStore alone (its trusted
+		// comment names it): a signature made for another tenant (or
+		// another image's) is never served at this one's URL.
+		sign := i < len(unsigned) && unsigned[i] && st.Signs()
+		if !b.Private() && !sign {
+			out = append(out, b)
+			continue
+		}
+		if len(c.cfg.URLKey) == 0 {
+			return nil, nil, reasonf(errPull, "minio.%s needs a URL of the ObjectStore's own, and this operator has no URL key", b.Release)
+		}
+		src := binstore.Source{}
+		if b.Source != nil {
+			src = *b.Source
+		}
+		src.ObjectStore = store.Namespace + "/" + store.Name
+		own, err := st.Publish(b, component(c.cfg.URLKey, b.SHA256, string(store.UID)), src, sign)
+		if err != nil {
+			return nil, nil, reasonf(errPull, "publish minio.%s for %s/%s: %v", b.Release, store.Namespace, store.Name, err)
+		}
+		out = append(out, own)
+		published = append(published, own.URLPath())
+	}
+	return out, published, nil
+}
+
+// component is the part of a private binary's URL only its ObjectStore is
+// given: HMAC-SHA256 of the binary's digest and the ObjectStore's UID under
+// the replicas' shared URL key, so it cannot be derived from anything
+// public (the digest, the release, the ObjectStore's name), differs for
+// every ObjectStore (a recreated one, with a new UID, gets a new URL), and
+// every replica derives the same one.
+func component(key []byte, digest, uid string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("object-store-operator binary URL v1\x00" + digest + "\x00" + uid))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// A sync never waits for a registry: it submits its ObjectStore's pull
+// and returns, and the pull's end queues the key again for the sync that
+// takes the result.
+
+// awaited is the pull an ObjectStore's sync submitted, and its result once
+// it ended.
+type awaited struct {
+	image, credentials string
+	withdraw           func()
+	done               bool
+	res                *Result
+	err                error
+}
+
+// pull returns the result of the pull of image with kc for the
+// ObjectStore key once it ended; until then it submits the pull (once) and
+// reports it not ended. Syncs never wait for a registry: a worker that
+// did would be held by a registry that never answers, and with it every
+// other tenant's sync. A pull for what the ObjectStore no longer wants
+// (its image or pull Secrets changed) is withdrawn.
+func (c *Controller) pull(ctx context.Context, key, ns, image string, kc *keychain) (res *Result, ended bool, err error) {
+	c.mu.Lock()
+	p, ok := c.pulls[key]
+	if ok && p.image == image && p.credentials == kc.id {
+		res, ended, err = p.res, p.done, p.err
+		if ended {
+			delete(c.pulls, key)
+		}
+		c.mu.Unlock()
+		return res, ended, err
+	}
+	next := &awaited{image: image, credentials: kc.id}
+	c.pulls[key] = next
+	c.mu.Unlock()
+	if ok && p.withdraw != nil {
+		p.withdraw()
+	}
+	withdraw := c.cfg.Fetcher.Submit(ctx, ns, image, kc, func(res *Result, err error) {
+		c.mu.Lock()
+		if c.pulls[key] == next {
+			next.done, next.res, next.err = true, res, err
+		}
+		c.mu.Unlock()
+		c.queue.Add(key)
+	})
+	c.mu.Lock()
+	next.withdraw = withdraw
+	c.mu.Unlock()
+	return nil, false, nil
+}
+
+// pulling reports whether a pull for the ObjectStore key is submitted
+// and its result not yet taken.
+func (c *Controller) pulling(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.pulls[key]
+	return ok
+}
+
+// keepWhilePulling is a rate limiter whose Forget leaves a key's backoff
+// alone while a pull for it is in flight: the sync that submitted it
+// succeeded only in submitting.
+type keepWhilePulling struct {
+	workqueue.TypedRateLimiter[string]
+	pulling func(string) bool
+}
+
+func (k keepWhilePulling) Forget(key string) {
+	if !k.pulling(key) {
+		k.TypedRateLimiter.Forget(key)
+	}
 }

@@ -103,18 +103,13 @@ func reasonOf(err error) string {
 	return errPull.Reason
 }
 
-// What reaches a tenant. A condition's message and its Event are read by
-// whoever can read the ObjectStore, while the operator reaches networks
-// the tenant cannot: a registry (a tenant's choice) may be an in-cluster
-// service, may redirect to one, or may name one as its token service.
-// So a message is made only of the operator's own words, the values it
-// computed (digests, sizes, names it was given) and, from the pull's own
-// registry host, the error codes and messages of the registry protocol
-// (the errors[] JSON), each bounded. Raw bodies, anything a host other
-// than the registry answered (a blob redirect to object storage, a token
-// service, a redirect to anywhere), and go-containerregistry's own texts
-// (which quote bodies: "no token in bearer response:\n<body>") go to the
-// operator's log only.
+// What reaches a tenant: whoever reads the ObjectStore reads its
+// conditions and Events, while the operator reaches networks the tenant
+// cannot (a registry may be, redirect to or name as its token service an
+// in-cluster server). So a message holds only the operator's words, values
+// it computed or was given, and the pull's own registry's errors[] codes
+// and messages, bounded. Raw bodies, other hosts' answers and
+// go-containerregistry's texts (which quote bodies) go to the log only.
 
 // reasonf is a failure the operator words itself, safe to show whole:
 // "<reason>: <message>". Its arguments must be the operator's own values
@@ -139,9 +134,8 @@ func detail(err error) string {
 	return bounded(err.Error(), 4096)
 }
 
-// classify turns an error of what (the operator's words: "get <image>",
-// "read layer sha256:...") into a pullError with a reason and words a
-// tenant may read.
+// classify turns an error of what (the operator's words: "get <image>")
+// into a pullError with a reason and words a tenant may read.
 func classify(what string, err error) error {
 	if err == nil {
 		return nil

@@ -12,23 +12,19 @@ import (
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-// What a registry may make the operator hold in memory. Layers stream to
-// disk within the pull budget; manifests, indexes and image configs are
-// read whole, so they are capped here. go-containerregistry reads a
-// manifest of up to 100 MiB and a config of whatever size its manifest
-// declares (without bound when it declares -1): a tenant's hostile
-// registry could otherwise make every replica allocate and parse hundreds
-// of MiB per pull. The OCI distribution spec has registries accept
-// manifests of at least 4 MiB; MinIO's are a few KiB, their configs tens.
+// Manifests, indexes and image configs are read whole (layers stream to
+// disk within the pull budget), so they are capped here: go-containerregistry
+// reads a manifest of up to 100 MiB and a config of any size its manifest
+// declares (-1: no bound). Registries accept manifests of at least 4 MiB
+// (OCI distribution spec); MinIO's are a few KiB, their configs tens.
 const (
 	maxManifestSize = 4 << 20
 	maxConfigSize   = 4 << 20
 )
 
 // What a manifest or index may hold, counted before it is decoded: 4 MiB
-// of "{}," is 1.4 million descriptors, which go-containerregistry decodes
-// into about 480 MiB. A MinIO index lists a handful of platforms, a
-// manifest a handful of layers.
+// of "{}," is 1.4 million descriptors, about 480 MiB decoded. A MinIO
+// index lists a handful of platforms, a manifest a handful of layers.
 const (
 	maxManifestArray  = 1024    // elements of any one array (manifests, layers, ...)
 	maxManifestValues = 1 << 16 // JSON values of the whole document
