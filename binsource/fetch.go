@@ -232,7 +232,7 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		ctx, cancel := withBound(ctx, f.cfg.PullTimeout)
 		defer cancel()
 		if canonical != "" {
-			ctx = withPullTarget(withRegistryHost(ctx, canonical), target)
+			ctx = withPullTarget(ctx, target)
 		}
 		ctx = withNamespace(ctx, ns)
 		start := time.Now()

@@ -78,15 +78,22 @@ func registryKey(ctx context.Context, r Resolver, timeout time.Duration, canonic
 	return slices.Min(keys)
 }
 
-// pullTarget is what the dialer knows of the pull a connection is for:
-// its registry's canonical host and the address that host was counted
-// against (registryKey; the host itself when it did not resolve).
+// pullTarget marks a pull's requests and connections with its registry's
+// canonical host, so the transport, the dialer and the error words tell
+// the registry's answers from other hosts', and the address that host was
+// counted against (registryKey; the host itself when it did not resolve).
 type pullTarget struct{ host, addr string }
 
 type pullTargetKey struct{}
 
 func withPullTarget(ctx context.Context, t *pullTarget) context.Context {
 	return context.WithValue(ctx, pullTargetKey{}, t)
+}
+
+// targetOf is the pull ctx is for, nil for none (a mirror download).
+func targetOf(ctx context.Context) *pullTarget {
+	t, _ := ctx.Value(pullTargetKey{}).(*pullTarget)
+	return t
 }
 
 // RegistryDialer is the DialContext of the transport registries are pulled
@@ -99,7 +106,7 @@ func withPullTarget(ctx context.Context, t *pullTarget) context.Context {
 // the operator's node. Connections of no pull are dialled as d would.
 func RegistryDialer(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		t, _ := ctx.Value(pullTargetKey{}).(*pullTarget)
+		t := targetOf(ctx)
 		if t == nil {
 			return d.DialContext(ctx, network, addr)
 		}
@@ -136,21 +143,12 @@ func (e *refusedAddress) Error() string {
 	return fmt.Sprintf("refused to connect to %s, a %s address other than the registry's own", e.addr, e.kind)
 }
 
-// registryHostKey marks a pull's requests with its registry's canonical
-// host, so the transport and the error words can tell the registry's
-// answers from other hosts'.
-type registryHostKey struct{}
-
-func withRegistryHost(ctx context.Context, canonical string) context.Context {
-	return context.WithValue(ctx, registryHostKey{}, canonical)
-}
-
 // isRegistryRequest reports whether req went to its pull's registry
 // itself (not to a host it redirected to or named as its token service).
 // Requests of no pull (a mirror download) are the operator's own.
 func isRegistryRequest(req *http.Request) bool {
-	registry, ok := req.Context().Value(registryHostKey{}).(string)
-	return !ok || canonicalHost(req.URL.Host, req.URL.Scheme == "http") == registry
+	t := targetOf(req.Context())
+	return t == nil || canonicalHost(req.URL.Host, req.URL.Scheme == "http") == t.host
 }
 
 // knownTokenService is the token service known to stand for a registry on
@@ -171,11 +169,10 @@ func knownTokenService(registryName string) string {
 // tenant's registry.
 func ownTokenService(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		registry, ok := req.Context().Value(registryHostKey{}).(string)
-		if !ok || req.Response != nil || isRegistryRequest(req) {
+		if req.Response != nil || isRegistryRequest(req) {
 			return next.RoundTrip(req)
 		}
-		own, _, _ := net.SplitHostPort(registry)
+		own, _, _ := net.SplitHostPort(targetOf(req.Context()).host)
 		realm, _, _ := net.SplitHostPort(canonicalHost(req.URL.Host, req.URL.Scheme == "http"))
 		if realm == own || (realm != "" && knownTokenService(own) == realm) {
 			return next.RoundTrip(req)
