@@ -311,7 +311,10 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	if err != nil {
 		return c.fail(ctx, u, image, err)
 	}
-	platforms := c.platformsOf(u)
+	var platforms []string
+	if c.cfg.Platforms != nil {
+		platforms = c.cfg.Platforms(u.GetNamespace(), u.GetName())
+	}
 	own, err := ownBinary(binaries, platforms, res)
 	if err != nil {
 		return c.fail(ctx, u, image, err)
@@ -321,11 +324,8 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	if own != nil && len(platforms) > 0 {
 		msg += fmt.Sprintf("; the ObjectStore's pods run on %s, status.binary is %s's", strings.Join(platforms, ", "), own.Platform)
 	}
-	for _, b := range binaries {
-		if b.Private() && b.Source != nil && b.Source.Private {
-			msg += "; pulled with the ObjectStore's credentials, so served only at its own URL (status.binary.url)"
-			break
-		}
+	if slices.ContainsFunc(binaries, func(b *binstore.Binary) bool { return b.Private() && b.Source != nil && b.Source.Private }) {
+		msg += "; pulled with the ObjectStore's credentials, so served only at its own URL (status.binary.url)"
 	}
 	var st *v1.BinaryStatus
 	if own != nil {
@@ -347,25 +347,6 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 		c.gc.Kick()
 	}
 	return nil
-}
-
-// platformsOf returns the platforms of the ObjectStore's pods, nil when
-// no Platforms source is wired.
-func (c *Controller) platformsOf(u *unstructured.Unstructured) []string {
-	if c.cfg.Platforms == nil {
-		return nil
-	}
-	return c.cfg.Platforms(u.GetNamespace(), u.GetName())
-}
-
-// binaryStatus names the tenant's own binary, resolved from image, by its
-// bytes and its URL.
-func (c *Controller) binaryStatus(image string, b *binstore.Binary) *v1.BinaryStatus {
-	st := &v1.BinaryStatus{Image: image, Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
-	if c.cfg.UpdateURL != "" {
-		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.URLPath() + binstore.SHA256SumSuffix
-	}
-	return st
 }
 
 // ownBinary is the binary status.binary names: the one for the first of
@@ -397,6 +378,16 @@ func ownBinary(binaries []*binstore.Binary, platforms []string, res *Result) (*b
 	}
 	return nil, reasonf(errNoPlatform, "the ObjectStore's pods run on %s, and minio.%s has no binary for %s (the image holds %s)",
 		strings.Join(platforms, ", "), res.Release, strings.Join(platforms, " nor "), strings.Join(res.Platforms, ", "))
+}
+
+// binaryStatus names the tenant's own binary, resolved from image, by its
+// bytes and its URL.
+func (c *Controller) binaryStatus(image string, b *binstore.Binary) *v1.BinaryStatus {
+	st := &v1.BinaryStatus{Image: image, Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
+	if c.cfg.UpdateURL != "" {
+		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.URLPath() + binstore.SHA256SumSuffix
+	}
+	return st
 }
 
 // uniq drops repeats, keeping the first of each.
