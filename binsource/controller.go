@@ -575,21 +575,15 @@ func (c *Controller) publish(store *v1.ObjectStore, binaries []*binstore.Binary,
 	return out, published, nil
 }
 
-// component is the part of a private binary's URL only its ObjectStore is
-// given: HMAC-SHA256 of the binary's digest and the ObjectStore's UID under
-// the replicas' shared URL key, so it cannot be derived from anything
-// public (the digest, the release, the ObjectStore's name), differs for
-// every ObjectStore (a recreated one, with a new UID, gets a new URL), and
-// every replica derives the same one.
+// component is the part of a view's URL only its ObjectStore is given:
+// HMAC-SHA256 of the digest and the ObjectStore's UID under the replicas'
+// shared URL key, so nothing public derives it, every ObjectStore (a
+// recreated one too) has its own, and every replica derives the same.
 func component(key []byte, digest, uid string) string {
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte("object-store-operator binary URL v1\x00" + digest + "\x00" + uid))
 	return hex.EncodeToString(mac.Sum(nil))
 }
-
-// A sync never waits for a registry: it submits its ObjectStore's pull
-// and returns, and the pull's end queues the key again for the sync that
-// takes the result.
 
 // awaited is the pull an ObjectStore's sync submitted, and its result once
 // it ended.
@@ -602,11 +596,11 @@ type awaited struct {
 }
 
 // pull returns the result of the pull of image with kc for the
-// ObjectStore key once it ended; until then it submits the pull (once) and
-// reports it not ended. Syncs never wait for a registry: a worker that
-// did would be held by a registry that never answers, and with it every
-// other tenant's sync. A pull for what the ObjectStore no longer wants
-// (its image or pull Secrets changed) is withdrawn.
+// ObjectStore key once it ended; until then it submits the pull (once)
+// and reports it not ended, and the pull's end queues the key again. A
+// sync never waits for a registry: a registry that never answers would
+// hold its worker, and with it every other tenant's sync. A pull the
+// ObjectStore no longer wants (image or pull Secrets changed) is withdrawn.
 func (c *Controller) pull(ctx context.Context, key, ns, image string, kc *keychain) (res *Result, ended bool, err error) {
 	c.mu.Lock()
 	p, ok := c.pulls[key]

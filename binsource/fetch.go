@@ -37,21 +37,18 @@ type Platform struct{ OS, Arch string }
 func (p Platform) String() string { return p.OS + "/" + p.Arch }
 func (p Platform) dir() string    { return binstore.PlatformDir(p.OS, p.Arch) }
 
-// ParsePlatforms reads "linux/amd64,linux/arm64".
+// ParsePlatforms reads "linux/amd64,linux/arm64": platforms the store has
+// a directory name for.
 func ParsePlatforms(s string) ([]Platform, error) {
 	var out []Platform
 	for _, item := range strings.Split(s, ",") {
 		os, arch, ok := strings.Cut(strings.TrimSpace(item), "/")
-		if !ok || os == "" || arch == "" || !validPart(os) || !validPart(arch) {
+		if !ok || !binstore.ValidPlatform(binstore.PlatformDir(os, arch)) {
 			return nil, fmt.Errorf("platform %q is not <os>/<arch>", item)
 		}
 		out = append(out, Platform{os, arch})
 	}
 	return out, nil
-}
-
-func validPart(s string) bool {
-	return strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789") == ""
 }
 
 // FetcherConfig configures a Fetcher.

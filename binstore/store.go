@@ -4,19 +4,16 @@
 // from.
 //
 // The store is content-addressed and has one writer, this process: the
-// directory is read once, at start (Run), and from then on the index
-// changes in memory when the writer commits, publishes or removes a
-// binary. Every other URL (a release's plain path, a tenant's private
-// path) is a view of the index, resolved by the server, never a copy or a
-// link on disk. Each replica fills its own directory (an emptyDir or a
-// ReadWriteOnce volume), so nothing is shared or locked across processes.
+// directory is read once, at start (Run); then the index changes in
+// memory as the writer commits, publishes or removes. Every other URL (a
+// release's plain path, a tenant's) is a view of the index, never a copy
+// on disk. Each replica fills its own directory: nothing is shared or
+// locked across processes.
 //
-// Nothing unverified is ever indexed: a binary is listed only when its
-// bytes match its .sha256sum and its .minisig verifies against a trusted
-// minisign key, because MinIO's update client refuses anything else.
-// Writers land binaries through Stage and Commit, which verify before
-// anything becomes visible; readers (the upgrade server) see immutable
-// Snapshots.
+// Nothing unverified is indexed: MinIO's update client refuses a binary
+// whose bytes do not match its .sha256sum or whose .minisig no trusted
+// key verifies. Stage and Commit verify before anything becomes visible;
+// readers (the upgrade server) see immutable Snapshots.
 //
 // Data flows one way: sources (binsource) -> binstore -> upgradeserver.
 package binstore
@@ -45,8 +42,7 @@ type Options struct {
 	// TrustedKeys verify every binary's .minisig; empty trusts nothing.
 	TrustedKeys []minisign.PublicKey
 	// Signer, if set, signs binaries committed without a signature from a
-	// source that allows it (Candidate.Signable); its public key is
-	// trusted as well.
+	// source that allows it (Candidate.Signable); its key is trusted too.
 	Signer *minisign.PrivateKey
 	// Registerer receives the store's gauges; nil registers nothing.
 	Registerer prometheus.Registerer
@@ -165,9 +161,8 @@ func (s *Store) reject(rel string, err error) {
 	s.log.Error().Str("file", rel).Str("reason", reason.Of(err)).Err(err).Msg("binary rejected: not listed and not served")
 }
 
-// ErrChanged means a binary's file changed after it was indexed and
-// still verifies: the index now has the new file, and the client should
-// retry.
+// ErrChanged means a binary's file changed since it was indexed and
+// still verifies: the index has the new file; retry.
 var ErrChanged = errors.New("binary changed since it was indexed")
 
 // Open returns the indexed binary's file. A file replaced or modified
