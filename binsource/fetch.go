@@ -308,7 +308,10 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		pulled = pulled || fetched
 		res.add(p, b)
 		if manifest, err := img.Digest(); err == nil {
-			res.Unsigned[len(res.Unsigned)-1] = shippedNoSignature(manifest.String(), b)
+			// An image that shipped no .minisig has its binary signed for
+			// each of its ObjectStores, whatever signature the stored
+			// bytes have from another image.
+			_, res.Unsigned[len(res.Unsigned)-1] = b.FromManifest(manifest.String())
 		}
 	}
 	switch {
@@ -396,15 +399,6 @@ func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *bi
 		f.landedFor(ns, b)
 	}
 	return b, err
-}
-
-// shippedNoSignature reports whether the platform image (its manifest
-// digest) shipped no .minisig for b: b is then signed for each of its
-// ObjectStores, even where the same bytes are stored with another image's
-// signature.
-func shippedNoSignature(manifest string, b *binstore.Binary) bool {
-	_, unsigned := b.FromManifest(manifest)
-	return unsigned
 }
 
 // servedFor returns the stored binary the index knows to be the platform
