@@ -142,13 +142,8 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		pulls:    map[string]*awaited{},
 		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons},
 	}
-	var synced []cache.InformerSynced
 	// A sync before the Secrets are listed would find no pull Secret.
-	for _, s := range []cache.InformerSynced{cfg.PlatformsSynced, cfg.SecretsSynced} {
-		if s != nil {
-			synced = append(synced, s)
-		}
-	}
+	synced := slices.DeleteFunc([]cache.InformerSynced{cfg.PlatformsSynced, cfg.SecretsSynced}, func(s cache.InformerSynced) bool { return s == nil })
 	var err error
 	// Status writes do not change what to fetch: the Loop's default
 	// filter (spec changes and resyncs) is this controller's.
