@@ -253,13 +253,11 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 
 func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Result, bool, error) {
 	ref, err := name.ParseReference(image)
+	if err == nil && slices.Contains(f.cfg.InsecureRegistries, ref.Context().RegistryStr()) {
+		ref, err = name.ParseReference(image, name.Insecure)
+	}
 	if err != nil {
 		return nil, false, reasonf(errInvalidImage, "%v", err)
-	}
-	if slices.Contains(f.cfg.InsecureRegistries, ref.Context().RegistryStr()) {
-		if ref, err = name.ParseReference(image, name.Insecure); err != nil {
-			return nil, false, reasonf(errInvalidImage, "%v", err)
-		}
 	}
 	tag := ""
 	if t, ok := ref.(name.Tag); ok {

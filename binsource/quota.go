@@ -2,6 +2,7 @@ package binsource
 
 import (
 	"context"
+	"slices"
 
 	"github.com/object-store-operator/operator/binstore"
 )
@@ -89,13 +90,7 @@ func (f *Fetcher) namespaceUsage(ns string) (int64, map[string]bool) {
 func (f *Fetcher) admit(ns, platform, release string, staged *binstore.Staged) error {
 	k := binaryKey(platform, staged.SHA256)
 	snap := f.cfg.Store.Current()
-	stored := false
-	for _, b := range snap.All() {
-		if b.Platform == platform && b.SHA256 == staged.SHA256 {
-			stored = true
-			break
-		}
-	}
+	stored := slices.ContainsFunc(snap.All(), func(b *binstore.Binary) bool { return b.Platform == platform && b.SHA256 == staged.SHA256 })
 	if max := f.cfg.StoreMaxBytes; max > 0 && !stored {
 		if used := snap.StoredBytes(); used+staged.Size > max {
 			return reasonf(errStoreFull, "minio.%s for %s (%d bytes) does not fit: the store holds %d bytes of its limit of %d bytes; nothing stored was removed for it",

@@ -138,14 +138,13 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	if stored != nil && (!stored.private() || c.Source.Private) && !(stored.PlatformSigned() && len(c.Minisig) > 0) {
 		return s.rememberFor(stored, from), nil
 	}
+	// Only the store's own files are linked: a file placed by hand may be
+	// rewritten in place, which would change every link.
 	var same *Binary
-	for _, b := range snap.All() {
-		// Only the store's own files are linked: a file placed by hand
-		// may be rewritten in place, which would change every link.
-		if b.SHA256 == st.SHA256 && b.Platform == st.platform && b.inDigestDir() && b.component == "" {
-			same = b
-			break
-		}
+	if i := slices.IndexFunc(snap.all, func(b *Binary) bool {
+		return b.SHA256 == st.SHA256 && b.Platform == st.platform && b.inDigestDir() && b.component == ""
+	}); i >= 0 {
+		same = snap.all[i]
 	}
 	info, err := st.land(sig, c.Source, same)
 	if err != nil {
