@@ -2,6 +2,9 @@ package binsource
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -31,10 +34,9 @@ import (
 
 // ControllerConfig configures the controller.
 type ControllerConfig struct {
-	// Secrets reads the ObjectStores' pull Secrets: the Secret cache every
-	// controller shares (secretcache.Reader), so a sync on every replica
-	// and every resync costs no GET while a Secret's resource version
-	// stays. SecretsSynced tells when what it reads from has synced.
+	// Secrets reads the ObjectStores' pull Secrets from the cache every
+	// controller shares (secretcache.Reader): a sync costs no GET while a
+	// Secret's resource version stays. SecretsSynced tells when it synced.
 	Secrets       Secrets
 	SecretsSynced cache.InformerSynced
 	Dynamic       dynamic.Interface
@@ -42,46 +44,38 @@ type ControllerConfig struct {
 	Fetcher       *Fetcher
 	// Leading is the leadership term's context, nil while following
 	// (controller.Manager.Leading): conditions and Events are written
-	// only with it. Nil: this replica writes nothing.
+	// only with it.
 	Leading func() context.Context
 	// Keep is how many newer releases must exist before an unreferenced
 	// release is removed from the store.
 	Keep int
 	// Grace is how long a binary stays unreferenced before it is removed
-	// (so an image that flips back and forth is not pulled again); 0
-	// removes at once.
+	// (an image that flips back and forth is not pulled again); 0: at once.
 	Grace time.Duration
 	// Clock times the grace; default the real clock.
 	Clock    clock.WithDelayedExecution
 	Recorder record.EventRecorder
-	// Reasons are this package's Reasons, their remedies spelled in the
-	// user's words (reason.Spell); nil: no remedies, every Event a
-	// Warning.
+	// Reasons are this package's Reasons, their remedies spelled
+	// (reason.Spell); nil: no remedies, every Event a Warning.
 	Reasons reason.Set
-	// URLKey is the secret a private binary's URL component is derived
-	// from (see component); every replica must have the same. Empty: a
-	// private binary is not published, and its ObjectStore is told so.
+	// URLKey is the secret a tenant's URL component is derived from
+	// (component), the same on every replica. Empty: a private binary is
+	// not published, and its ObjectStore is told so.
 	URLKey []byte
 	// UpdateURL is the upgrade server's base URL as pods reach it (up to
 	// /webhook/v1/update); status.binary.url is the digest URL below it.
 	UpdateURL string
-	// OnPlacementChange, when set, registers a handler for a change to
-	// what Platforms answers for an ObjectStore (placement.Source.OnChange):
-	// the binary status.binary names may change with it.
-	OnPlacementChange func(changed func(key string))
 	// Platforms, when set, returns the platforms ("os/arch", sorted) the
-	// ObjectStore's pods run on (placement.Source): status.binary names
-	// the binary of the first the image holds, and an image that holds
-	// none of them has none for the tenant. Unset, or nil (nothing known:
-	// no StatefulSets), linux/amd64's binary is named when the image has
-	// one, else the first platform's.
-	Platforms func(namespace, name string) []string
-	// PlatformsSynced tells when what Platforms reads has synced: no
-	// sync names a binary before, so a restart does not flip
-	// status.binary to linux/amd64 and back.
-	PlatformsSynced cache.InformerSynced
-	Log             zerolog.Logger
-	Workers         int
+	// ObjectStore's pods run on (placement.Source): see ownBinary.
+	// OnPlacementChange registers for a change of its answer, and
+	// PlatformsSynced tells when it synced: no sync names a binary
+	// before, so a restart does not flip status.binary to linux/amd64 and
+	// back.
+	Platforms         func(namespace, name string) []string
+	OnPlacementChange func(changed func(key string))
+	PlatformsSynced   cache.InformerSynced
+	Log               zerolog.Logger
+	Workers           int
 	// SyncsPerTenant bounds how many of one tenant's ObjectStores are
 	// synced at once (0: no bound beyond Workers).
 	SyncsPerTenant int
@@ -100,9 +94,9 @@ type Secrets interface {
 }
 
 // Controller makes every ObjectStore's release available in this
-// process's store. Its Loop reconciles on every replica, the leader's or
-// not, so every replica serves the same verified set; only the leader
-// (see Lead) writes conditions and Events.
+// process's store. It reconciles on every replica, so every replica
+// serves the same verified set; only the leader writes conditions and
+// Events.
 type Controller struct {
 	cfg    ControllerConfig
 	log    zerolog.Logger
@@ -119,27 +113,22 @@ type Controller struct {
 
 	// gc removes the binaries no ObjectStore wants (gc.go).
 	gc *collector
-	// settled is set once every ObjectStore had an outcome: until then (a
-	// cold start, every replica's store to be read again) nothing is
-	// removed; after it, an ObjectStore without one (a new image still
-	// pulling) keeps nobody else's binaries from going.
+	// settled is set once every ObjectStore had an outcome: nothing is
+	// removed before (a cold start); after, an ObjectStore without one (a
+	// new image still pulling) keeps nobody else's binaries from going.
 	settled bool
 }
 
-// outcome is what a sync found for one ObjectStore's image: the release
-// (when available) and the condition to report.
+// outcome is what a sync found for one ObjectStore's image, and what the
+// collector keeps for it: the release, the ObjectStore's own binary (nil
+// until one is available), the URL paths of its views, and the
+// sha256/release of every platform's binary of the image.
 type outcome struct {
-	image   string
-	release string
-	// binary is the ObjectStore's own binary (nil until one is available).
-	binary *v1.BinaryStatus
-	// published are the URL paths of the views published for this
-	// ObjectStore alone (private binaries), kept by the collector.
-	published []string
-	// pairs are the sha256/release of every platform's binary of the
-	// image, all kept by housekeeping (status.binary names one).
-	pairs     []string
-	condition metav1.Condition
+	image, release string
+	binary         *v1.BinaryStatus
+	published      []string
+	pairs          []string
+	condition      metav1.Condition
 }
 
 // NewController wires event handlers; call Run to work.
@@ -157,13 +146,8 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		pulls:    map[string]*awaited{},
 		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons},
 	}
-	var synced []cache.InformerSynced
 	// A sync before the Secrets are listed would find no pull Secret.
-	for _, s := range []cache.InformerSynced{cfg.PlatformsSynced, cfg.SecretsSynced} {
-		if s != nil {
-			synced = append(synced, s)
-		}
-	}
+	synced := slices.DeleteFunc([]cache.InformerSynced{cfg.PlatformsSynced, cfg.SecretsSynced}, func(s cache.InformerSynced) bool { return s == nil })
 	var err error
 	// Status writes do not change what to fetch: the Loop's default
 	// filter (spec changes and resyncs) is this controller's.
@@ -190,10 +174,8 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	c.stores, c.queue = c.loop.Stores(), c.loop.Queue()
 	c.gc = newCollector(cfg.Fetcher.cfg.Store, cfg.Keep, cfg.Grace, cfg.Clock, c.log, c.wanted)
 	if cfg.OnPlacementChange != nil {
-		// The platforms its pods run on may have changed (a pod bound, a
-		// Node relabelled), and with them the binary status.binary names.
-		// The sync resolves the image again (its manifests; layers already
-		// stored are not read).
+		// The sync resolves the image again (manifests only; layers
+		// already stored are not read).
 		cfg.OnPlacementChange(c.queue.Add)
 	}
 	return c, nil
@@ -210,9 +192,8 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // Reporter is binsource's part that needs leadership: at the start of
-// each term it queues every ObjectStore, so what this replica found while
-// following is reported from the outcome kept, and a new leader needs no
-// second pull to bring the status up to date.
+// each term it queues every ObjectStore, so the outcomes kept while
+// following are reported without a second pull.
 func (c *Controller) Reporter() controller.Runnable {
 	return controller.RunnableFunc{Leader: true, Fn: func(context.Context) error {
 		c.loop.EnqueueAll()
@@ -220,8 +201,7 @@ func (c *Controller) Reporter() controller.Runnable {
 	}}
 }
 
-// leading is the leadership term's context, nil while following: the
-// syncs write conditions and Events only with it.
+// leading is the leadership term's context, nil while following.
 func (c *Controller) leading() context.Context {
 	if c.cfg.Leading == nil {
 		return nil
@@ -229,15 +209,13 @@ func (c *Controller) leading() context.Context {
 	return c.cfg.Leading()
 }
 
-// Ready reports whether this replica's store is complete: it serves every
-// release the leader reported available for an ObjectStore's current spec,
-// or has its own reported outcome for it. The Service routes the upgrade
-// port only to complete replicas, so a replica that started empty or lags
-// behind never answers 404 for what another serves. A release nobody has
-// resolved yet (a pull still running everywhere, a registry that never
-// answers) does not hold readiness: every replica lacks it alike, and
-// holding it would let one tenant's image take the upgrade port away from
-// every tenant until the pull deadline.
+// Ready reports whether this replica's store is complete: it has its own
+// outcome for every ObjectStore whose current spec the leader reported
+// available. The Service routes the upgrade port only to complete
+// replicas, so a lagging one never answers 404 for what another serves. A
+// release nobody has resolved yet does not hold readiness: every replica
+// lacks it alike, and one tenant's hanging registry would otherwise take
+// the upgrade port from every tenant until the pull deadline.
 func (c *Controller) Ready() error {
 	if !c.loop.HasSynced() {
 		return errors.New("ObjectStores not listed yet")
@@ -289,9 +267,9 @@ func (c *Controller) Invalid(ctx context.Context, u *unstructured.Unstructured, 
 }
 
 // Reconcile makes the ObjectStore's release available and reports it in
-// the BinaryAvailable condition. Failures are retried with backoff: a
-// registry, a pull Secret or a CA Secret may be fixed at any time. It runs
-// on every replica, with the Loop's context: a pull outlives a term.
+// the BinaryAvailable condition; failures are retried with backoff (a
+// registry, a pull Secret or a CA Secret may be fixed at any time). It
+// runs on every replica, with the Loop's context: a pull outlives a term.
 func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) (controller.Result, error) {
 	return controller.Result{}, c.reconcile(ctx, store, u)
 }
@@ -332,7 +310,10 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	if err != nil {
 		return c.fail(ctx, u, image, err)
 	}
-	platforms := c.platformsOf(u)
+	var platforms []string
+	if c.cfg.Platforms != nil {
+		platforms = c.cfg.Platforms(u.GetNamespace(), u.GetName())
+	}
 	own, err := ownBinary(binaries, platforms, res)
 	if err != nil {
 		return c.fail(ctx, u, image, err)
@@ -342,11 +323,8 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	if own != nil && len(platforms) > 0 {
 		msg += fmt.Sprintf("; the ObjectStore's pods run on %s, status.binary is %s's", strings.Join(platforms, ", "), own.Platform)
 	}
-	for _, b := range binaries {
-		if b.Private() && b.Source != nil && b.Source.Private {
-			msg += "; pulled with the ObjectStore's credentials, so served only at its own URL (status.binary.url)"
-			break
-		}
+	if slices.ContainsFunc(binaries, func(b *binstore.Binary) bool { return b.Private() && b.Source != nil && b.Source.Private }) {
+		msg += "; pulled with the ObjectStore's credentials, so served only at its own URL (status.binary.url)"
 	}
 	var st *v1.BinaryStatus
 	if own != nil {
@@ -370,32 +348,11 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	return nil
 }
 
-// platformsOf returns the platforms of the ObjectStore's pods, nil when
-// no Platforms source is wired.
-func (c *Controller) platformsOf(u *unstructured.Unstructured) []string {
-	if c.cfg.Platforms == nil {
-		return nil
-	}
-	return c.cfg.Platforms(u.GetNamespace(), u.GetName())
-}
-
-// binaryStatus names the tenant's own binary, resolved from image, by its
-// bytes and its URL.
-func (c *Controller) binaryStatus(image string, b *binstore.Binary) *v1.BinaryStatus {
-	st := &v1.BinaryStatus{Image: image, Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
-	if c.cfg.UpdateURL != "" {
-		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.URLPath() + binstore.SHA256SumSuffix
-	}
-	return st
-}
-
-// ownBinary is the binary the ObjectStore is given (its own copy where it
-// has one): the binary for the first of the platforms its pods run on that
-// the image holds; an image that holds none of them has no binary for the
-// tenant. A tenant on several platforms is rolled, never updated in place
-// (see the updates package), so one of its binaries is as good as another
-// for status.binary. With no platforms known, linux/amd64's when the image
-// has it, else the first platform's; nil for none.
+// ownBinary is the binary status.binary names: the one for the first of
+// the platforms the pods run on that the image holds (an image with none
+// of them has none for the tenant). A tenant on several platforms is
+// rolled, never updated in place (the updates package), so any of them
+// will do. With no platforms known, linux/amd64's, else the first.
 func ownBinary(binaries []*binstore.Binary, platforms []string, res *Result) (*binstore.Binary, error) {
 	if len(binaries) == 0 {
 		return nil, nil
@@ -422,8 +379,17 @@ func ownBinary(binaries []*binstore.Binary, platforms []string, res *Result) (*b
 		strings.Join(platforms, ", "), res.Release, strings.Join(platforms, " nor "), strings.Join(res.Platforms, ", "))
 }
 
-// uniq drops repeats, keeping the first of each (platforms from one image
-// share a source's words).
+// binaryStatus names the tenant's own binary, resolved from image, by its
+// bytes and its URL.
+func (c *Controller) binaryStatus(image string, b *binstore.Binary) *v1.BinaryStatus {
+	st := &v1.BinaryStatus{Image: image, Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
+	if c.cfg.UpdateURL != "" {
+		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.URLPath() + binstore.SHA256SumSuffix
+	}
+	return st
+}
+
+// uniq drops repeats, keeping the first of each.
 func uniq(s []string) []string {
 	var out []string
 	for _, v := range s {
@@ -439,8 +405,8 @@ func uniq(s []string) []string {
 func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, image string, cause error) error {
 	key := u.GetNamespace() + "/" + u.GetName()
 	r := reasonOf(cause)
-	// Only words the operator chose, and a registry's bounded errors[]
-	// (see pullError), reach the condition; the log has the rest.
+	// Only the operator's words reach the condition (pullError); the log
+	// has the rest.
 	msg := message(cause, r)
 	if remedy := c.cfg.Reasons.Remedy(r); remedy != "" {
 		msg += ". " + remedy
@@ -516,13 +482,12 @@ func (c *Controller) forget(key string) bool {
 	return had && before.release != ""
 }
 
-// wanted is what the ObjectStores want kept, for the collector: a binary
-// in a digest directory is wanted by the ObjectStores whose image
-// resolved to those bytes under that name; a file placed by hand at a
-// plain path, by any ObjectStore on its release. It is not known (false)
-// until every ObjectStore with an image has been resolved once, so
-// nothing is removed just because the operator restarted and has not
-// looked at its tenant yet.
+// wanted is what the ObjectStores want kept, for the collector: a
+// binary in a digest directory by the ObjectStores whose image resolved
+// to those bytes under that name; a file placed by hand, by any
+// ObjectStore on its release. It is not known (false) until every
+// ObjectStore with an image has been resolved once, so a restart removes
+// nothing before it has looked at every tenant.
 func (c *Controller) wanted() (wanted, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -559,10 +524,132 @@ func imageOf(u *unstructured.Unstructured) string {
 	return image
 }
 
-// message is what a condition says about cause, whose reason r the
-// condition already carries: the text without r repeated inside it
-// ("minio/b:x for linux/amd64: no opt/bin/minio ..." rather than
-// "...: NoMinIOBinary: no opt/bin/minio ...").
+// message is cause's text without its reason r, which the condition
+// carries already ("img for linux/amd64: no opt/bin/minio ..." rather
+// than "...: NoMinIOBinary: no opt/bin/minio ...").
 func message(cause error, r string) string {
 	return strings.Replace(cause.Error(), r+": ", "", 1)
+}
+
+// A tenant's own URL, sha256/<hex>/<component>/minio.<RELEASE>, is a view
+// of a stored binary the store keeps in memory (binstore.Store.Publish):
+// the component only its ObjectStore's status carries, and the
+// provenance and signature made for it.
+
+// publish gives the ObjectStore its own view of every private binary
+// (pulled with its credentials) and of every binary its image shipped
+// unsigned (signed with the platform key for it), at
+// sha256/<hex>/<component>/, and returns the binaries it is to be served
+// with (the views in their place) and the views' URL paths. Other
+// binaries are served at their digest paths as they are.
+func (c *Controller) publish(store *v1.ObjectStore, binaries []*binstore.Binary, unsigned []bool) ([]*binstore.Binary, []string, error) {
+	out := make([]*binstore.Binary, 0, len(binaries))
+	var published []string
+	st := c.cfg.Fetcher.cfg.Store
+	for i, b := range binaries {
+		// A binary from an image that shipped no signature gets one the
+		// platform key makes for this ObjectStore alone (its trusted
+		// comment names it): a signature made for another tenant (or
+		// another image's) is never served at this one's URL.
+		sign := i < len(unsigned) && unsigned[i] && st.Signs()
+		if !b.Private() && !sign {
+			out = append(out, b)
+			continue
+		}
+		if len(c.cfg.URLKey) == 0 {
+			return nil, nil, reasonf(errPull, "minio.%s needs a URL of the ObjectStore's own, and this operator has no URL key", b.Release)
+		}
+		src := binstore.Source{}
+		if b.Source != nil {
+			src = *b.Source
+		}
+		src.ObjectStore = store.Namespace + "/" + store.Name
+		own, err := st.Publish(b, component(c.cfg.URLKey, b.SHA256, string(store.UID)), src, sign)
+		if err != nil {
+			return nil, nil, reasonf(errPull, "publish minio.%s for %s/%s: %v", b.Release, store.Namespace, store.Name, err)
+		}
+		out = append(out, own)
+		published = append(published, own.URLPath())
+	}
+	return out, published, nil
+}
+
+// component is the part of a view's URL only its ObjectStore is given:
+// HMAC-SHA256 of the digest and the ObjectStore's UID under the replicas'
+// shared URL key, so nothing public derives it, every ObjectStore (a
+// recreated one too) has its own, and every replica derives the same.
+func component(key []byte, digest, uid string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("object-store-operator binary URL v1\x00" + digest + "\x00" + uid))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// awaited is the pull an ObjectStore's sync submitted, and its result once
+// it ended.
+type awaited struct {
+	image, credentials string
+	withdraw           func()
+	done               bool
+	res                *Result
+	err                error
+}
+
+// pull returns the result of the pull of image with kc for the
+// ObjectStore key once it ended; until then it submits the pull (once)
+// and reports it not ended, and the pull's end queues the key again. A
+// sync never waits for a registry: a registry that never answers would
+// hold its worker, and with it every other tenant's sync. A pull the
+// ObjectStore no longer wants (image or pull Secrets changed) is withdrawn.
+func (c *Controller) pull(ctx context.Context, key, ns, image string, kc *keychain) (res *Result, ended bool, err error) {
+	c.mu.Lock()
+	p, ok := c.pulls[key]
+	if ok && p.image == image && p.credentials == kc.id {
+		res, ended, err = p.res, p.done, p.err
+		if ended {
+			delete(c.pulls, key)
+		}
+		c.mu.Unlock()
+		return res, ended, err
+	}
+	next := &awaited{image: image, credentials: kc.id}
+	c.pulls[key] = next
+	c.mu.Unlock()
+	if ok && p.withdraw != nil {
+		p.withdraw()
+	}
+	withdraw := c.cfg.Fetcher.Submit(ctx, ns, image, kc, func(res *Result, err error) {
+		c.mu.Lock()
+		if c.pulls[key] == next {
+			next.done, next.res, next.err = true, res, err
+		}
+		c.mu.Unlock()
+		c.queue.Add(key)
+	})
+	c.mu.Lock()
+	next.withdraw = withdraw
+	c.mu.Unlock()
+	return nil, false, nil
+}
+
+// pulling reports whether a pull for the ObjectStore key is submitted
+// and its result not yet taken.
+func (c *Controller) pulling(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.pulls[key]
+	return ok
+}
+
+// keepWhilePulling is a rate limiter whose Forget leaves a key's backoff
+// alone while a pull for it is in flight: the sync that submitted it
+// succeeded only in submitting.
+type keepWhilePulling struct {
+	workqueue.TypedRateLimiter[string]
+	pulling func(string) bool
+}
+
+func (k keepWhilePulling) Forget(key string) {
+	if !k.pulling(key) {
+		k.TypedRateLimiter.Forget(key)
+	}
 }

@@ -47,60 +47,54 @@ var (
 	errBinaryTooLarge = reason.Sentinel(binstore.ReasonTooLarge)
 )
 
-// Reasons is every reason of the BinaryAvailable condition, with its
-// Event severity and what the user can do about it: the binary source's
-// own, the store's (binstore.Reason*), Available and InternalError.
-func Reasons() []reason.Reason {
-	return append([]reason.Reason{
-		{Name: ReasonAvailable, Severity: reason.Normal},
-		{Name: errInvalidImage.Error(), Severity: reason.Warning},
-		{Name: errNotFound.Error(), Severity: reason.Warning},
-		{Name: errAuth.Error(), Severity: reason.Warning},
-		{Name: errUntrusted.Error(), Severity: reason.Warning,
-			Remedy: "add the registry's CA to an aistor-ca-tls* Secret in the operator namespace; plain HTTP is used only for hosts in {insecure-registries}"},
-		{Name: errNoBinary.Error(), Severity: reason.Warning,
-			Remedy: "set the ObjectStore's image to a MinIO release image (one that holds opt/bin/minio or usr/bin/minio for the tenant's platform), or set {release-mirror-url} to a mirror of MinIO's release directories"},
-		{Name: errPullSecret.Error(), Severity: reason.Warning,
-			Remedy: "create or fix it: a Secret of type kubernetes.io/dockerconfigjson in the ObjectStore's namespace (kubectl create secret docker-registry)"},
-		{Name: errImageTooLarge.Error(), Severity: reason.Warning, Remedy: "the image's layers exceed {pull-max-bytes}"},
-		{Name: errTimeout.Error(), Severity: reason.Warning, Remedy: "the registry did not deliver within {pull-timeout}; check it, or raise the timeout"},
-		{Name: errPull.Error(), Severity: reason.Warning},
-		{Name: errNoPlatform.Error(), Severity: reason.Warning,
-			Remedy: "use an image that holds a binary for the platform of the tenant's Nodes (kubernetes.io/os, kubernetes.io/arch), check that {platforms} lists it, or pin the tenant's pools to a platform the image has (a nodeSelector on kubernetes.io/arch)"},
-		{Name: errStoreFull.Error(), Severity: reason.Warning,
-			Remedy: "delete ObjectStores (or move them to images) whose binaries the namespace no longer needs; binaries no ObjectStore references are removed after {store-unreferenced-grace}; the platform team sets {store-namespace-max-bytes} and {store-max-bytes}"},
-		{Name: controller.ReasonInternalError, Severity: reason.Warning},
-	}, storeReasons()...)
+// failures are the reasons a release is not available, with what the
+// user can do, in the order reasonOf looks for them: PullTimeout first (a
+// pull out of time failed for that, whatever its last request met); a
+// refusal inside a PullFailed (a redirect's, say) stays that refusal. The
+// store's own refusals (binstore.Reason*) come last.
+var failures = []struct {
+	err    *reason.Error
+	remedy string
+}{
+	{errTimeout, "the registry did not deliver within {pull-timeout}; check it, or raise the timeout"},
+	{errInvalidImage, ""},
+	{errNotFound, ""},
+	{errAuth, ""},
+	{errUntrusted, "add the registry's CA to an aistor-ca-tls* Secret in the operator namespace; plain HTTP is used only for hosts in {insecure-registries}"},
+	{errNoBinary, "set the ObjectStore's image to a MinIO release image (one that holds opt/bin/minio or usr/bin/minio for the tenant's platform), or set {release-mirror-url} to a mirror of MinIO's release directories"},
+	{errChecksum, "the bytes do not match their checksum or digest: the image or registry is corrupt or tampered with"},
+	{errPullSecret, "create or fix it: a Secret of type kubernetes.io/dockerconfigjson in the ObjectStore's namespace (kubectl create secret docker-registry)"},
+	{errImageTooLarge, "the image's layers exceed {pull-max-bytes}"},
+	{errNoPlatform, "use an image that holds a binary for the platform of the tenant's Nodes (kubernetes.io/os, kubernetes.io/arch), check that {platforms} lists it, or pin the tenant's pools to a platform the image has (a nodeSelector on kubernetes.io/arch)"},
+	{errStoreFull, "delete ObjectStores (or move them to images) whose binaries the namespace no longer needs; binaries no ObjectStore references are removed after {store-unreferenced-grace}; the platform team sets {store-namespace-max-bytes} and {store-max-bytes}"},
+	{errUnsigned, "MinIO's update client installs only binaries with a valid .minisig: use an image that ships minio.minisig, or set {signing-key-secret} so the operator signs binaries of verified images with your platform key, and set MINIO_UPDATE_MINISIGN_PUBKEY on the tenant to its public key"},
+	{errSignature, "the .minisig was not made by a trusted key: check the image, or add its signer's public key to {minisign-pubkeys}"},
+	{errBinaryTooLarge, "the binary exceeds {max-binary-size}"},
 }
 
-// storeReasons are the reasons binstore refuses a binary for, and
-// StoreError, its failures of no reason of its own (docs/binaries.md).
-func storeReasons() []reason.Reason {
-	return []reason.Reason{
-		{Name: binstore.ReasonChecksumMismatch, Severity: reason.Warning,
-			Remedy: "the bytes do not match their checksum or digest: the image or registry is corrupt or tampered with"},
-		{Name: binstore.ReasonUnsigned, Severity: reason.Warning,
-			Remedy: "MinIO's update client installs only binaries with a valid .minisig: use an image that ships minio.minisig, or set {signing-key-secret} so the operator signs binaries of verified images with your platform key, and set MINIO_UPDATE_MINISIGN_PUBKEY on the tenant to its public key"},
-		{Name: binstore.ReasonSignatureInvalid, Severity: reason.Warning,
-			Remedy: "the .minisig was not made by a trusted key: check the image, or add its signer's public key to {minisign-pubkeys}"},
-		{Name: binstore.ReasonTooLarge, Severity: reason.Warning, Remedy: "the binary exceeds {max-binary-size}"},
-		{Name: "StoreError", Severity: reason.Warning},
+// Reasons is every reason of the BinaryAvailable condition, with its
+// Event severity and what the user can do about it: the failures,
+// PullFailed (any other), StoreError (the store's failures of no reason of
+// its own, docs/binaries.md), Available and InternalError.
+func Reasons() []reason.Reason {
+	list := []reason.Reason{{Name: ReasonAvailable, Severity: reason.Normal}, {Name: errPull.Reason, Severity: reason.Warning},
+		{Name: "StoreError", Severity: reason.Warning}, {Name: controller.ReasonInternalError, Severity: reason.Warning}}
+	for _, f := range failures {
+		list = append(list, reason.Reason{Name: f.err.Reason, Severity: reason.Warning, Remedy: f.remedy})
 	}
+	return list
 }
 
 // ReasonAvailable: the release of spec.image is in the store and served.
 const ReasonAvailable = "Available"
 
-// reasonOf returns the condition reason for err: the first of these it
-// carries anywhere in its chain (PullTimeout first: a pull out of time
-// failed for that, whatever its last request met; a refusal inside a
-// PullFailed, a redirect's say, stays that refusal), else PullTimeout for
-// a deadline, else PullFailed.
+// reasonOf returns the condition reason for err: the first failure it
+// carries anywhere in its chain, else PullTimeout for a deadline, else
+// PullFailed.
 func reasonOf(err error) string {
-	for _, r := range []*reason.Error{errTimeout, errInvalidImage, errNotFound, errAuth, errUntrusted, errNoBinary, errChecksum, errPullSecret, errImageTooLarge, errNoPlatform, errStoreFull,
-		errUnsigned, errSignature, errBinaryTooLarge} {
-		if errors.Is(err, r) {
-			return r.Reason
+	for _, f := range failures {
+		if errors.Is(err, f.err) {
+			return f.err.Reason
 		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -109,18 +103,13 @@ func reasonOf(err error) string {
 	return errPull.Reason
 }
 
-// What reaches a tenant. A condition's message and its Event are read by
-// whoever can read the ObjectStore, while the operator reaches networks
-// the tenant cannot: a registry (a tenant's choice) may be an in-cluster
-// service, may redirect to one, or may name one as its token service.
-// So a message is made only of the operator's own words, the values it
-// computed (digests, sizes, names it was given) and, from the pull's own
-// registry host, the error codes and messages of the registry protocol
-// (the errors[] JSON), each bounded. Raw bodies, anything a host other
-// than the registry answered (a blob redirect to object storage, a token
-// service, a redirect to anywhere), and go-containerregistry's own texts
-// (which quote bodies: "no token in bearer response:\n<body>") go to the
-// operator's log only.
+// What reaches a tenant: whoever reads the ObjectStore reads its
+// conditions and Events, while the operator reaches networks the tenant
+// cannot (a registry may be, redirect to or name as its token service an
+// in-cluster server). So a message holds only the operator's words, values
+// it computed or was given, and the pull's own registry's errors[] codes
+// and messages, bounded. Raw bodies, other hosts' answers and
+// go-containerregistry's texts (which quote bodies) go to the log only.
 
 // reasonf is a failure the operator words itself, safe to show whole:
 // "<reason>: <message>". Its arguments must be the operator's own values
@@ -145,9 +134,8 @@ func detail(err error) string {
 	return bounded(err.Error(), 4096)
 }
 
-// classify turns an error of what (the operator's words: "get <image>",
-// "read layer sha256:...") into a pullError with a reason and words a
-// tenant may read.
+// classify turns an error of what (the operator's words: "get <image>")
+// into a pullError with a reason and words a tenant may read.
 func classify(what string, err error) error {
 	if err == nil {
 		return nil
@@ -167,12 +155,7 @@ func classify(what string, err error) error {
 func describe(err error) (*reason.Error, string) {
 	var terr *transport.Error
 	var uerr *url.Error
-	var unknownAuthority x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	var verification *tls.CertificateVerificationError
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
+	var nerr net.Error
 	host := "the registry"
 	if errors.As(err, &uerr) {
 		if u, perr := url.Parse(uerr.URL); perr == nil && u.Host != "" {
@@ -186,25 +169,25 @@ func describe(err error) (*reason.Error, string) {
 		return errPull, "canceled"
 	case errors.As(err, &terr):
 		return statusReason(terr), describeStatus(terr)
-	case errors.As(err, &unknownAuthority):
+	case errors.As(err, new(x509.UnknownAuthorityError)):
 		return errUntrusted, "the certificate of " + host + " is signed by an authority the operator does not trust"
-	case errors.As(err, &hostname):
+	case errors.As(err, new(x509.HostnameError)):
 		return errUntrusted, "the certificate of " + host + " is not valid for that name"
-	case errors.As(err, &invalid):
+	case errors.As(err, new(x509.CertificateInvalidError)):
 		return errUntrusted, "the certificate of " + host + " is not valid (expired, not yet valid, or not for serving)"
-	case errors.As(err, &verification):
+	case errors.As(err, new(*tls.CertificateVerificationError)):
 		return errUntrusted, "the certificate of " + host + " does not verify"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return errPull, host + " refused the connection"
-	case isDNSError(err):
+	case errors.As(err, new(*net.DNSError)):
 		return errPull, "the name of " + host + " does not resolve"
-	case isTimeout(err):
+	case errors.As(err, &nerr) && nerr.Timeout():
 		return errPull, "timed out talking to " + host
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
 		return errPull, host + " closed the connection early"
 	case errors.As(err, new(tls.RecordHeaderError)):
 		return errPull, host + " does not answer TLS"
-	case errors.As(err, &syntax), errors.As(err, &typ):
+	case errors.As(err, new(*json.SyntaxError)), errors.As(err, new(*json.UnmarshalTypeError)):
 		return errPull, "an answer of " + host + " is not the JSON a registry sends"
 	case strings.Contains(err.Error(), "does not match requested digest"), strings.Contains(err.Error(), "error verifying sha256 checksum"):
 		return errChecksum, "what " + host + " sent does not match its digest"
@@ -212,16 +195,6 @@ func describe(err error) (*reason.Error, string) {
 		return errPull, "could not talk to " + host
 	}
 	return errPull, "the answer of " + host + " could not be used (the operator's log has the detail)"
-}
-
-func isDNSError(err error) bool {
-	var dns *net.DNSError
-	return errors.As(err, &dns)
-}
-
-func isTimeout(err error) bool {
-	var nerr net.Error
-	return errors.As(err, &nerr) && nerr.Timeout()
 }
 
 // statusReason maps a registry's answer onto a reason.

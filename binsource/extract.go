@@ -9,9 +9,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"hash"
 	"io"
 	"math"
+	"net/http"
 	"path"
 	"slices"
 	"strconv"
@@ -30,13 +32,8 @@ var binaryPaths = []string{"opt/bin/minio", "usr/bin/minio"}
 const maxSidecarSize = 4096
 
 // extract reads the image's layers, newest first, until one holds the
-// MinIO binary, and commits that binary (with the .sha256sum and .minisig
-// beside it in the same layer) to the store. A layer counts only once its
-// whole blob was read and matched its digest; until then the binary is
-// only staged. Memory does not grow with the binary's size.
-//
-// The store remembers whether the image shipped a .minisig
-// (binstore.Binary.FromManifest).
+// MinIO binary, and commits it (with the .sha256sum and .minisig beside
+// it in the layer) once the whole blob matched its digest.
 func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel string, src binstore.Source) (*binstore.Binary, error) {
 	layers, err := img.Layers()
 	if err != nil {
@@ -206,19 +203,17 @@ func (f *Fetcher) layerError(digest ggcrv1.Hash, sum hash.Hash, raw io.Reader, w
 	return classify(what, err)
 }
 
-// maxZstdWindow is the largest zstd window a layer may declare. A zstd
-// decoder keeps the window in memory, and a frame header chooses it: a
-// 16 KiB layer declaring 512 MiB made the decoder allocate and fill that
-// much, on every replica. 8 MiB is what the zstd format asks every
-// decoder to support and what zstd's levels up to 19 use; only --long
-// (or --ultra) compression needs more, and a MinIO image has no use for it.
+// maxZstdWindow is the largest zstd window a layer may declare: the
+// decoder holds the window a frame header chooses (a 16 KiB layer
+// declaring 512 MiB made every replica allocate that). 8 MiB is what the
+// format asks every decoder to support and zstd levels up to 19 use; only
+// --long or --ultra needs more.
 const maxZstdWindow = 8 << 20
 
 // decompress recognises gzip and zstd layers by their magic bytes; other
-// layers are plain tar. Either decoder's memory is bounded: gzip's window
-// is 32 KiB by its format; zstd's is maxZstdWindow, checked against the
-// first frame's header before the decoder exists (so the message can
-// name it) and against every later frame's by the decoder itself.
+// layers are plain tar. gzip's window is 32 KiB by its format; zstd's is
+// maxZstdWindow, checked in the first frame's header before the decoder
+// exists (so the message can name it), in later ones by the decoder.
 func decompress(r *bufio.Reader) (io.ReadCloser, error) {
 	magic, _ := r.Peek(4)
 	switch {
@@ -290,3 +285,114 @@ func isSidecarPath(p string) bool {
 
 // preferred reports whether p beats a binary already found in dir.
 func preferred(p, dir string) bool { return p == binaryPaths[0] && dir != path.Dir(binaryPaths[0]) }
+
+// The release mirror is the fallback for releases no image provides: it
+// serves <os>-<arch>/minio.<RELEASE>[.sha256sum|.minisig], as MinIO's
+// release directories do. A binary from it is bound to its URL.
+
+// fromMirror makes res's release available from the mirror for
+// platforms, adding them to res; it reports whether it read anything.
+func (f *Fetcher) fromMirror(ctx context.Context, res *Result, platforms []Platform) (bool, error) {
+	// The mirror is the platform's, not the pull's registry: dialled as is.
+	ctx = withPullTarget(ctx, nil)
+	binName, err := binstore.BinaryName(res.Release)
+	if err != nil {
+		return false, reasonf(errInvalidImage, "%v", err)
+	}
+	// The mirror is the platform's: it may redirect to its object storage,
+	// over HTTPS when it is HTTPS, three times at most.
+	client := &http.Client{Transport: f.cfg.Transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 3 || (via[0].URL.Scheme == "https" && req.URL.Scheme != "https") {
+			return fmt.Errorf("the release mirror redirected to %s: followed only over HTTPS, three times at most", req.URL.Redacted())
+		}
+		return nil
+	}}
+	pulled := false
+	for _, p := range platforms {
+		b, fetched, err := f.mirrorOne(ctx, client, p, res.Release, binName)
+		if err != nil {
+			return false, err
+		}
+		pulled = pulled || fetched
+		res.add(p, b)
+	}
+	return pulled, nil
+}
+
+func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform, rel, binName string) (*binstore.Binary, bool, error) {
+	base := strings.TrimSuffix(f.cfg.MirrorURL, "/") + "/" + p.dir() + "/" + binName
+	for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
+		if b.Source != nil && b.Source.MirrorURL == base {
+			return b, false, nil
+		}
+	}
+	sumData, err := f.get(ctx, client, base+binstore.SHA256SumSuffix, maxSidecarSize)
+	if err != nil {
+		return nil, true, err
+	}
+	digest, sumName, err := binstore.ParseSHA256Sum(sumData)
+	if err != nil || sumName != binName {
+		return nil, true, reasonf(errChecksum, "%s%s is not a checksum of %s", base, binstore.SHA256SumSuffix, binName)
+	}
+	sig, err := f.get(ctx, client, base+binstore.MinisigSuffix, maxSidecarSize)
+	if err != nil && !errors.Is(err, errNotFound) {
+		return nil, true, err
+	}
+	body, err := open(ctx, client, base)
+	if err != nil {
+		return nil, true, err
+	}
+	defer body.Close()
+	staged, err := f.cfg.Store.Stage(p.dir(), rel, countingReader{body, func(n int64) { f.bytes.Add(float64(n)) }}, f.cfg.MaxSize)
+	if err != nil {
+		return nil, true, classify("download "+base, err)
+	}
+	b, err := f.commit(ctx, p, rel, staged, binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
+	if err != nil {
+		return nil, true, fmt.Errorf("%s: %w", base, err)
+	}
+	f.log.Info().Str("url", base).Str("platform", p.String()).Str("sha256", b.SHA256).Str("keyId", b.KeyID).
+		Msg("binary from the release mirror verified; served")
+	return b, true, nil
+}
+
+// open GETs url from the mirror: the body of its 200 answer.
+func open(ctx context.Context, client *http.Client, url string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, reasonf(errPull, "%v", err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, classify("get "+url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, httpStatusError(url, resp.StatusCode)
+	}
+	return resp.Body, nil
+}
+
+func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limit int64) ([]byte, error) {
+	body, err := open(ctx, client, url)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	data, err := io.ReadAll(io.LimitReader(body, limit))
+	if err != nil {
+		return nil, classify("read "+url, err)
+	}
+	f.bytes.Add(float64(len(data)))
+	return data, nil
+}
+
+func httpStatusError(url string, code int) error {
+	switch code {
+	case http.StatusNotFound:
+		return reasonf(errNotFound, "%s answered 404", url)
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return reasonf(errAuth, "%s answered %d", url, code)
+	}
+	return reasonf(errPull, "%s answered %d", url, code)
+}

@@ -1,16 +1,13 @@
 // Package binsource fills the binary store with the MinIO binaries the
-// ObjectStores want: it resolves each ObjectStore's image with that
-// ObjectStore's own pull Secrets (through the operator's trust pool, over
-// HTTPS), extracts the binary with its checksum and signature for every
-// platform the store serves, and hands it to binstore, which verifies and
-// lands it. A release mirror is the fallback for releases no image
-// provides.
+// ObjectStores want: it resolves each ObjectStore's image with its own
+// pull Secrets (through the operator's trust pool, over HTTPS), extracts
+// the binary with its checksum and signature for every platform served,
+// and hands it to binstore, which verifies and lands it. A release mirror
+// is the fallback for releases no image provides.
 //
-// A release is bound to its source: a binary already stored is reused
-// only for an image whose platform manifest has the digest it came from
-// (or whose bytes were compared with it); anything else is pulled and
-// compared, and other bytes are another binary at its own digest path,
-// never a replacement.
+// A release is bound to its source: a stored binary is reused only for an
+// image whose platform manifest is known to hold it; anything else is
+// pulled, and other bytes are another binary at its own digest path.
 package binsource
 
 import (
@@ -40,21 +37,18 @@ type Platform struct{ OS, Arch string }
 func (p Platform) String() string { return p.OS + "/" + p.Arch }
 func (p Platform) dir() string    { return binstore.PlatformDir(p.OS, p.Arch) }
 
-// ParsePlatforms reads "linux/amd64,linux/arm64".
+// ParsePlatforms reads "linux/amd64,linux/arm64": platforms the store has
+// a directory name for.
 func ParsePlatforms(s string) ([]Platform, error) {
 	var out []Platform
 	for _, item := range strings.Split(s, ",") {
 		os, arch, ok := strings.Cut(strings.TrimSpace(item), "/")
-		if !ok || os == "" || arch == "" || !validPart(os) || !validPart(arch) {
+		if !ok || !binstore.ValidPlatform(binstore.PlatformDir(os, arch)) {
 			return nil, fmt.Errorf("platform %q is not <os>/<arch>", item)
 		}
 		out = append(out, Platform{os, arch})
 	}
 	return out, nil
-}
-
-func validPart(s string) bool {
-	return strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789") == ""
 }
 
 // FetcherConfig configures a Fetcher.
@@ -66,8 +60,7 @@ type FetcherConfig struct {
 	// MaxSize bounds one binary, protecting the disk.
 	MaxSize int64
 	// MaxPullBytes bounds what one pull reads from a registry, compressed
-	// and uncompressed alike (gzip bombs, endless layers); 0 bounds
-	// nothing.
+	// and uncompressed alike (gzip bombs, endless layers); 0: no bound.
 	MaxPullBytes int64
 	// PullTimeout ends a pull (registry or mirror) that takes longer; 0:
 	// no deadline.
@@ -81,17 +74,14 @@ type FetcherConfig struct {
 	StoreMaxBytes, NamespaceMaxBytes int64
 	// MirrorURL, if set, serves <os>-<arch>/minio.<RELEASE>[.sha256sum|.minisig].
 	MirrorURL string
-	// Concurrency is how many pulls run at once; one registry server gets
-	// at most half of them, so a registry that hangs cannot hold them all.
-	// 0 counts as 1, the least that lets a pull run.
-	Concurrency int
-	// PerNamespace is how many pulls one namespace runs at once; free
-	// slots go to the namespaces in turn. 0 counts as 1.
-	PerNamespace int
+	// Concurrency is how many pulls run at once, PerNamespace how many
+	// of one namespace (0 counts as 1); one registry server gets at most
+	// half, so a registry that hangs cannot hold them all.
+	Concurrency, PerNamespace int
 	// Resolver finds the addresses behind a registry's name, so two names
 	// of one server share its slots; ResolveTimeout bounds one lookup (0:
-	// no bound), after which the name counts as itself. Nil: every
-	// name counts as itself.
+	// no bound), after which the name counts as itself, as every name
+	// does with no Resolver.
 	Resolver       Resolver
 	ResolveTimeout time.Duration
 	Registerer     prometheus.Registerer
@@ -116,9 +106,8 @@ type Fetcher struct {
 
 	pulls *prometheus.CounterVec
 	bytes prometheus.Counter
-	// took is how long pulls ran, by outcome: fetched, cached or failed
-	// (the failure's reason is on pulls; by reason, a histogram would
-	// multiply its buckets by every reason).
+	// took is by outcome, fetched, cached or failed: the reason is on
+	// pulls (by reason, a histogram multiplies its buckets by every one).
 	took *prometheus.HistogramVec
 }
 
@@ -129,19 +118,15 @@ const (
 	pullFailed  = "failed"
 )
 
-// Result says what Ensure made available.
+// Result says what a pull made available: per platform, the served
+// binary, where it came from, and whether the image shipped no .minisig
+// for it (each ObjectStore is then given a copy signed for it); and the
+// keys that verified them.
 type Result struct {
-	Release   string
-	Platforms []string
-	// Sources says where each platform's served binary came from.
-	Sources []string
-	// KeyIDs are the minisign keys that verified the served binaries.
-	KeyIDs []string
-	// Binaries are the served binaries, one per entry of Platforms.
-	Binaries []*binstore.Binary
-	// Unsigned says, per entry of Binaries, whether the image shipped no
-	// .minisig: each ObjectStore is then given a copy signed for it.
-	Unsigned []bool
+	Release                    string
+	Platforms, Sources, KeyIDs []string
+	Binaries                   []*binstore.Binary
+	Unsigned                   []bool
 }
 
 // NewFetcher returns a Fetcher.
@@ -172,8 +157,8 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 			Buckets: []float64{0.05, 0.25, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
 		}, []string{"outcome"}),
 	}
-	// Every outcome is a series from the start: an alert or dashboard
-	// reading a rate sees 0, not nothing, before the first pull.
+	// Every outcome is a series from the start: a rate reads 0, not
+	// nothing, before the first pull.
 	for _, o := range []string{pullFetched, pullCached, pullFailed} {
 		f.took.WithLabelValues(o)
 	}
@@ -187,8 +172,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	}, func() float64 { _, q := f.queue.stats(); return float64(q) })
 	collectors := []prometheus.Collector{f.pulls, f.bytes, f.took, running, queued}
 	if cfg.StoreMaxBytes > 0 {
-		// Only a bound is exported: a store without one has no series,
-		// so a size/limit ratio has nothing to divide by zero.
+		// Only a bound is exported: a size/limit ratio never divides by 0.
 		collectors = append(collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "objectstore_operator_store_max_bytes",
 			Help: "Most distinct binary bytes the store may hold; a pull past it is StoreFull.",
@@ -221,12 +205,10 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// Submit queues a pull of image with kc for namespace ns (see pullQueue
-// for who runs when) and returns at once; done gets the result. Callers
-// wanting the same image with the same credentials in one namespace share
-// one pull. withdraw takes done back: a pull nobody waits for is dropped.
-// The pull's deadline, PullTimeout, runs from its start, not from the
-// submission.
+// Submit queues a pull of image with kc for namespace ns (pullQueue) and
+// returns at once; done gets the result. The same image with the same
+// credentials in one namespace is one pull. withdraw takes done back.
+// PullTimeout runs from the pull's start, not from the submission.
 func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, done func(*Result, error)) (withdraw func()) {
 	canonical := ""
 	if ref, err := name.ParseReference(image); err == nil {
@@ -234,7 +216,7 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		canonical = canonicalHost(registry, slices.Contains(f.cfg.InsecureRegistries, registry))
 	}
 	// The address the pull counts against is the one it dials (set
-	// before the queue starts run, under the queue's lock).
+	// before run starts).
 	target := &pullTarget{host: canonical}
 	resolve := func(ctx context.Context) []string {
 		if canonical == "" {
@@ -247,7 +229,7 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		ctx, cancel := withBound(ctx, f.cfg.PullTimeout)
 		defer cancel()
 		if canonical != "" {
-			ctx = withPullTarget(withRegistryHost(ctx, canonical), target)
+			ctx = withPullTarget(ctx, target)
 		}
 		ctx = withNamespace(ctx, ns)
 		start := time.Now()
@@ -271,13 +253,11 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 
 func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Result, bool, error) {
 	ref, err := name.ParseReference(image)
+	if err == nil && slices.Contains(f.cfg.InsecureRegistries, ref.Context().RegistryStr()) {
+		ref, err = name.ParseReference(image, name.Insecure)
+	}
 	if err != nil {
 		return nil, false, reasonf(errInvalidImage, "%v", err)
-	}
-	if slices.Contains(f.cfg.InsecureRegistries, ref.Context().RegistryStr()) {
-		if ref, err = name.ParseReference(image, name.Insecure); err != nil {
-			return nil, false, reasonf(errInvalidImage, "%v", err)
-		}
 	}
 	tag := ""
 	if t, ok := ref.(name.Tag); ok {
@@ -326,7 +306,10 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		pulled = pulled || fetched
 		res.add(p, b)
 		if manifest, err := img.Digest(); err == nil {
-			res.Unsigned[len(res.Unsigned)-1] = shippedNoSignature(manifest.String(), b)
+			// An image that shipped no .minisig has its binary signed for
+			// each of its ObjectStores, whatever signature the stored
+			// bytes have from another image.
+			_, res.Unsigned[len(res.Unsigned)-1] = b.FromManifest(manifest.String())
 		}
 	}
 	switch {
@@ -342,20 +325,14 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 	return res, pulled, nil
 }
 
-// needsCredentials reports whether the image, which kc's credentials read
-// as the manifest digest got, is private: served only at the URLs of the
-// ObjectStores it is published for.
-//
-// An image counts as private when the pull was made with credentials and
-// an anonymous HEAD of the same reference (through the same trust pool,
-// HTTPS-only transport) does not answer with that very digest: refused
-// (401, 403, or the 404 some registries give instead), failed in any
-// way, or another manifest. Anything anyone can read anonymously is
-// public whatever credentials a tenant added (registries commonly accept
-// credentials for public images, e.g. against rate limits), so such
-// tenants keep the plain paths and the listing. The probe is one more
-// manifest request per pull made with credentials, and none otherwise;
-// when in doubt (the registry did not answer) the binary is private.
+// needsCredentials reports whether the image, read with kc as digest, is
+// private: served only at the URLs of the ObjectStores it is published
+// for. It is when the pull used credentials and an anonymous HEAD of the
+// same reference does not answer with that very digest (refused, failed,
+// or another manifest): what anyone can read is public whatever
+// credentials a tenant added (registries accept them for public images,
+// against rate limits), and in doubt the binary is private. The probe
+// costs one manifest request per pull made with credentials.
 func (f *Fetcher) needsCredentials(ctx context.Context, ref name.Reference, kc *keychain, digest ggcrv1.Hash) bool {
 	if !usesCredentials(kc, ref.Context()) {
 		return false
@@ -383,13 +360,10 @@ func (r *Result) add(p Platform, b *binstore.Binary) {
 }
 
 // fromImage returns the served binary for the platform image, pulling it
-// unless the store already serves this very manifest's binary. It reports
-// whether blobs were read.
-//
-// A private pull (made with credentials) lands a private binary, served
-// only at the URLs of the ObjectStores it is published for. A public pull
-// never reuses a private binary: it pulls the bytes anonymously and so
-// makes them public.
+// unless the store already serves this very manifest's binary, and
+// whether blobs were read. A private pull lands a private binary; a
+// public pull never reuses one: it pulls the bytes and so makes them
+// public.
 func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image string, img ggcrv1.Image, p Platform, rel string, private bool) (*binstore.Binary, bool, error) {
 	digest, err := img.Digest()
 	if err != nil {
@@ -409,10 +383,7 @@ func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image strin
 	return b, true, nil
 }
 
-// commit lands a staged binary once it fits the quotas. The store is
-// this process's alone and lands one binary at a time, so a release two
-// images claim at once is compared and landed once, by whichever comes
-// second finding the other's bytes in the index.
+// commit lands a staged binary once it fits the quotas.
 func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *binstore.Staged, c binstore.Candidate) (*binstore.Binary, error) {
 	f.quotaMu.Lock()
 	defer f.quotaMu.Unlock()
@@ -428,19 +399,8 @@ func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *bi
 	return b, err
 }
 
-// shippedNoSignature reports whether the platform image (its manifest
-// digest) shipped no .minisig for b, its binary: such a binary is signed
-// with the platform key for each ObjectStore (binstore.Store.Publish),
-// even where the same bytes are stored with another image's signature.
-func shippedNoSignature(manifest string, b *binstore.Binary) bool {
-	_, unsigned := b.FromManifest(manifest)
-	return unsigned
-}
-
-// servedFor returns the stored binary if the index knows it to be the
-// platform manifest's (binstore.Binary.FromManifest): only this
-// manifest's own bytes will do, since other images may claim the release
-// with other bytes.
+// servedFor returns the stored binary the index knows to be the platform
+// manifest's: other images may claim the release with other bytes.
 func (f *Fetcher) servedFor(p Platform, rel, manifest string, private bool) *binstore.Binary {
 	for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
 		if known, _ := b.FromManifest(manifest); known && (private || !b.Private()) {

@@ -36,9 +36,8 @@ type collector struct {
 	kick  chan struct{}
 
 	mu sync.Mutex
-	// unreferenced holds when each binary was first seen unreferenced, by
-	// URL path; timer is the pending run that removes what the grace let
-	// stay.
+	// unreferenced holds when each binary in its grace was first seen
+	// unreferenced, by URL path; timer is the run that ends the first.
 	unreferenced map[string]time.Time
 	timer        clock.Timer
 }
@@ -73,7 +72,8 @@ func (g *collector) Run(ctx context.Context) error {
 }
 
 // collect removes what is unwanted, old enough and past its grace, and
-// sets a timer for the first grace still running.
+// sets a timer for the first grace still running. The graces running are
+// rebuilt on every run: a binary wanted again, or gone, has none.
 func (g *collector) collect() {
 	want, known := g.wants()
 	if !known {
@@ -82,10 +82,10 @@ func (g *collector) collect() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	snap := g.store.Current()
-	g.forgetGone(snap)
 	now := g.clock.Now()
 	next := time.Duration(math.MaxInt64) // until the first grace ends
 	rank := newerReleases(snap)
+	unreferenced := map[string]time.Time{}
 	for _, b := range snap.All() {
 		if b.Platform == "" {
 			continue
@@ -101,10 +101,16 @@ func (g *collector) collect() {
 		if b.Published() {
 			keep, newer = want.published[b.URLPath()], g.keep
 		}
-		if left, ok := g.due(b, keep || newer < g.keep, now); !ok {
-			if left > 0 {
-				next = min(next, left)
-			}
+		if keep || newer < g.keep {
+			continue
+		}
+		since, seen := g.unreferenced[b.URLPath()]
+		if !seen {
+			since = now
+		}
+		if left := g.grace - now.Sub(since); left > 0 {
+			unreferenced[b.URLPath()] = since
+			next = min(next, left)
 			continue
 		}
 		if err := g.store.RemoveBinary(b); err != nil {
@@ -114,6 +120,7 @@ func (g *collector) collect() {
 		g.log.Info().Str("file", b.URLPath()).Str("release", b.Release).Str("sha256", b.SHA256).Int("newer", newer).Int("keep", g.keep).
 			Stringer("grace", g.grace).Msg("removed a binary no ObjectStore references (unreferenced for the grace, and enough newer releases exist)")
 	}
+	g.unreferenced = unreferenced
 	if next != time.Duration(math.MaxInt64) {
 		// Run again when the first grace ends, so binaries go without
 		// waiting for another ObjectStore to change.
@@ -121,41 +128,6 @@ func (g *collector) collect() {
 			g.timer.Stop()
 		}
 		g.timer = g.clock.AfterFunc(next, g.Kick)
-	}
-}
-
-// due reports whether b goes now: it is not kept and its grace is over;
-// otherwise left is what remains of its grace (0 for a kept binary).
-func (g *collector) due(b *binstore.Binary, kept bool, now time.Time) (left time.Duration, ok bool) {
-	key := b.URLPath()
-	if kept {
-		delete(g.unreferenced, key)
-		return 0, false
-	}
-	if g.grace > 0 {
-		since, seen := g.unreferenced[key]
-		if !seen {
-			since = now
-			g.unreferenced[key] = now
-		}
-		if left := g.grace - now.Sub(since); left > 0 {
-			return left, false
-		}
-	}
-	delete(g.unreferenced, key)
-	return 0, true
-}
-
-// forgetGone drops the grace of binaries no longer stored.
-func (g *collector) forgetGone(snap *binstore.Snapshot) {
-	present := map[string]bool{}
-	for _, b := range snap.All() {
-		present[b.URLPath()] = true
-	}
-	for p := range g.unreferenced {
-		if !present[p] {
-			delete(g.unreferenced, p)
-		}
 	}
 }
 

@@ -12,23 +12,19 @@ import (
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-// What a registry may make the operator hold in memory. Layers stream to
-// disk within the pull budget; manifests, indexes and image configs are
-// read whole, so they are capped here. go-containerregistry reads a
-// manifest of up to 100 MiB and a config of whatever size its manifest
-// declares (without bound when it declares -1): a tenant's hostile
-// registry could otherwise make every replica allocate and parse hundreds
-// of MiB per pull. The OCI distribution spec has registries accept
-// manifests of at least 4 MiB; MinIO's are a few KiB, their configs tens.
+// Manifests, indexes and image configs are read whole (layers stream to
+// disk within the pull budget), so they are capped here: go-containerregistry
+// reads a manifest of up to 100 MiB and a config of any size its manifest
+// declares (-1: no bound). Registries accept manifests of at least 4 MiB
+// (OCI distribution spec); MinIO's are a few KiB, their configs tens.
 const (
 	maxManifestSize = 4 << 20
 	maxConfigSize   = 4 << 20
 )
 
 // What a manifest or index may hold, counted before it is decoded: 4 MiB
-// of "{}," is 1.4 million descriptors, which go-containerregistry decodes
-// into about 480 MiB. A MinIO index lists a handful of platforms, a
-// manifest a handful of layers.
+// of "{}," is 1.4 million descriptors, about 480 MiB decoded. A MinIO
+// index lists a handful of platforms, a manifest a handful of layers.
 const (
 	maxManifestArray  = 1024    // elements of any one array (manifests, layers, ...)
 	maxManifestValues = 1 << 16 // JSON values of the whole document
@@ -51,7 +47,7 @@ func boundedManifests(next http.RoundTripper) http.RoundTripper {
 			resp.Body.Close()
 			return nil, reasonf(errImageTooLarge, "%s is %d bytes; at most %d are read", what, resp.ContentLength, maxManifestSize)
 		}
-		capped := &cappedBody{ReadCloser: resp.Body, left: maxManifestSize, what: what}
+		capped := http.MaxBytesReader(nil, resp.Body, maxManifestSize)
 		if resp.StatusCode != http.StatusOK || req.Method == http.MethodHead {
 			// An error answer: go-containerregistry reads 64 KiB of it.
 			resp.Body = capped
@@ -61,6 +57,9 @@ func boundedManifests(next http.RoundTripper) http.RoundTripper {
 		// it holds is counted before anything decodes it.
 		body, err := io.ReadAll(capped)
 		resp.Body.Close()
+		if errors.As(err, new(*http.MaxBytesError)) {
+			err = reasonf(errImageTooLarge, "%s is larger than %d bytes", what, maxManifestSize)
+		}
 		if err == nil {
 			err = checkManifestShape(body, what)
 		}
@@ -127,31 +126,6 @@ func checkManifestShape(body []byte, what string) error {
 			stack = append(stack, level{array: d == '[', key: key, expectKey: d == '{'})
 		}
 	}
-}
-
-// cappedBody reads at most left bytes and fails, rather than ending, when
-// the body holds more.
-type cappedBody struct {
-	io.ReadCloser
-	left int64
-	what string
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var one [1]byte
-		n, err := b.ReadCloser.Read(one[:])
-		if n > 0 {
-			return 0, reasonf(errImageTooLarge, "%s is larger than %d bytes", b.what, maxManifestSize)
-		}
-		return 0, err
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
 }
 
 // configFile reads the image's config, refusing one larger than

@@ -142,6 +142,11 @@ func TestAnUnsignedImageStaysUnsignedWhenASignedImageHasItsBytes(t *testing.T) {
 	manifest, err := unsignedImg.Digest()
 	require.NoError(t, err)
 
+	// What the fetcher records in Result.Unsigned for the image's binary.
+	shippedNoSignature := func(manifest string, b *binstore.Binary) bool {
+		_, unsigned := b.FromManifest(manifest)
+		return unsigned
+	}
 	b, _, err := f.fromImage(t.Context(), hardened, hardened.String(), unsignedImg, p, "RELEASE.X", false)
 	require.NoError(t, err)
 	assert.True(t, b.PlatformSigned())

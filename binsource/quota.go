@@ -2,26 +2,20 @@ package binsource
 
 import (
 	"context"
+	"slices"
 
 	"github.com/object-store-operator/operator/binstore"
 )
 
-// Quotas bound what the tenants make the store hold, so one tenant cannot
-// fill the store volume (and have the kubelet evict every replica):
-//   - the store's limit (FetcherConfig.StoreMaxBytes) on the distinct
-//     bytes stored (each SHA-256 and platform once, however many release
-//     names and ObjectStores point at it);
-//   - a namespace's share (FetcherConfig.NamespaceMaxBytes) on the
-//     distinct bytes its ObjectStores reference. Bytes two namespaces
-//     both reference count in each (each could have made the store hold
-//     them), once within one.
-//
-// Only a pull that would land bytes not stored yet is checked: bytes
-// already stored cost the store nothing more, and nothing already stored
-// is removed to make room (the tenant that asked is told StoreFull).
-// Binaries nobody references any more are removed by housekeeping after
-// its grace, which frees the store's limit; a namespace's share is freed
-// as soon as its ObjectStores no longer reference the bytes.
+// Quotas bound what tenants make the store hold, so one cannot fill the
+// volume (and have the kubelet evict every replica): StoreMaxBytes the
+// distinct bytes stored (each SHA-256 and platform once), and
+// NamespaceMaxBytes those a namespace's ObjectStores reference (bytes two
+// namespaces reference count in each, since each could have made the
+// store hold them). Only a pull that would land new bytes is checked, and
+// nothing stored is removed to make room: the tenant is told StoreFull.
+// A namespace's share frees as soon as it no longer references the bytes,
+// the store's once housekeeping removed them.
 
 // namespaceKey carries the namespace a pull runs for to its commits.
 type namespaceKey struct{}
@@ -35,8 +29,8 @@ func namespaceOf(ctx context.Context) string {
 	return ns
 }
 
-// references is what one ObjectStore references: its namespace and its
-// binaries' sizes by <platform>/<sha256>.
+// references is one ObjectStore's namespace and its binaries' sizes, by
+// binaryKey.
 type references struct {
 	namespace string
 	binaries  map[string]int64
@@ -45,8 +39,7 @@ type references struct {
 func binaryKey(platform, sha string) string { return platform + "/" + sha }
 
 // reference records the binaries the ObjectStore key (of namespace ns)
-// is served; they count in the namespace's share. Binaries landed for the
-// namespace and not referenced yet stop counting as pending.
+// is served, in the place of what was landed for the namespace since.
 func (f *Fetcher) reference(key, ns string, binaries []*binstore.Binary) {
 	refs := references{namespace: ns, binaries: map[string]int64{}}
 	for _, b := range binaries {
@@ -66,7 +59,7 @@ func (f *Fetcher) unreference(key string) {
 }
 
 // namespaceUsage returns the distinct bytes the namespace's ObjectStores
-// reference (and pulls for it landed since), and which binaries they are.
+// reference (and its pulls landed since), and which binaries they are.
 func (f *Fetcher) namespaceUsage(ns string) (int64, map[string]bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -97,13 +90,7 @@ func (f *Fetcher) namespaceUsage(ns string) (int64, map[string]bool) {
 func (f *Fetcher) admit(ns, platform, release string, staged *binstore.Staged) error {
 	k := binaryKey(platform, staged.SHA256)
 	snap := f.cfg.Store.Current()
-	stored := false
-	for _, b := range snap.All() {
-		if b.Platform == platform && b.SHA256 == staged.SHA256 {
-			stored = true
-			break
-		}
-	}
+	stored := slices.ContainsFunc(snap.All(), func(b *binstore.Binary) bool { return b.Platform == platform && b.SHA256 == staged.SHA256 })
 	if max := f.cfg.StoreMaxBytes; max > 0 && !stored {
 		if used := snap.StoredBytes(); used+staged.Size > max {
 			return reasonf(errStoreFull, "minio.%s for %s (%d bytes) does not fit: the store holds %d bytes of its limit of %d bytes; nothing stored was removed for it",

@@ -7,18 +7,22 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	k8schain "github.com/google/go-containerregistry/pkg/authn/kubernetes"
+	"github.com/google/go-containerregistry/pkg/name"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/object-store-operator/operator/internal/netguard"
 )
 
 // canonicalHost is the form of a registry host (host[:port]) that two
 // spellings of one registry share: lower case, no trailing dot, the
-// scheme's default port spelled out (443, or 80 for a plain-HTTP
-// registry), IP addresses in their shortest form. "Registry.example",
-// "registry.example:443" and "registry.example.:443" are one registry.
+// scheme's default port spelled out, IP addresses in their shortest form.
 func canonicalHost(host string, plainHTTP bool) string {
 	h := strings.ToLower(strings.TrimSpace(host))
 	name, port, err := net.SplitHostPort(h)
@@ -43,15 +47,13 @@ type Resolver interface {
 	LookupHost(ctx context.Context, host string) ([]string, error)
 }
 
-// registryKey is what a pull from the registry at canonical host
-// (canonicalHost's form) counts against for the per-registry share of
-// pull slots, and the one address the pull dials for that host (see
-// RegistryDialer): the lowest of the addresses the name resolves to, on
-// the registry's port. An address and a name of one server, or two names
-// of it, so meet on one key; and a name that also claims other servers'
-// addresses (DNS is the tenant's) counts against the one it connects to,
-// never against the rest. A name that does not resolve within timeout,
-// or an address, counts as itself.
+// registryKey is what a pull from the registry at canonical host counts
+// against for the per-registry share of slots, and the one address it
+// dials (RegistryDialer): the lowest address the name resolves to, on the
+// registry's port. Two names of one server so meet on one key, and a name
+// that also claims other servers' addresses (DNS is the tenant's) counts
+// against only the one it connects to. A name that does not resolve
+// within timeout, or an address, counts as itself.
 func registryKey(ctx context.Context, r Resolver, timeout time.Duration, canonical string) string {
 	name, port, err := net.SplitHostPort(canonical)
 	if err != nil || net.ParseIP(name) != nil || r == nil {
@@ -76,9 +78,10 @@ func registryKey(ctx context.Context, r Resolver, timeout time.Duration, canonic
 	return slices.Min(keys)
 }
 
-// pullTarget is what the dialer knows of the pull a connection is for:
-// its registry's canonical host and the address that host was counted
-// against (registryKey; the host itself when it did not resolve).
+// pullTarget marks a pull's requests and connections with its registry's
+// canonical host, so the transport, the dialer and the error words tell
+// the registry's answers from other hosts', and the address that host was
+// counted against (registryKey; the host itself when it did not resolve).
 type pullTarget struct{ host, addr string }
 
 type pullTargetKey struct{}
@@ -87,21 +90,23 @@ func withPullTarget(ctx context.Context, t *pullTarget) context.Context {
 	return context.WithValue(ctx, pullTargetKey{}, t)
 }
 
+// targetOf is the pull ctx is for, nil for none (a mirror download).
+func targetOf(ctx context.Context) *pullTarget {
+	t, _ := ctx.Value(pullTargetKey{}).(*pullTarget)
+	return t
+}
+
 // RegistryDialer is the DialContext of the transport registries are pulled
-// through. For a pull's connections it
-//   - dials the registry's host at the address its slot was counted
-//     against, not wherever the name resolves this time, so a pull holds
-//     the share of exactly the server it talks to;
-//   - refuses, for any other host the registry sends the operator to (a
-//     redirect, a token service), a loopback, link-local (cloud metadata),
-//     unspecified or multicast address, unless it is the registry's own
-//     address: the tenant chose the registry, not what else answers on
-//     the operator's node.
-//
-// Connections of no pull (a mirror download) are dialled as d would.
+// through. For a pull's connections it dials the registry's host at the
+// address its slot was counted against, so a pull holds the share of the
+// server it talks to; and refuses, for any other host the registry sends
+// the operator to (a redirect, a token service), a loopback, link-local
+// (cloud metadata), unspecified or multicast address other than the
+// registry's own: the tenant chose the registry, not what else answers on
+// the operator's node. Connections of no pull are dialled as d would.
 func RegistryDialer(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		t, _ := ctx.Value(pullTargetKey{}).(*pullTarget)
+		t := targetOf(ctx)
 		if t == nil {
 			return d.DialContext(ctx, network, addr)
 		}
@@ -138,21 +143,12 @@ func (e *refusedAddress) Error() string {
 	return fmt.Sprintf("refused to connect to %s, a %s address other than the registry's own", e.addr, e.kind)
 }
 
-// registryHostKey marks a pull's requests with its registry's canonical
-// host, so the transport and the error words can tell the registry's
-// answers from other hosts'.
-type registryHostKey struct{}
-
-func withRegistryHost(ctx context.Context, canonical string) context.Context {
-	return context.WithValue(ctx, registryHostKey{}, canonical)
-}
-
 // isRegistryRequest reports whether req went to its pull's registry
 // itself (not to a host it redirected to or named as its token service).
 // Requests of no pull (a mirror download) are the operator's own.
 func isRegistryRequest(req *http.Request) bool {
-	registry, ok := req.Context().Value(registryHostKey{}).(string)
-	return !ok || canonicalHost(req.URL.Host, req.URL.Scheme == "http") == registry
+	t := targetOf(req.Context())
+	return t == nil || canonicalHost(req.URL.Host, req.URL.Scheme == "http") == t.host
 }
 
 // knownTokenService is the token service known to stand for a registry on
@@ -165,20 +161,18 @@ func knownTokenService(registryName string) string {
 	return ""
 }
 
-// ownTokenService refuses a token request (a pull's request that is
-// neither to its registry nor a redirect: the realm of a Bearer
-// challenge) to a host other than the registry's own, on any port, or
-// its known token service. The realm is the tenant's word: followed
-// anywhere, it makes the operator fetch a token from a server only the
-// operator reaches (an in-cluster service, a node's) and hand it to the
-// tenant's registry as Authorization.
+// ownTokenService refuses a token request (a pull's request neither to
+// its registry nor a redirect: a Bearer challenge's realm) to a host
+// other than the registry's own, on any port, or its known token service.
+// The realm is the tenant's word: followed anywhere, it makes the
+// operator fetch a token from a server only it reaches and hand it to the
+// tenant's registry.
 func ownTokenService(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		registry, ok := req.Context().Value(registryHostKey{}).(string)
-		if !ok || req.Response != nil || isRegistryRequest(req) {
+		if req.Response != nil || isRegistryRequest(req) {
 			return next.RoundTrip(req)
 		}
-		own, _, _ := net.SplitHostPort(registry)
+		own, _, _ := net.SplitHostPort(targetOf(req.Context()).host)
 		realm, _, _ := net.SplitHostPort(canonicalHost(req.URL.Host, req.URL.Scheme == "http"))
 		if realm == own || (realm != "" && knownTokenService(own) == realm) {
 			return next.RoundTrip(req)
@@ -189,17 +183,12 @@ func ownTokenService(next http.RoundTripper) http.RoundTripper {
 }
 
 // quietElsewhere keeps what hosts other than the pull's registry answer
-// out of conditions. Such a host is one the registry sent the operator to
-// (a redirect) or named as its token service, and may be a server only
-// the operator can reach:
-//   - a redirect that fails (no connection, a certificate, an error
-//     status) ends the pull with the same words whatever happened, so
-//     the condition cannot be used to probe what answers where;
-//   - an error answer of the token service keeps its status (a 401 is
-//     AuthFailed) but loses its body before anything reads it.
-//
-// Successful answers (blobs redirected to object storage, tokens) are
-// read as data, never quoted.
+// (a redirect's, the token service's: maybe servers only the operator
+// reaches) out of conditions: a redirect that fails ends the pull with the
+// same words whatever happened, so a condition cannot probe what answers
+// where; an error answer of the token service keeps its status (a 401 is
+// AuthFailed) but loses its body. Successful answers are read as data,
+// never quoted.
 func quietElsewhere(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := next.RoundTrip(req)
@@ -238,4 +227,59 @@ func withBound(ctx context.Context, d time.Duration) (context.Context, context.C
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, d)
+}
+
+// keychain resolves registry credentials from image pull Secrets, the
+// same Secrets a PodSpec's imagePullSecrets names, with kubelet's rules
+// (go-containerregistry's Kubernetes keychain): wildcard hosts
+// (*.example.com), path-scoped entries (registry/team), the most specific
+// match first.
+type keychain struct {
+	authn.Keychain
+	id string // stable identity of the credentials, for sharing fetches
+}
+
+// newKeychain reads kubernetes.io/dockerconfigjson (and legacy
+// kubernetes.io/dockercfg) Secrets. As kubelet does, it goes by the
+// Secret's type; a Secret of another type is an error here rather than
+// silently anonymous, so the ObjectStore's condition can name it.
+func newKeychain(secrets []*corev1.Secret) (*keychain, error) {
+	var names []string
+	pull := make([]corev1.Secret, 0, len(secrets))
+	for _, s := range secrets {
+		names = append(names, s.Namespace+"/"+s.Name+"@"+s.ResourceVersion)
+		switch {
+		case s.Type == corev1.SecretTypeDockerConfigJson && len(s.Data[corev1.DockerConfigJsonKey]) > 0:
+		case s.Type == corev1.SecretTypeDockercfg && len(s.Data[corev1.DockerConfigKey]) > 0:
+		default:
+			return nil, fmt.Errorf("pull Secret %s/%s is neither of type %s with %s nor of type %s with %s",
+				s.Namespace, s.Name, corev1.SecretTypeDockerConfigJson, corev1.DockerConfigJsonKey, corev1.SecretTypeDockercfg, corev1.DockerConfigKey)
+		}
+		pull = append(pull, *s)
+	}
+	kc, err := k8schain.NewFromPullSecrets(context.Background(), pull)
+	if err != nil {
+		return nil, fmt.Errorf("pull Secrets %s: %w", strings.Join(names, ", "), err)
+	}
+	sort.Strings(names)
+	return &keychain{Keychain: kc, id: strings.Join(names, ",")}, nil
+}
+
+// usesCredentials reports whether a pull of repo is made with credentials
+// from the ObjectStore's pull Secrets (anything but anonymous). Only such
+// a pull can be private; see Fetcher.needsCredentials. An error resolving
+// the credentials counts as credentials.
+func usesCredentials(kc authn.Keychain, repo name.Repository) bool {
+	auth, err := kc.Resolve(repo)
+	if err != nil {
+		return true
+	}
+	if auth == authn.Anonymous {
+		return false
+	}
+	cfg, err := auth.Authorization()
+	if err != nil {
+		return true
+	}
+	return cfg != nil && *cfg != (authn.AuthConfig{})
 }

@@ -85,7 +85,7 @@ func TestOnlyTheRegistrysOwnBoundedErrorsReachAMessage(t *testing.T) {
 	answer := func(rawURL string, status int, body string) error {
 		u, err := url.Parse(rawURL)
 		require.NoError(t, err)
-		req := (&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}).WithContext(withRegistryHost(t.Context(), registry))
+		req := (&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}).WithContext(withPullTarget(t.Context(), &pullTarget{host: registry}))
 		resp, err := quietElsewhere(roundTripperFunc(func(*http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: status, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
 		})).RoundTrip(req)
@@ -137,7 +137,7 @@ func TestOnlyTheRegistrysOwnBoundedErrorsReachAMessage(t *testing.T) {
 		func() (*http.Response, error) { return nil, errors.New("x509: certificate is valid for " + secret) },
 	} {
 		hop := (&http.Request{Method: http.MethodGet, URL: to, Header: http.Header{},
-			Response: &http.Response{Request: &http.Request{URL: from}}}).WithContext(withRegistryHost(t.Context(), registry))
+			Response: &http.Response{Request: &http.Request{URL: from}}}).WithContext(withPullTarget(t.Context(), &pullTarget{host: registry}))
 		_, err := quietElsewhere(roundTripperFunc(func(*http.Request) (*http.Response, error) { return there() })).RoundTrip(hop)
 		err = classify("get", &url.Error{Op: "Get", URL: to.String(), Err: err})
 		assert.Equal(t, "PullFailed", reasonOf(err))
@@ -164,7 +164,7 @@ func TestTokensAreAskedOfTheRegistrysOwnHostOnly(t *testing.T) {
 	ask := func(registry, realm string) error {
 		u, err := url.Parse(realm)
 		require.NoError(t, err)
-		req := (&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}).WithContext(withRegistryHost(t.Context(), canonicalHost(registry, false)))
+		req := (&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}).WithContext(withPullTarget(t.Context(), &pullTarget{host: canonicalHost(registry, false)}))
 		_, err = ownTokenService(roundTripperFunc(func(*http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
 		})).RoundTrip(req)

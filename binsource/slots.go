@@ -10,23 +10,16 @@ import (
 )
 
 // pullQueue runs pulls in a fixed number of slots, shared so that one
-// tenant can hurt only itself:
+// tenant can hurt only itself: a namespace holds at most perNamespace; the
+// server behind a registry (registryKey: the address the pull dials) at
+// most perRegistry, so a registry that hangs cannot take every slot; and
+// free slots go to the namespaces with waiting pulls in turn.
 //
-//   - a namespace holds at most perNamespace slots at once;
-//   - the server behind a registry (registryKey: the one address of its
-//     name the pull dials) holds at most perRegistry, so a registry that
-//     hangs cannot take every slot even when many namespaces use it;
-//   - a free slot goes to the namespaces with waiting pulls in turn
-//     (round-robin), so a namespace with a thousand waiting pulls makes
-//     one with a single pull wait for at most one of them per slot.
-//
-// The slots and the turns are a fairshare.Scheduler (Enqueue, Next); this
-// adds what a pull is: shared by its key, resolved before it may start,
-// run on its own goroutine, withdrawn by its waiters. Waiting pulls hold
-// no goroutine and no worker: the controller's workers submit and return,
-// and a pull's end requeues whoever waits for it. Everything it keeps is
-// per pull waited for or running, dropped when the pull ends or nobody
-// waits for it any more.
+// The slots and the turns are a fairshare.Scheduler; this adds what a
+// pull is: shared by its key, resolved before it may start, run on its
+// own goroutine, withdrawn by its waiters. A waiting pull holds no
+// goroutine and no worker, and nothing is kept of a pull once it ended or
+// nobody waits for it.
 type pullQueue struct {
 	slots *fairshare.Scheduler
 
@@ -64,11 +57,10 @@ func newPullQueue(total, perNamespace, perRegistry int) *pullQueue {
 }
 
 // submit asks for the pull key of namespace ns: resolve names the
-// registry keys it counts against (it may take a while and runs on its
-// own goroutine), run pulls. done is called once with run's result, from
-// the goroutine that ran it. A pull of the same key already waiting or
-// running is shared, not repeated. withdraw takes done back; a pull nobody
-// waits for any more leaves the queue, or is stopped if it runs.
+// registry keys it counts against (on its own goroutine), run pulls, and
+// done gets run's result once. A pull of the same key waiting or running
+// is shared. withdraw takes done back; a pull nobody waits for leaves the
+// queue, or is stopped if it runs.
 func (q *pullQueue) submit(ctx context.Context, ns, key string, resolve func(context.Context) []string,
 	run func(context.Context) (*Result, error), done func(*Result, error)) (withdraw func()) {
 	q.mu.Lock()
@@ -81,8 +73,8 @@ func (q *pullQueue) submit(ctx context.Context, ns, key string, resolve func(con
 		p.ctx, p.cancel = context.WithCancel(ctx)
 		q.pulls[key] = p
 		q.bySlot[p.slot] = p
-		// In line from now, so the order is the submissions'; it waits
-		// for its registry's name to resolve before it can start.
+		// In line from now, in the submissions' order; it may start once
+		// its registry's name resolved.
 		q.slots.Enqueue(fairshare.Holder{Key: p.slot, Party: ns}, false)
 		go func() {
 			keys := resolve(p.ctx)
@@ -162,15 +154,6 @@ func (q *pullQueue) start(p *queuedPull) {
 }
 
 // stats is what the queue holds: running pulls, and pulls resolving or
-// waiting for a slot.
-func (q *pullQueue) stats() (runs, queued int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, p := range q.pulls {
-		if p.state != running {
-			queued++
-		}
-	}
-	runs, _ = q.slots.Len()
-	return runs, queued
-}
+// waiting for a slot (each is in line from its submission to its start or
+// drop).
+func (q *pullQueue) stats() (runs, queued int) { return q.slots.Len() }

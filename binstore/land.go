@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path"
@@ -25,42 +25,53 @@ import (
 // directory, hashed on the way; Commit verifies it and makes it visible,
 // Discard throws it away. Nothing staged is ever indexed.
 type Staged struct {
-	s        *Store
-	platform string
-	release  string
-	name     string
-	tmp      *os.File
-	prehash  *minisign.Reader
-	sha      hash.Hash
-	// SHA256 and Size describe the staged bytes once Stage returned.
+	s                       *Store
+	platform, release, name string
+	tmp                     *os.File
+	prehash                 *minisign.Reader
+	// SHA256 and Size describe the staged bytes.
 	SHA256 string
 	Size   int64
 }
 
+// hashCopy copies r to w and returns the SHA-256 of what it copied, and
+// the minisign prehash of it to verify or sign with: a binary is read
+// once, whatever it is checked for.
+func hashCopy(w io.Writer, r io.Reader) (n int64, sha string, prehash *minisign.Reader, err error) {
+	h := sha256.New()
+	prehash = minisign.NewReader(io.TeeReader(r, h))
+	n, err = io.Copy(w, prehash)
+	return n, hex.EncodeToString(h.Sum(nil)), prehash, err
+}
+
 // Stage streams r (at most maxSize bytes) into a temporary file for the
-// release's binary under platform. Memory does not grow with the binary.
-// It waits for the start's scan (Run).
+// release's binary under platform, once the start's scan is done.
 func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*Staged, error) {
 	<-s.scanned
-	dir, name, err := s.prepare(platform, release)
+	name, err := BinaryName(release)
 	if err != nil {
 		return nil, err
+	}
+	if !ValidPlatform(platform) {
+		return nil, fmt.Errorf("not a platform directory: %q", platform)
+	}
+	dir := filepath.Join(s.dir, platform)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
 	if err != nil {
 		return nil, fmt.Errorf("create temporary file in %s: %w", dir, err)
 	}
-	st := &Staged{s: s, platform: platform, release: release, name: name, tmp: tmp, sha: sha256.New()}
-	st.prehash = minisign.NewReader(io.TeeReader(r, st.sha))
-	n, err := io.Copy(tmp, io.LimitReader(st.prehash, maxSize+1))
-	if err == nil && n > maxSize {
+	st := &Staged{s: s, platform: platform, release: release, name: name, tmp: tmp}
+	st.Size, st.SHA256, st.prehash, err = hashCopy(tmp, io.LimitReader(r, maxSize+1))
+	if err == nil && st.Size > maxSize {
 		err = reason.Errorf(ReasonTooLarge, "binary larger than %d bytes", maxSize)
 	}
 	if err != nil {
 		st.Discard()
 		return nil, err
 	}
-	st.Size, st.SHA256 = n, hex.EncodeToString(st.sha.Sum(nil))
 	return st, nil
 }
 
@@ -98,14 +109,10 @@ type Candidate struct {
 //   - these bytes already stored under this release: the stored binary,
 //     unchanged (its first source stays on record).
 //
-// Other bytes under the same release name are no conflict: each binary is
-// served at its own digest path, and the release's plain path is withdrawn
-// while its claims disagree (see Snapshot.Withheld). When the bytes are
-// already stored under another release name, the new name is a hard link
-// to them: one copy on disk, whatever names point at it.
-//
-// Files land binary first and .sha256sum last, and the index learns of
-// the binary from what was verified on the way in: nothing is read again.
+// Other bytes under the same release name are another binary at its own
+// digest path (the plain path is withheld while claims disagree). Bytes
+// stored under another release name are hard-linked: one copy on disk.
+// The index learns of the binary from what was verified on the way in.
 func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	defer st.Discard()
 	s := st.s
@@ -131,24 +138,22 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	if stored != nil && (!stored.private() || c.Source.Private) && !(stored.PlatformSigned() && len(c.Minisig) > 0) {
 		return s.rememberFor(stored, from), nil
 	}
+	// Only the store's own files are linked: a file placed by hand may be
+	// rewritten in place, which would change every link.
 	var same *Binary
-	for _, b := range snap.All() {
-		// Only the store's own files are linked: a file placed by hand
-		// may be rewritten in place, which would change every link.
-		if b.SHA256 == st.SHA256 && b.Platform == st.platform && b.inDigestDir() && b.component == "" {
-			same = b
-			break
-		}
+	if i := slices.IndexFunc(snap.all, func(b *Binary) bool {
+		return b.SHA256 == st.SHA256 && b.Platform == st.platform && b.inDigestDir() && b.component == ""
+	}); i >= 0 {
+		same = snap.all[i]
 	}
 	info, err := st.land(sig, c.Source, same)
 	if err != nil {
 		return nil, err
 	}
 	src := c.Source
-	b := &Binary{Name: st.name, Release: st.release, Platform: st.platform, Size: st.Size, ModTime: info.ModTime(),
-		SHA256: st.SHA256, KeyID: keyID, Source: &src, rel: path.Join(st.digestDir(), st.name), info: info,
-		sum: SHA256SumFile(st.SHA256, st.name), sig: sig}
-	b.OS, b.Arch, _ = strings.Cut(st.platform, "-")
+	b := &Binary{Name: st.name, Release: st.release, Size: st.Size, ModTime: info.ModTime(), SHA256: st.SHA256, KeyID: keyID,
+		Source: &src, rel: path.Join(st.digestDir(), st.name), info: info, sum: SHA256SumFile(st.SHA256, st.name), sig: sig}
+	b.setPlatform(st.platform)
 	if stored != nil && stored.Source != nil && stored.Source.ManifestDigest != "" {
 		// The provenance replaced stays known as a source of the bytes.
 		b.also = stored.remember(fromManifest{manifest: stored.Source.ManifestDigest, unsigned: stored.PlatformSigned()})
@@ -179,9 +184,8 @@ func (s *Store) rememberFor(stored *Binary, from fromManifest) *Binary {
 	return &next
 }
 
-// signature verifies the candidate's signature, or signs the bytes with
-// the platform key when the source shipped none and allows it (recording
-// the key in c.Source.SignedBy).
+// signature verifies the candidate's signature, or signs with the
+// platform key when the source shipped none and allows it.
 func (st *Staged) signature(c *Candidate) (sig []byte, keyID string, err error) {
 	s := st.s
 	if len(c.Minisig) > 0 {
@@ -197,7 +201,6 @@ func (st *Staged) signature(c *Candidate) (sig []byte, keyID string, err error) 
 	return sig, keyID, nil
 }
 
-// digestDir is the staged binary's digest directory below the store root.
 func (st *Staged) digestDir() string { return path.Join(st.platform, digestDirName, st.SHA256) }
 
 // sign signs the bytes prehash read with the platform key, for the
@@ -218,9 +221,9 @@ func (s *Store) sign(prehash *minisign.Reader, name, digest string, src Source, 
 }
 
 // land puts the binary into its digest directory: a hard link to same's
-// file when the bytes are already stored, else the staged file. Sidecars
-// are written through temporaries in the platform directory, where
-// the start's scan removes what an interruption leaves.
+// file when the bytes are already stored, else the staged file. Every
+// temporary is in the platform directory, where the start's scan removes
+// what an interruption leaves.
 func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error) {
 	tmpDir := filepath.Join(st.s.dir, st.platform)
 	dir := filepath.Join(st.s.dir, filepath.FromSlash(st.digestDir()))
@@ -266,9 +269,8 @@ func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error
 	return info, nil
 }
 
-// link makes final (named name) a hard link to the stored file of the same bytes,
-// checked unchanged since it was indexed; false when that cannot be done
-// (the caller then lands its own copy).
+// link makes final a hard link to same's file, checked unchanged since it
+// was indexed; false when that cannot be done (the caller lands a copy).
 func (s *Store) link(same *Binary, tmpDir, name, final string) bool {
 	if info, err := s.root.Stat(same.Path()); err != nil || !sameFile(same.info, info) {
 		return false
@@ -286,50 +288,16 @@ func (s *Store) link(same *Binary, tmpDir, name, final string) bool {
 	return true
 }
 
-func writeAtomic(tmpDir, dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(tmpDir, "."+name+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("create temporary file for %s: %w", name, err)
-	}
-	if _, err := tmp.Write(data); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return nil
-}
-
-// stored returns the store's own binary of these bytes under this name
-// in the platform's digest directory (not a tenant's copy), or nil.
-func (s *Snapshot) stored(platform, digest, name string) *Binary {
-	want := path.Join(platform, digestDirName, digest, name)
-	for _, b := range s.claims[path.Join(platform, name)] {
-		if b.rel == want {
-			return b
-		}
-	}
-	return nil
-}
-
 // Publish makes b, a binary in its digest directory, available to one
-// ObjectStore only (src.ObjectStore), at
-// sha256/<hex>/<component>/minio.<RELEASE>, with src as its provenance:
-// a view in memory of b's file, nothing on disk. The component must be 64
-// lower-case hex characters the caller derived from a secret (see
-// binsource); the view is found only with it (Snapshot.TenantFile).
+// ObjectStore only (src.ObjectStore) at
+// sha256/<hex>/<component>/minio.<RELEASE>, with src as its provenance: a
+// view in memory of b's file. The component is 64 hex characters the
+// caller derived from a secret; the view is found only with it.
 //
-// Its .minisig is b's own, or with sign a signature the platform key makes
-// for this ObjectStore alone (its trusted comment names it): a signature
-// made for one tenant is never served at another's URL. A view already
-// there for the same ObjectStore and signer is returned as it is.
+// Its .minisig is b's own or, with sign, one the platform key makes for
+// this ObjectStore alone (its trusted comment names it): a signature made
+// for one tenant is never served at another's URL. A view already there
+// for the same ObjectStore and signer is returned as it is.
 func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Binary, error) {
 	if !ValidDigest(component) || b.component != "" || !b.inDigestDir() {
 		return nil, fmt.Errorf("cannot publish %s for a tenant", b.Path())
@@ -382,31 +350,142 @@ func (s *Store) signFor(b *Binary, src Source) ([]byte, error) {
 		return nil, fmt.Errorf("sign %s for %s: %w", b.Path(), src.ObjectStore, err)
 	}
 	defer f.Close()
-	prehash := minisign.NewReader(io.NewSectionReader(f, 0, b.Size))
-	if _, err := io.Copy(io.Discard, prehash); err != nil {
+	_, _, prehash, err := hashCopy(io.Discard, io.NewSectionReader(f, 0, b.Size))
+	if err != nil {
 		return nil, fmt.Errorf("sign %s for %s: read: %w", b.Path(), src.ObjectStore, err)
 	}
 	return s.sign(prehash, b.Name, b.SHA256, src, src.ObjectStore), nil
 }
 
 // writeSidecars writes a binary's .minisig, provenance and .sha256sum
-// beside it in dir, each atomically through tmpDir.
+// (last: it makes the binary whole) beside it in dir, each atomically
+// through a temporary in tmpDir.
 func writeSidecars(tmpDir, dir, name, sha string, sig []byte, src Source) error {
 	provenance, err := json.MarshalIndent(src, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode provenance: %w", err)
 	}
-	for _, f := range []struct {
-		suffix string
-		data   []byte
-	}{
-		{MinisigSuffix, sig},
-		{sourceSuffix, provenance},
-		{SHA256SumSuffix, SHA256SumFile(sha, name)},
-	} {
-		if err := writeAtomic(tmpDir, dir, name+f.suffix, f.data); err != nil {
-			return err
+	for i, data := range [][]byte{sig, provenance, SHA256SumFile(sha, name)} {
+		file := name + []string{MinisigSuffix, sourceSuffix, SHA256SumSuffix}[i]
+		tmp, err := os.CreateTemp(tmpDir, "."+file+".*.tmp")
+		if err != nil {
+			return fmt.Errorf("create temporary file for %s: %w", file, err)
+		}
+		if _, err = tmp.Write(data); err == nil {
+			err = tmp.Sync()
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), filepath.Join(dir, file))
+		}
+		if err != nil {
+			os.Remove(tmp.Name())
+			return fmt.Errorf("write %s: %w", file, err)
 		}
 	}
 	return nil
+}
+
+// The reasons the store refuses a binary for: the Reason of the
+// *reason.Error it returns. Callers give each its severity and remedy in
+// their own words (binsource.Reasons). A failure of none of them (the
+// file system's, say) carries no reason.
+const (
+	// ReasonChecksumMismatch: the bytes do not match the .sha256sum (or the
+	// source's own checksum).
+	ReasonChecksumMismatch = "ChecksumMismatch"
+	// ReasonUnsigned: there is no .minisig and nothing may sign it.
+	ReasonUnsigned = "Unsigned"
+	// ReasonSignatureInvalid: the .minisig is malformed, names a key that
+	// is not trusted, or does not verify.
+	ReasonSignatureInvalid = "SignatureInvalid"
+	// ReasonTooLarge: the binary exceeds the size bound.
+	ReasonTooLarge = "BinaryTooLarge"
+)
+
+// Source is where a binary came from. It is recorded per binary and
+// release name; other bytes under the same release name are another binary
+// with a source of its own, never a replacement.
+type Source struct {
+	// Image is the reference as the ObjectStore named it.
+	Image string `json:"image,omitempty"`
+	// Registry and Repository locate the image.
+	Registry   string `json:"registry,omitempty"`
+	Repository string `json:"repository,omitempty"`
+	// ManifestDigest is the digest of the platform image's manifest.
+	ManifestDigest string `json:"manifestDigest,omitempty"`
+	// LayerDigest is the digest of the layer the binary was read from,
+	// verified over the whole blob.
+	LayerDigest string `json:"layerDigest,omitempty"`
+	// MirrorURL is the release mirror's URL of the binary.
+	MirrorURL string `json:"mirrorUrl,omitempty"`
+	// SignedBy is the key id of the platform key that signed a binary the
+	// source did not sign; empty when the source's own signature is served.
+	SignedBy string `json:"signedBy,omitempty"`
+	// Private is true when the image was pulled with the ObjectStore's
+	// credentials: the binary is then served only at the URLs of the
+	// ObjectStores it was published for, never publicly.
+	Private bool `json:"private,omitempty"`
+	// ObjectStore is the namespace/name a tenant's copy was published for.
+	ObjectStore string `json:"objectStore,omitempty"`
+}
+
+// String names the source for messages: the image with its digests, or
+// the mirror URL.
+func (s Source) String() string {
+	if s.MirrorURL != "" {
+		return "mirror " + s.MirrorURL
+	}
+	return fmt.Sprintf("image %s (manifest %s, layer %s)", s.Image, s.ManifestDigest, s.LayerDigest)
+}
+
+// FormatKeyID prints a minisign key id the way minisign does.
+func FormatKeyID(id uint64) string { return strings.ToUpper(strconv.FormatUint(id, 16)) }
+
+// ParsePublicKeys reads minisign public keys in their one-line base64 form
+// (as MINIO_UPDATE_MINISIGN_PUBKEY takes them), comma-separated.
+func ParsePublicKeys(list string) ([]minisign.PublicKey, error) {
+	var keys []minisign.PublicKey
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		var k minisign.PublicKey
+		if err := k.UnmarshalText([]byte(item)); err != nil {
+			return nil, fmt.Errorf("minisign public key %q: %w", item, err)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no minisign public key given")
+	}
+	return keys, nil
+}
+
+// verify checks sig against the data whose BLAKE2b prehash r has read, with
+// the trusted key the signature names. It returns that key's id.
+func (s *Store) verify(r *minisign.Reader, sig []byte) (string, error) {
+	var parsed minisign.Signature
+	if err := parsed.UnmarshalText(sig); err != nil {
+		return "", reason.Errorf(ReasonSignatureInvalid, "malformed .minisig: %w", err)
+	}
+	keyID := FormatKeyID(parsed.KeyID)
+	if parsed.Algorithm != minisign.HashEdDSA {
+		// Verifying a legacy signature needs the whole binary in memory.
+		return "", reason.Errorf(ReasonSignatureInvalid,
+			"legacy (not prehashed) minisign signature by key %s; sign with minisign -H or a current minisign", keyID)
+	}
+	for _, k := range s.trusted {
+		if k.ID() != parsed.KeyID {
+			continue
+		}
+		if r.Verify(k, sig) {
+			return keyID, nil
+		}
+		return "", reason.Errorf(ReasonSignatureInvalid, "signature by key %s does not verify", keyID)
+	}
+	return "", reason.Errorf(ReasonSignatureInvalid, "signed by key %s, which is not trusted (trusted: %s)", keyID, strings.Join(s.TrustedKeyIDs(), ", "))
 }

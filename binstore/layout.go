@@ -1,10 +1,8 @@
 package binstore
 
 import (
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -16,12 +14,20 @@ const (
 	sourceSuffix    = ".source.json"
 )
 
-// digestDirName is the directory of a platform holding one directory per
-// binary, named after its SHA-256: <os>-<arch>/sha256/<hex>/minio.<RELEASE>.
-// Every release name of one binary there is a hard link to one file: the
-// release names are the store's labels of the bytes, and MinIO's client
+// digestDirName holds, per platform, one directory per binary named after
+// its SHA-256: <os>-<arch>/sha256/<hex>/minio.<RELEASE>. Every release name
+// of one binary there is a hard link to one file, since MinIO's client
 // reads the binary under the name its .sha256sum gives.
 const digestDirName = "sha256"
+
+// maxSumFileSize bounds what is read of a .sha256sum file; a real one is
+// about 110 bytes.
+const maxSumFileSize = 4096
+
+const (
+	lowerHex   = "0123456789abcdef"
+	lowerAlnum = "abcdefghijklmnopqrstuvwxyz0123456789"
+)
 
 // DigestPath is where a binary is served by its bytes, below the update
 // path: sha256/<hex>/minio.<RELEASE>. MinIO's update client reads the
@@ -32,17 +38,25 @@ func DigestPath(digest, release string) string {
 
 // ValidDigest reports whether d is a lower-case hex SHA-256, the only
 // form a digest path (and a tenant's component) takes.
-func ValidDigest(d string) bool {
-	if len(d) != 64 {
-		return false
-	}
-	for i := 0; i < len(d); i++ {
-		if c := d[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
+func ValidDigest(d string) bool { return len(d) == 64 && strings.Trim(d, lowerHex) == "" }
+
+// ValidFileName accepts the names the store serves: letters, digits, '.',
+// '_' and '-', not starting with a dot. Anything else (separators, "..",
+// NUL, percent signs, spaces) is never a store file.
+func ValidFileName(name string) bool {
+	return name != "" && len(name) <= 255 && name[0] != '.' && !strings.Contains(name, "..") &&
+		strings.Trim(name, lowerAlnum+"ABCDEFGHIJKLMNOPQRSTUVWXYZ._-") == ""
 }
+
+// ValidPlatform accepts "<os>-<arch>" directory names such as linux-amd64.
+func ValidPlatform(p string) bool {
+	os, arch, ok := strings.Cut(p, "-")
+	word := func(s string) bool { return s != "" && len(s) <= 32 && strings.Trim(s, lowerAlnum) == "" }
+	return ok && word(os) && word(arch)
+}
+
+// PlatformDir is the store subdirectory for a platform, e.g. linux-amd64.
+func PlatformDir(os, arch string) string { return os + "-" + arch }
 
 // BinaryName returns the file name of a release's binary, minio.<release>,
 // or an error if the release cannot be a plain file name.
@@ -54,14 +68,6 @@ func BinaryName(release string) (string, error) {
 	return name, nil
 }
 
-// SHA256SumFile renders a .sha256sum file the way MinIO's client reads it.
-func SHA256SumFile(digest, name string) []byte {
-	return []byte(digest + "  " + name + "\n")
-}
-
-// PlatformDir is the store subdirectory for a platform, e.g. linux-amd64.
-func PlatformDir(os, arch string) string { return os + "-" + arch }
-
 // isBinaryName tells MinIO binaries from their sidecars and from anything
 // else that may sit in the directory (hidden temporary files among them).
 func isBinaryName(name string) bool {
@@ -70,45 +76,38 @@ func isBinaryName(name string) bool {
 		!strings.HasSuffix(name, sourceSuffix)
 }
 
-// RemoveBinary deletes one indexed binary and its sidecars, the
-// .sha256sum first, and its digest directory once empty; other release
-// names of the same bytes (hard links) stay. A tenant's view is only
-// dropped from the index (it has no files), and so are the views of a
-// removed file.
-func (s *Store) RemoveBinary(b *Binary) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b.component == "" {
-		base := filepath.Join(s.dir, filepath.FromSlash(b.Path()))
-		for _, p := range []string{base + SHA256SumSuffix, base, base + MinisigSuffix, base + sourceSuffix} {
-			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
-				return fmt.Errorf("remove %s: %w", p, err)
-			}
-		}
-		if b.inDigestDir() {
-			_ = os.Remove(filepath.Dir(base)) // fails while other names remain
-		}
-	}
-	s.change(func(all []*Binary) []*Binary {
-		return slices.DeleteFunc(all, func(o *Binary) bool {
-			return o == b || (b.component == "" && o.rel == b.rel)
-		})
-	})
-	return nil
+// SHA256SumFile renders a .sha256sum file the way MinIO's client reads it.
+func SHA256SumFile(digest, name string) []byte {
+	return []byte(digest + "  " + name + "\n")
 }
 
-// prepare checks a platform and release and creates the platform's
-// directory; it returns the directory and the binary's file name.
-func (s *Store) prepare(platform, release string) (dir, name string, err error) {
-	if name, err = BinaryName(release); err != nil {
-		return "", "", err
+// ParseSHA256Sum parses a MinIO .sha256sum file the way MinIO's in-place
+// update client does: exactly two whitespace-separated fields, the hex
+// SHA-256 of the binary and its file name, which starts with "minio.". It
+// returns the digest (lower case) and the name.
+func ParseSHA256Sum(data []byte) (digest, name string, err error) {
+	if len(data) > maxSumFileSize {
+		return "", "", fmt.Errorf("%d bytes, more than the %d a checksum file can hold", len(data), maxSumFileSize)
 	}
-	if !ValidPlatform(platform) {
-		return "", "", fmt.Errorf("not a platform directory: %q", platform)
+	fields := strings.Fields(string(data))
+	if len(fields) != 2 {
+		return "", "", fmt.Errorf("want 2 fields (\"<sha256>  minio.<RELEASE>\"), found %d", len(fields))
 	}
-	dir = filepath.Join(s.dir, platform)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", "", fmt.Errorf("create %s: %w", dir, err)
+	digest, name = strings.ToLower(fields[0]), fields[1]
+	switch {
+	case !ValidDigest(digest):
+		return "", "", fmt.Errorf("first field %q is not a hex SHA-256 digest", truncate(fields[0], 80))
+	case !strings.HasPrefix(name, "minio."):
+		return "", "", fmt.Errorf("second field %q does not start with \"minio.\"", truncate(name, 80))
+	case !ValidFileName(name):
+		return "", "", errors.New("second field is not a plain file name")
 	}
-	return dir, name, nil
+	return digest, name, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

@@ -2,9 +2,7 @@ package binstore
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"debug/elf"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +12,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-
-	"aead.dev/minisign"
 
 	"github.com/object-store-operator/operator/internal/reason"
 )
@@ -32,44 +28,40 @@ const (
 // (<os>-<arch>/minio.<RELEASE>, or minio.<RELEASE> at the top, its
 // platform read from its ELF header) before the start. It runs once, at
 // start, before anything is written: what an interrupted landing left
-// (hidden temporaries, lock files and tenants' directories of earlier
-// versions) is removed first. Each binary is read once, for its SHA-256
-// and its signature together.
+// is removed first (removeLeftovers).
 func (s *Store) Scan() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.rejected)
-	rootEntries := s.readDir(".")
-	all := s.scanEntries("", "", rootEntries, nil)
-	for _, p := range platformsIn(rootEntries) {
-		s.removeLeftovers(p)
-		all = s.scanEntries(p, p, s.readDir(p), all)
-		digestRoot := path.Join(p, digestDirName)
-		for _, e := range s.readDir(digestRoot) {
-			if e.IsDir() && ValidDigest(e.Name()) {
-				d := path.Join(digestRoot, e.Name())
-				all = s.scanEntries(p, d, s.readDir(d), all)
+	var all []*Binary
+	scan := func(platform, dir string) {
+		for _, e := range s.readDir(dir) {
+			if !isBinaryName(e.Name()) {
+				continue
+			}
+			if b, err := s.load(platform, dir, e.Name()); err != nil {
+				s.reject(path.Join(dir, e.Name()), err)
+			} else {
+				all = append(all, b)
 			}
 		}
 	}
-	prev := s.current.Load()
-	next := index(all)
-	s.current.Store(next)
-	if prev == nil {
-		prev = emptySnapshot
-	}
-	s.logChanges(prev, next)
-	s.closeOnce.Do(func() { close(s.scanned) })
-}
-
-func platformsIn(entries []fs.DirEntry) []string {
-	var dirs []string
-	for _, e := range entries {
-		if e.IsDir() && ValidPlatform(e.Name()) {
-			dirs = append(dirs, e.Name())
+	scan("", ".")
+	for _, p := range s.readDir(".") {
+		if !p.IsDir() || !ValidPlatform(p.Name()) {
+			continue
+		}
+		s.removeLeftovers(p.Name())
+		scan(p.Name(), p.Name())
+		digestRoot := path.Join(p.Name(), digestDirName)
+		for _, e := range s.readDir(digestRoot) {
+			if e.IsDir() && ValidDigest(e.Name()) {
+				scan(p.Name(), path.Join(digestRoot, e.Name()))
+			}
 		}
 	}
-	return dirs
+	s.change(func([]*Binary) []*Binary { return all })
+	s.closeOnce.Do(func() { close(s.scanned) })
 }
 
 func (s *Store) readDir(dir string) []fs.DirEntry {
@@ -80,36 +72,28 @@ func (s *Store) readDir(dir string) []fs.DirEntry {
 	return entries
 }
 
-// scanEntries indexes the binaries among entries of dir, a platform
-// directory (or the root) or one of its digest directories.
-func (s *Store) scanEntries(platform, dir string, entries []fs.DirEntry, all []*Binary) []*Binary {
-	for _, e := range entries {
-		name := e.Name()
-		if !isBinaryName(name) {
-			continue
-		}
-		b, err := s.load(platform, dir, name)
-		if err != nil {
-			rel := path.Join(dir, name)
-			s.rejected[rel] = err.Error()
-			s.log.Error().Str("file", rel).Str("reason", reason.Of(err)).Err(err).
-				Msg("binary rejected: not listed and not served")
-			continue
-		}
-		all = append(all, b)
-	}
-	return all
-}
-
-// load reads and verifies one binary file of dir ("" for the root).
+// load reads and verifies one binary file of dir (a platform directory,
+// one of its digest directories, or the root) against its sidecars,
+// reading the file once for its SHA-256 and its signature together.
 func (s *Store) load(platform, dir, name string) (*Binary, error) {
-	if dir == "." {
-		dir = ""
-	}
 	rel := path.Join(dir, name)
-	want, sumData, sig, err := s.sidecars(rel, name)
+	sum, err := s.readSmall(rel+SHA256SumSuffix, maxSumFileSize)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("no usable %s: %w", name+SHA256SumSuffix, err)
+	}
+	want, sumName, err := ParseSHA256Sum(sum)
+	if err != nil {
+		return nil, fmt.Errorf("malformed %s: %w", name+SHA256SumSuffix, err)
+	}
+	if sumName != name {
+		return nil, fmt.Errorf("%s names %q, not %q", name+SHA256SumSuffix, sumName, name)
+	}
+	sig, err := s.readSmall(rel+MinisigSuffix, maxSigFileSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, reason.Errorf(ReasonUnsigned, "no %s beside the binary: MinIO's update client would refuse it", name+MinisigSuffix)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("unreadable %s: %w", name+MinisigSuffix, err)
 	}
 	// root.Stat follows symlinks only while they stay inside the store.
 	info, err := s.root.Stat(rel)
@@ -119,86 +103,44 @@ func (s *Store) load(platform, dir, name string) (*Binary, error) {
 	if !info.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file (%s)", info.Mode().Type())
 	}
-	b := &Binary{Name: name, Release: strings.TrimPrefix(name, "minio."), Size: info.Size(), ModTime: info.ModTime(),
-		rel: rel, info: info, sum: sumData, sig: sig}
-	sigErr, err := s.hash(b, platform == "")
+	f, err := s.root.Open(rel)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open: %w", err)
 	}
+	defer f.Close()
+	_, sha, prehash, err := hashCopy(io.Discard, f)
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	if after, err := f.Stat(); err != nil || !sameFile(info, after) {
+		return nil, errors.New("file changed while it was read")
+	}
+	b := &Binary{Name: name, Release: strings.TrimPrefix(name, "minio."), Size: info.Size(), ModTime: info.ModTime(),
+		SHA256: sha, rel: rel, info: info, sum: sum, sig: sig}
 	if b.SHA256 != want {
 		return nil, reason.Errorf(ReasonChecksumMismatch, "file has sha256 %s, %s says %s", b.SHA256, name+SHA256SumSuffix, want)
 	}
 	// A digest directory holds exactly the bytes it is named after: a
 	// digest path never serves other bytes, whatever was put there.
-	if dir != platform && path.Base(dir) != b.SHA256 {
+	if dir != platform && dir != "." && path.Base(dir) != b.SHA256 {
 		return nil, reason.Errorf(ReasonChecksumMismatch, "file has sha256 %s but sits in the directory of %s", b.SHA256, dir)
 	}
-	if sigErr != nil {
-		return nil, sigErr
+	if b.KeyID, err = s.verify(prehash, sig); err != nil {
+		return nil, err
 	}
-	if platform != "" {
-		b.Platform = platform
-		b.OS, b.Arch, _ = strings.Cut(platform, "-")
+	b.setPlatform(platform)
+	if platform == "" {
+		b.OS, b.Arch = elfPlatform(f)
 	}
-	if src, err := s.readSmall(rel+sourceSuffix, maxSourceFileSize); err == nil {
-		var source Source
-		if err := json.Unmarshal(src, &source); err != nil {
+	if data, err := s.readSmall(rel+sourceSuffix, maxSourceFileSize); err == nil {
+		var src Source
+		if err := json.Unmarshal(data, &src); err != nil {
 			s.log.Warn().Str("file", rel+sourceSuffix).Err(err).Msg("unreadable provenance; the binary is served without it")
 		} else {
-			b.Source = &source
+			b.Source = &src
 		}
 	}
 	return b, nil
-}
-
-// sidecars reads a binary's .sha256sum (returning the digest it gives)
-// and its .minisig.
-func (s *Store) sidecars(rel, name string) (want string, sum, sig []byte, err error) {
-	sum, err = s.readSmall(rel+SHA256SumSuffix, maxSumFileSize)
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("no usable %s: %w", name+SHA256SumSuffix, err)
-	}
-	want, sumName, err := ParseSHA256Sum(sum)
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("malformed %s: %w", name+SHA256SumSuffix, err)
-	}
-	if sumName != name {
-		return "", nil, nil, fmt.Errorf("%s names %q, not %q", name+SHA256SumSuffix, sumName, name)
-	}
-	sig, err = s.readSmall(rel+MinisigSuffix, maxSigFileSize)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil, nil, reason.Errorf(ReasonUnsigned, "no %s beside the binary: MinIO's update client would refuse it", name+MinisigSuffix)
-	}
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("unreadable %s: %w", name+MinisigSuffix, err)
-	}
-	return want, sum, sig, nil
-}
-
-// hash reads b's file once for its SHA-256, the verdict on its signature
-// (sigErr, reported after the checksum's) and, when wantPlatform
-// (binaries at the root, with no <os>-<arch> directory to tell), the
-// platform its ELF header names.
-func (s *Store) hash(b *Binary, wantPlatform bool) (sigErr, err error) {
-	f, err := s.root.Open(b.rel)
-	if err != nil {
-		return nil, fmt.Errorf("open: %w", err)
-	}
-	defer f.Close()
-	sum := sha256.New()
-	prehash := minisign.NewReader(f)
-	if _, err := io.Copy(sum, prehash); err != nil {
-		return nil, fmt.Errorf("read: %w", err)
-	}
-	if after, err := f.Stat(); err != nil || !sameFile(b.info, after) {
-		return nil, errors.New("file changed while it was read")
-	}
-	b.SHA256 = hex.EncodeToString(sum.Sum(nil))
-	b.KeyID, sigErr = s.verify(prehash, b.sig)
-	if wantPlatform {
-		b.OS, b.Arch = elfPlatform(f)
-	}
-	return sigErr, nil
 }
 
 func (s *Store) readSmall(rel string, limit int64) ([]byte, error) {
@@ -207,21 +149,16 @@ func (s *Store) readSmall(rel string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
+	if info, err := f.Stat(); err != nil {
 		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file")
+	} else if !info.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
+	if err == nil && int64(len(data)) > limit {
+		err = fmt.Errorf("larger than %d bytes", limit)
 	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("larger than %d bytes", limit)
-	}
-	return data, nil
+	return data, err
 }
 
 // elfPlatform reads the platform of a Linux binary from its ELF header.
@@ -231,16 +168,8 @@ func elfPlatform(f io.ReaderAt) (osName, arch string) {
 		return "", ""
 	}
 	defer ef.Close()
-	switch ef.Machine {
-	case elf.EM_X86_64:
-		arch = "amd64"
-	case elf.EM_AARCH64:
-		arch = "arm64"
-	case elf.EM_PPC64:
-		arch = "ppc64le"
-	case elf.EM_S390:
-		arch = "s390x"
-	default:
+	arch = map[elf.Machine]string{elf.EM_X86_64: "amd64", elf.EM_AARCH64: "arm64", elf.EM_PPC64: "ppc64le", elf.EM_S390: "s390x"}[ef.Machine]
+	if arch == "" {
 		return "", ""
 	}
 	return "linux", arch
@@ -271,6 +200,8 @@ func (s *Store) removeLeftovers(platform string) {
 	}
 }
 
+// logChanges logs the releases newly withheld, and the binaries indexed
+// anew (or with other bytes or signature) and no longer served.
 func (s *Store) logChanges(prev, next *Snapshot) {
 	for _, w := range next.withheld {
 		if !slices.ContainsFunc(prev.withheld, func(p Withheld) bool {
@@ -301,12 +232,4 @@ func (s *Store) logChanges(prev, next *Snapshot) {
 	for _, b := range old {
 		s.log.Info().Str("file", b.logName()).Msg("binary no longer served")
 	}
-}
-
-// logName names b in the log: its file, or a tenant's view by its URL.
-func (b *Binary) logName() string {
-	if b.component != "" {
-		return b.URLPath()
-	}
-	return b.rel
 }

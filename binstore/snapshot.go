@@ -14,10 +14,8 @@ import (
 // Binary is a MinIO binary the store serves: its bytes matched its
 // .sha256sum and its .minisig verified when it was indexed.
 type Binary struct {
-	// Name is the file name, minio.<RELEASE>.
-	Name string
-	// Release is the name without the "minio." prefix.
-	Release string
+	// Name is the file name, minio.<RELEASE>; Release is without "minio.".
+	Name, Release string
 	// Platform is the <os>-<arch> subdirectory, or "" at the store's root.
 	Platform string
 	// OS and Arch come from the subdirectory or, at the root, from the
@@ -36,14 +34,12 @@ type Binary struct {
 	Source *Source
 
 	rel string // the file's path below the store root
-	// component is the tenant's part of the URL of a binary published for
-	// one ObjectStore (sha256/<hex>/<component>/), "" elsewhere. Such a
-	// binary is a view in memory of the stored file rel names, with its
-	// own provenance and signature: nothing of it is on disk.
+	// component is the tenant's part of the URL of a view published for
+	// one ObjectStore (sha256/<hex>/<component>/), "" elsewhere. A view
+	// is in memory only: rel's file with its own provenance and signature.
 	component string
 	info      os.FileInfo
-	sum       []byte
-	sig       []byte
+	sum, sig  []byte
 	// also are other images' platform manifests whose commits found these
 	// bytes stored, most recent last (at most maxAlso): in memory only.
 	also []fromManifest
@@ -84,6 +80,13 @@ func (b *Binary) remember(m fromManifest) []fromManifest {
 	return also[max(0, len(also)-maxAlso):]
 }
 
+func (b *Binary) setPlatform(platform string) {
+	if platform != "" {
+		b.Platform = platform
+		b.OS, b.Arch, _ = strings.Cut(platform, "-")
+	}
+}
+
 // Path is the binary's file below the store root, e.g.
 // linux-amd64/sha256/<hex>/minio.RELEASE.X or linux-amd64/minio.RELEASE.X.
 func (b *Binary) Path() string { return b.rel }
@@ -93,8 +96,7 @@ func (b *Binary) Path() string { return b.rel }
 func (b *Binary) inDigestDir() bool { return path.Dir(b.rel) != path.Clean(b.Platform) }
 
 // private reports whether the binary came only from a source that needed
-// credentials: it is served at no public path, only below a tenant's
-// component (see Store.Publish).
+// credentials: it is served at no public path, only at its tenants' views.
 func (b *Binary) private() bool { return b.Source != nil && b.Source.Private }
 
 // Private reports whether the binary is served only at its tenants' URLs.
@@ -109,14 +111,21 @@ func (b *Binary) PlatformSigned() bool { return b.Source != nil && b.Source.Sign
 // ObjectStore (Store.Publish).
 func (b *Binary) Published() bool { return b.component != "" }
 
-// URLPath is where this file is served below the update path: its tenant
-// path sha256/<hex>/<component>/minio.<RELEASE> when it was published for
-// one ObjectStore, else its digest path.
+// URLPath is where this file is served below the update path: a view's
+// sha256/<hex>/<component>/minio.<RELEASE>, else its digest path.
 func (b *Binary) URLPath() string {
 	if b.component != "" {
 		return digestDirName + "/" + b.SHA256 + "/" + b.component + "/" + b.Name
 	}
 	return b.DigestPath()
+}
+
+// logName names b in the log: its file, or a tenant's view by its URL.
+func (b *Binary) logName() string {
+	if b.component != "" {
+		return b.URLPath()
+	}
+	return b.rel
 }
 
 // PlainPath is where the release is served by name alone,
@@ -169,21 +178,18 @@ func (w Withheld) Reason() string {
 // makes builds a new one in memory and swaps it in whole, so readers never
 // see a half-updated index.
 type Snapshot struct {
-	// all is every indexed binary file; plain the releases served by name
-	// (every claim agrees on the bytes); withheld the others.
-	all      []*Binary
-	plain    []*Binary
+	all      []*Binary // every indexed file and view
+	plain    []*Binary // the releases served by name
 	withheld []Withheld
 	files    map[string]File
 	claims   map[string][]*Binary // PlainPath -> every binary claiming it
-	// tenant holds the binaries published for one ObjectStore, by
-	// <hex>/minio.<RELEASE>; they are found only with their component.
+	// tenant holds the views by <hex>/minio.<RELEASE>; they are found
+	// only with their component.
 	tenant map[string][]*Binary
 }
 
-// Binaries returns the releases served at their plain paths (every source
-// agrees on the bytes), sorted by platform and name. The slice and its
-// elements must not be modified.
+// Binaries returns the releases served at their plain paths, sorted by
+// platform and name. The slice and its elements must not be modified.
 func (s *Snapshot) Binaries() []*Binary { return s.plain }
 
 // All returns every indexed binary file, digest directories included.
@@ -226,27 +232,38 @@ func (s *Snapshot) TenantFile(digest, component, name string) (File, bool) {
 // Binary returns the release's binary served at its plain path for
 // platform ("" for the root), or nil (none, or claimed with other bytes).
 func (s *Snapshot) Binary(platform, release string) *Binary {
-	f, ok := s.files[path.Join(platform, "minio."+release)]
-	if !ok || f.Kind != KindBinary {
-		return nil
-	}
-	return f.Binary
+	return s.binaryAt(path.Join(platform, "minio."+release))
 }
 
 // ByDigest returns the binary whose SHA-256 is digest stored under
 // release, or nil.
 func (s *Snapshot) ByDigest(digest, release string) *Binary {
-	f, ok := s.files[DigestPath(digest, release)]
-	if !ok || f.Kind != KindBinary {
-		return nil
+	return s.binaryAt(DigestPath(digest, release))
+}
+
+func (s *Snapshot) binaryAt(rel string) *Binary {
+	if f, ok := s.files[rel]; ok && f.Kind == KindBinary {
+		return f.Binary
 	}
-	return f.Binary
+	return nil
 }
 
 // Claims returns every binary stored under the release for platform,
 // whatever its bytes, private ones included (never served by name).
 func (s *Snapshot) Claims(platform, release string) []*Binary {
 	return s.claims[path.Join(platform, "minio."+release)]
+}
+
+// stored returns the store's own binary of these bytes under this name
+// in the platform's digest directory (not a tenant's view), or nil.
+func (s *Snapshot) stored(platform, digest, name string) *Binary {
+	want := path.Join(platform, digestDirName, digest, name)
+	for _, b := range s.claims[path.Join(platform, name)] {
+		if b.rel == want {
+			return b
+		}
+	}
+	return nil
 }
 
 // StoredBytes is the size of the distinct binaries (each digest and
@@ -265,7 +282,7 @@ func (s *Snapshot) StoredBytes() int64 {
 
 // index builds a snapshot from every verified binary file: each is served
 // at its digest path; a release is served at its plain path only when
-// every binary claiming it has the same bytes.
+// every public binary claiming it has the same bytes.
 func index(all []*Binary) *Snapshot {
 	sort.Slice(all, func(i, j int) bool {
 		a, b := all[i], all[j]
@@ -285,11 +302,12 @@ func index(all []*Binary) *Snapshot {
 		next.files[key+SHA256SumSuffix] = File{Binary: b, Kind: KindSHA256Sum}
 		next.files[key+MinisigSuffix] = File{Binary: b, Kind: KindMinisig}
 	}
-	// Binaries published for one ObjectStore are found only with their
-	// component; private ones (their source needed credentials) are
-	// claims the fetcher reuses but are served at no public path.
-	var order []string
-	var public []*Binary
+	// A tenant's view is found only with its component; a private binary
+	// (its source needed credentials) is a claim the fetcher reuses but
+	// is served at no public path. Sorted, one plain path's claims are
+	// neighbours.
+	var plainPaths []string
+	public := map[string][]*Binary{}
 	for _, b := range all {
 		if b.component != "" {
 			k := b.SHA256 + "/" + b.Name
@@ -298,17 +316,12 @@ func index(all []*Binary) *Snapshot {
 		}
 		key := b.PlainPath()
 		next.claims[key] = append(next.claims[key], b)
-		if b.private() {
-			continue
+		if !b.private() {
+			if public[key] == nil {
+				plainPaths = append(plainPaths, key)
+			}
+			public[key] = append(public[key], b)
 		}
-		if !slices.ContainsFunc(public, func(o *Binary) bool { return o.PlainPath() == key }) {
-			order = append(order, key)
-		}
-		public = append(public, b)
-	}
-	publicClaims := map[string][]*Binary{}
-	for _, b := range public {
-		publicClaims[b.PlainPath()] = append(publicClaims[b.PlainPath()], b)
 	}
 	// Every binary is served at its digest path, the store's own copy
 	// first: a file placed by hand with the same bytes serves only when no
@@ -316,22 +329,22 @@ func index(all []*Binary) *Snapshot {
 	// directories (a mislabelled index) are still those bytes: the first
 	// found serves.
 	for _, own := range []bool{true, false} {
-		for _, b := range public {
-			if _, taken := next.files[b.DigestPath()]; !taken && b.inDigestDir() == own {
-				add(b.DigestPath(), b)
+		for _, key := range plainPaths {
+			for _, b := range public[key] {
+				if _, taken := next.files[b.DigestPath()]; !taken && b.inDigestDir() == own {
+					add(b.DigestPath(), b)
+				}
 			}
 		}
 	}
-	for _, key := range order {
-		claims := publicClaims[key]
+	for _, key := range plainPaths {
+		claims := public[key]
 		var digests []string
 		for _, b := range claims {
-			if !slices.Contains(digests, b.SHA256) {
-				digests = append(digests, b.SHA256)
-			}
+			digests = append(digests, b.SHA256)
 		}
-		if len(digests) > 1 {
-			sort.Strings(digests)
+		slices.Sort(digests)
+		if digests = slices.Compact(digests); len(digests) > 1 {
 			next.withheld = append(next.withheld, Withheld{Platform: claims[0].Platform, Release: claims[0].Release, SHA256s: digests})
 			continue
 		}

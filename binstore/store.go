@@ -4,20 +4,16 @@
 // from.
 //
 // The store is content-addressed and has one writer, this process: the
-// directory is read once, at start (Run), and from then on the index
-// changes in memory when the writer commits, publishes or removes a
-// binary. Every other URL (a release's plain path, a tenant's private
-// path) is a view of the index, resolved by the server, never a copy or a
-// link on disk. Each replica fills its own directory (the chart mounts an
-// emptyDir or a ReadWriteOnce volume), so nothing is shared and nothing
-// is locked across processes.
+// directory is read once, at start (Run); then the index changes in
+// memory as the writer commits, publishes or removes. Every other URL (a
+// release's plain path, a tenant's) is a view of the index, never a copy
+// on disk. Each replica fills its own directory: nothing is shared or
+// locked across processes.
 //
-// Nothing unverified is ever indexed: a binary is listed only when its
-// bytes match its .sha256sum and its .minisig verifies against one of the
-// trusted minisign keys, because MinIO's update client refuses anything
-// else. Writers land binaries through Stage and Commit, which verify
-// before anything becomes visible and refuse to replace a release with
-// other bytes; readers (the upgrade server) see immutable Snapshots.
+// Nothing unverified is indexed: MinIO's update client refuses a binary
+// whose bytes do not match its .sha256sum or whose .minisig no trusted
+// key verifies. Stage and Commit verify before anything becomes visible;
+// readers (the upgrade server) see immutable Snapshots.
 //
 // Data flows one way: sources (binsource) -> binstore -> upgradeserver.
 package binstore
@@ -29,6 +25,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -42,12 +39,10 @@ import (
 
 // Options configure a Store.
 type Options struct {
-	// TrustedKeys verify every binary's .minisig; a binary no key verifies
-	// is never indexed. Empty trusts nothing.
+	// TrustedKeys verify every binary's .minisig; empty trusts nothing.
 	TrustedKeys []minisign.PublicKey
 	// Signer, if set, signs binaries committed without a signature from a
-	// source that allows it (see Candidate.Signable); its public key is
-	// trusted as well.
+	// source that allows it (Candidate.Signable); its key is trusted too.
 	Signer *minisign.PrivateKey
 	// Registerer receives the store's gauges; nil registers nothing.
 	Registerer prometheus.Registerer
@@ -65,8 +60,7 @@ type Store struct {
 	// mu is the writer's: held while the directory or the index changes,
 	// so a comparison and the landing it decides are one step.
 	mu sync.Mutex
-	// rejected is what the start's scan refused, by file: the reason
-	// logged once.
+	// rejected is what was refused, by file, with why.
 	rejected map[string]string
 	// scanned is closed once the start's scan is done: nothing is staged
 	// before, since the scan removes what an interrupted landing left.
@@ -84,45 +78,31 @@ func New(dir string, log zerolog.Logger, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store directory %s: %w", dir, err)
 	}
-	trusted := append([]minisign.PublicKey(nil), opts.TrustedKeys...)
+	trusted := slices.Clone(opts.TrustedKeys)
 	if opts.Signer != nil {
 		trusted = append(trusted, opts.Signer.Public().(minisign.PublicKey))
 	}
-	s := &Store{
-		dir:      dir,
-		root:     root,
-		log:      log.With().Str("component", "binstore").Str("dir", dir).Logger(),
-		opts:     opts,
-		trusted:  trusted,
-		rejected: map[string]string{},
-		scanned:  make(chan struct{}),
+	s := &Store{dir: dir, root: root, log: log.With().Str("component", "binstore").Str("dir", dir).Logger(),
+		opts: opts, trusted: trusted, rejected: map[string]string{}, scanned: make(chan struct{})}
+	if opts.Registerer == nil {
+		return s, nil
 	}
-	if opts.Registerer != nil {
-		if err := s.register(opts.Registerer); err != nil {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "objectstore_operator_upgrade_binaries",
+			Help: "Binaries currently listed by the upgrade server (verified and signed).",
+		}, func() float64 { return float64(len(s.Current().Binaries())) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "objectstore_operator_store_size_bytes",
+			Help: "Total size of the distinct binaries the store holds (each digest once, whatever release names point at it).",
+		}, func() float64 { return float64(s.Current().StoredBytes()) }),
+	} {
+		if err := opts.Registerer.Register(c); err != nil {
 			root.Close()
-			return nil, err
+			return nil, fmt.Errorf("register store metrics: %w", err)
 		}
 	}
 	return s, nil
-}
-
-func (s *Store) register(reg prometheus.Registerer) error {
-	count := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "objectstore_operator_upgrade_binaries",
-		Help: "Binaries currently listed by the upgrade server (verified and signed).",
-	}, func() float64 { return float64(len(s.Current().Binaries())) })
-	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "objectstore_operator_store_size_bytes",
-		Help: "Total size of the distinct binaries the store holds (each digest once, whatever release names point at it).",
-	}, func() float64 {
-		return float64(s.Current().StoredBytes())
-	})
-	for _, c := range []prometheus.Collector{count, size} {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("register store metrics: %w", err)
-		}
-	}
-	return nil
 }
 
 // Signs reports whether the store has a platform key to sign with.
@@ -166,23 +146,27 @@ func (s *Store) Run(context.Context) error {
 	return nil
 }
 
-// change swaps in the index of what edit makes of the current binaries;
-// the caller holds mu.
-func (s *Store) change(edit func(all []*Binary) []*Binary) *Snapshot {
+// change swaps in the index of what edit makes of the current binaries,
+// and logs what changed; the caller holds mu.
+func (s *Store) change(edit func(all []*Binary) []*Binary) {
 	prev := s.Current()
 	next := index(edit(slices.Clone(prev.all)))
 	s.current.Store(next)
 	s.logChanges(prev, next)
-	return next
 }
 
-// ErrChanged means a binary's file changed after it was indexed and
-// still verifies: the index now has the new file, and the client should
-// retry.
+// reject records and logs a file refused; the caller holds mu.
+func (s *Store) reject(rel string, err error) {
+	s.rejected[rel] = err.Error()
+	s.log.Error().Str("file", rel).Str("reason", reason.Of(err)).Err(err).Msg("binary rejected: not listed and not served")
+}
+
+// ErrChanged means a binary's file changed since it was indexed and
+// still verifies: the index has the new file; retry.
 var ErrChanged = errors.New("binary changed since it was indexed")
 
 // Open returns the indexed binary's file. A file replaced or modified
-// since it was indexed (by hand: the store itself never rewrites one) is
+// since it was indexed (by hand: the store never rewrites one) is
 // verified again, so a half-written or unverified binary is never served:
 // one that still verifies replaces the indexed one (ErrChanged, retry),
 // one that does not is dropped from the index (fs.ErrNotExist).
@@ -195,12 +179,6 @@ func (s *Store) Open(b *Binary) (*os.File, error) {
 		}
 		f.Close()
 	}
-	return nil, s.recheck(b)
-}
-
-// recheck verifies a changed file again and updates the index with what
-// it found.
-func (s *Store) recheck(b *Binary) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	again, err := s.load(b.Platform, path.Dir(b.rel), b.Name)
@@ -214,16 +192,39 @@ func (s *Store) recheck(b *Binary) error {
 		return all
 	})
 	if err != nil {
-		s.log.Error().Str("file", b.rel).Str("reason", reason.Of(err)).Err(err).
-			Msg("binary rejected: not listed and not served")
-		return fmt.Errorf("%s: %w (%w)", b.rel, fs.ErrNotExist, err)
+		s.reject(b.rel, err)
+		return nil, fmt.Errorf("%s: %w (%w)", b.rel, fs.ErrNotExist, err)
 	}
-	return ErrChanged
+	return nil, ErrChanged
 }
 
 // sameFile reports whether b is a as it was: same inode, size and mtime.
 func sameFile(a, b os.FileInfo) bool {
 	return a != nil && b != nil && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && os.SameFile(a, b)
+}
+
+// RemoveBinary deletes one indexed binary and its sidecars, the
+// .sha256sum first, and its digest directory once empty; other release
+// names of the same bytes (hard links) stay. A tenant's view has no files:
+// it, and the views of a removed file, only leave the index.
+func (s *Store) RemoveBinary(b *Binary) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b.component == "" {
+		base := filepath.Join(s.dir, filepath.FromSlash(b.Path()))
+		for _, p := range []string{base + SHA256SumSuffix, base, base + MinisigSuffix, base + sourceSuffix} {
+			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("remove %s: %w", p, err)
+			}
+		}
+		if b.inDigestDir() {
+			_ = os.Remove(filepath.Dir(base)) // fails while other names remain
+		}
+	}
+	s.change(func(all []*Binary) []*Binary {
+		return slices.DeleteFunc(all, func(o *Binary) bool { return o == b || (b.component == "" && o.rel == b.rel) })
+	})
+	return nil
 }
 
 // Close releases the store directory.
