@@ -177,12 +177,7 @@ func objectStore(name, pull, config string, generation int64) *unstructured.Unst
 // Secrets by naming them once.
 func TestTrackedReaderKeepsOnlyReferencedSecrets(t *testing.T) {
 	f := newReaderFixture(t)
-	source := fcache.NewFakeControllerSource()
-	stores := cache.NewSharedIndexInformer(source, &unstructured.Unstructured{}, 0, cache.Indexers{})
-	require.NoError(t, f.r.Track(stores, v1.SecretIndex((*v1.ObjectStore).SecretsRead)))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go stores.Run(ctx.Done())
+	source, stores := f.track(t)
 	for _, name := range []string{"pull-a", "pull-b", "env", "unrelated"} {
 		f.put(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "t"}, Data: map[string][]byte{"v": []byte("1")}})
 	}
@@ -219,12 +214,7 @@ func TestTrackedReaderKeepsOnlyReferencedSecrets(t *testing.T) {
 // its Secrets are read, not kept, and another namespace's are kept still.
 func TestOneNamespaceKeepsNoMoreThanItsShareOfSecretData(t *testing.T) {
 	f := newReaderFixture(t)
-	source := fcache.NewFakeControllerSource()
-	stores := cache.NewSharedIndexInformer(source, &unstructured.Unstructured{}, 0, cache.Indexers{})
-	require.NoError(t, f.r.Track(stores, v1.SecretIndex((*v1.ObjectStore).SecretsRead)))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go stores.Run(ctx.Done())
+	source, stores := f.track(t)
 	big := make([]byte, 1<<20)
 	for i := range 40 {
 		name := fmt.Sprintf("pull-%d", i)
@@ -256,12 +246,7 @@ func TestOneNamespaceKeepsNoMoreThanItsShareOfSecretData(t *testing.T) {
 // Secrets are read, not kept.
 func TestManyNamespacesKeepNoMoreThanTheTotal(t *testing.T) {
 	f := newReaderFixture(t)
-	source := fcache.NewFakeControllerSource()
-	stores := cache.NewSharedIndexInformer(source, &unstructured.Unstructured{}, 0, cache.Indexers{})
-	require.NoError(t, f.r.Track(stores, v1.SecretIndex((*v1.ObjectStore).SecretsRead)))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go stores.Run(ctx.Done())
+	source, stores := f.track(t)
 	// At a smaller scale than the defaults: 64 KiB Secrets, 1 MiB a
 	// tenant, 2.5 MiB in all.
 	f.r.limits.PerTenant, f.r.limits.Total = 1<<20, 5<<19
@@ -302,4 +287,14 @@ func TestNamespacesOfOneTenantShareOneShare(t *testing.T) {
 	}
 	assert.LessOrEqual(t, f.r.KeptBytes(), int64(1<<20), "three namespaces of one tenant (1.9 MiB) keep one share")
 	assert.Greater(t, f.r.KeptBytes(), int64(900<<10), "what fits is kept")
+}
+
+// track has the reader keep only what ObjectStores of the returned
+// source reference, through an informer that runs until the test ends.
+func (f *readerFixture) track(t *testing.T) (*fcache.FakeControllerSource, cache.SharedIndexInformer) {
+	source := fcache.NewFakeControllerSource()
+	stores := cache.NewSharedIndexInformer(source, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	require.NoError(t, f.r.Track(stores, v1.SecretIndex((*v1.ObjectStore).SecretsRead)))
+	go stores.Run(t.Context().Done())
+	return source, stores
 }
