@@ -135,3 +135,17 @@ func TestNamespacesOfOneLabelledTenantShareItsCallSlots(t *testing.T) {
 	assert.Equal(t, 1, f.admin("other", "tenant").callCount(), "another tenant is called at once")
 	assert.Equal(t, 0, f.admin("m1", "s").callCount())
 }
+
+// TestUnitsAreWordedAsTheirTenantsKnowThem: a condition says whose slot
+// or share it waits for, and counts failures in the units' own word; the
+// default (namespaces) reads as it always has.
+func TestUnitsAreWordedAsTheirTenantsKnowThem(t *testing.T) {
+	assert.Equal(t, "namespace t", unitName("t"))
+	assert.Equal(t, "tenant acme", unitName("tenant:acme"))
+	assert.Equal(t, "ObjectStore t/s", unitName("t/s"))
+	assert.Equal(t, "3 namespaces", countUnits(3, "a", "b", "c"))
+	assert.Equal(t, "3 ObjectStores", countUnits(3, "t/a", "t/b", "t/c"))
+	assert.Equal(t, "3 tenants", countUnits(3, "tenant:x", "b", "c"), "a namespace without the label is its own tenant")
+	assert.Equal(t, "t", unitOf(nil, "t/s"))
+	assert.Equal(t, "t", unitOf(func(string) string { return "" }, "t/s"), "no answer: the namespace")
+}
