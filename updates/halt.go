@@ -283,14 +283,13 @@ func (h *halts) fail(ctx context.Context, key, unit, release, cause, message str
 	err := h.modify(ctx, func(rec map[string]haltEntry) bool {
 		e := rec[release]
 		f := newFailure(key, unit, cause, message, now)
-		n := len(e.Failures)
-		// One per unit: the latest.
-		e.Failures = slices.DeleteFunc(e.Failures, func(old failure) bool { return sameParty(old, key, unit) })
-		replaced := len(e.Failures) < n
-		e.Succeeded = slices.DeleteFunc(e.Succeeded, func(s string) bool { return s == unit })
+		replaced := slices.ContainsFunc(e.Failures, func(old failure) bool { return sameParty(old, key, unit) })
 		if !replaced && len(e.Failures) >= h.budget {
 			return false // halted already; the record says enough
 		}
+		// One per unit: the latest.
+		e.Failures = slices.DeleteFunc(e.Failures, func(old failure) bool { return sameParty(old, key, unit) })
+		e.Succeeded = slices.DeleteFunc(e.Succeeded, func(s string) bool { return s == unit })
 		e.Failures = append(e.Failures, f)
 		if !replaced {
 			forgetOldest(rec, unit, release)
