@@ -128,14 +128,15 @@ func (c *Controller) written(ctx context.Context, key string, u *unstructured.Un
 
 // startCall records the call in the status, conditional on the object
 // being what was observed (its resourceVersion), and then makes it beside
-// the queue, on one of the namespace's call slots. A conflict means the
+// the queue, on one of its unit's call slots. A conflict means the
 // object changed since: nothing is called, and the next sync looks again.
 func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.Unstructured, store *v1.ObjectStore, o observation, t *tenant, a action, msg string) error {
-	if !c.calls.reserve(key, store.Namespace) {
-		// Queued again when a call of the namespace ends.
+	unit := c.unitOf(key)
+	if !c.calls.reserve(key, unit) {
+		// Queued again when a call of the unit ends.
 		return c.write(ctx, store, "", oldest(o.nodes), o.recorded, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
-			fmt.Sprintf("waiting to update to %s: namespace %s has %d update call(s) running, the most it may have at once",
-				a.update.Release, store.Namespace, c.cfg.CallsPerNamespace))
+			fmt.Sprintf("waiting to update to %s: %s has %d update call(s) running, the most it may have at once",
+				a.update.Release, unitName(unit), c.cfg.CallsPerNamespace))
 	}
 	// The fleet's place is taken before the record, and given back when
 	// the record is not written: decide saw the count, this holds it
@@ -145,7 +146,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 		// failure counted since frees a place in flight but not a first.
 		o := o
 		o.halt = c.halts.cached(a.update.Release, o.halt)
-		return firstLimit(o, c.params()), o.halt.failedNS
+		return firstLimit(o, c.params()), o.halt.failedUnits
 	}
 	ok, share := true, ""
 	if o.recorded == nil {
@@ -203,11 +204,11 @@ func (c *Controller) budget(ctx context.Context, key string, u *unstructured.Uns
 	log := c.log.With().Str("objectstore", key).Str("release", release).Logger()
 	switch {
 	case a.verb == setImage && a.reason == ReasonUpdatedInPlace:
-		if err := c.halts.succeed(ctx, key, release); err != nil {
+		if err := c.halts.succeed(ctx, key, c.unitOf(key), release); err != nil {
 			log.Error().Err(err).Str("reason", ReasonUpdatesHalted).Msg("could not clear the release's update failures")
 		}
 	case (a.outcome == outcomeRolling || a.outcome == outcomeFailed) && (a.cause == CauseInPlaceRefused || a.cause == CauseNodesNotUpdated):
-		halted, st, err := c.halts.fail(ctx, key, release, a.cause, a.message)
+		halted, st, err := c.halts.fail(ctx, key, c.unitOf(key), release, a.cause, a.message)
 		if err != nil {
 			// The failure goes uncounted; the update itself is reported.
 			log.Error().Err(err).Str("reason", ReasonUpdatesHalted).Msg("could not record a failed update in the halt record")
@@ -215,8 +216,8 @@ func (c *Controller) budget(ctx context.Context, key string, u *unstructured.Uns
 		}
 		if halted {
 			text := func(failures string) string {
-				return fmt.Sprintf("in-place updates to %s failed in %d namespaces with none succeeding (%s); no update to it starts anywhere until the halt record %s/%s is deleted",
-					release, c.cfg.FailureBudget, failures, c.cfg.HaltNamespace, HaltRecordName)
+				return fmt.Sprintf("in-place updates to %s failed in %s with none succeeding (%s); no update to it starts anywhere until the halt record %s/%s is deleted",
+					release, countUnits(c.cfg.FailureBudget, failedUnitsOf(st.list)...), failures, c.cfg.HaltNamespace, HaltRecordName)
 			}
 			// The platform's log names every failure; the tenant's Event
 			// quotes its own only (describeFailuresFor).

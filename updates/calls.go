@@ -12,13 +12,14 @@ import (
 // update call only once every node has the binary, which can take minutes
 // (or, from a hostile endpoint, forever up to the update timeout): a call
 // must never hold a worker, or a few tenants would stall every other one.
-// Each namespace holds at most perNamespace calls at once; a key that
-// finds its namespace full is queued again when one of its calls ends.
+// Each unit (units.go: the namespace by default) holds at most perUnit
+// calls at once; a key that finds its unit full is queued again when one
+// of its calls ends.
 type calls struct {
-	perNamespace int
-	enqueue      func(key string)
-	// slots: a namespace's keys refused a slot wait, and are woken (and
-	// ask again) when one of the namespace's calls ends.
+	perUnit int
+	enqueue func(key string)
+	// slots: a unit's keys refused a slot wait, and are woken (and ask
+	// again) when one of the unit's calls ends.
 	slots *fairshare.Scheduler
 
 	mu      sync.Mutex
@@ -26,10 +27,10 @@ type calls struct {
 	results map[string]callResult // key -> the answer no sync has acted on
 }
 
-func newCalls(perNamespace int, enqueue func(string)) *calls {
-	perNamespace = max(perNamespace, 1)
-	return &calls{perNamespace: perNamespace, enqueue: enqueue,
-		slots:   fairshare.New(fairshare.Options{PerParty: perNamespace, Wake: enqueue}),
+func newCalls(perUnit int, enqueue func(string)) *calls {
+	perUnit = max(perUnit, 1)
+	return &calls{perUnit: perUnit, enqueue: enqueue,
+		slots:   fairshare.New(fairshare.Options{PerParty: perUnit, Wake: enqueue}),
 		running: map[string]struct{}{}, results: map[string]callResult{}}
 }
 
@@ -45,11 +46,11 @@ func (c *calls) state(key string) callState {
 	return s
 }
 
-// reserve takes one of namespace's call slots for key; false when all are
+// reserve takes one of unit's call slots for key; false when all are
 // taken, and key is queued again when one frees. A reservation is either
 // started or released.
-func (c *calls) reserve(key, namespace string) bool {
-	ok, _ := c.slots.Acquire(fairshare.Holder{Key: key, Party: namespace}, nil)
+func (c *calls) reserve(key, unit string) bool {
+	ok, _ := c.slots.Acquire(fairshare.Holder{Key: key, Party: unit}, nil)
 	return ok
 }
 
@@ -59,7 +60,7 @@ func (c *calls) release(key string) { c.slots.Release(key) }
 // start runs do for key on its reservation. ctx is the
 // leadership term's: a call of a term that ended leaves no result (the
 // next leader follows the update recorded in the status). The key is
-// queued when the call ends, and so are those waiting on its namespace.
+// queued when the call ends, and so are those waiting on its unit.
 func (c *calls) start(ctx context.Context, key string, do func(context.Context) callResult) {
 	c.mu.Lock()
 	c.running[key] = struct{}{}

@@ -104,13 +104,14 @@ type Config struct {
 	// MaxPoll bounds the wait between looks at a tenant whose admin API
 	// does not answer yet.
 	MaxPoll time.Duration
-	// CallsPerNamespace is how many update calls one namespace's
-	// ObjectStores may have running at once.
+	// CallsPerNamespace is how many update calls one unit's (UnitOf)
+	// ObjectStores may have running at once; so named from when the
+	// unit was always the namespace.
 	CallsPerNamespace int
 	// MaxInFlight caps the in-place updates in flight fleet-wide, from
 	// the recorded call until the update ends (0: no cap).
 	MaxInFlight int
-	// FailureBudget is how many namespaces' in-place updates to one
+	// FailureBudget is how many units' (UnitOf) in-place updates to one
 	// release may fail, with none succeeding, before updates to it halt
 	// fleet-wide (0: no budget). The record is the Lease HaltRecordName
 	// in HaltNamespace (the operator's namespace).
@@ -129,8 +130,9 @@ type Config struct {
 	// synced at once (0: no bound beyond Workers).
 	SyncsPerTenant int
 	// UnitOf names the unit an ObjectStore key (namespace/name) counts
-	// against in every share and budget (tenant.Resolver.Unit); nil: its
-	// namespace.
+	// against in every share and budget (tenant.Resolver.Unit): the
+	// update call slots, the syncs asking MinIO its release, the fleet's
+	// places in flight and the failure budget. nil: its namespace.
 	UnitOf func(key string) string
 }
 
@@ -147,7 +149,7 @@ type Controller struct {
 	calls   *calls
 	fleet   *fleet
 	halts   *halts
-	// asking holds each namespace to CallsPerNamespace syncs at once: a
+	// asking holds each unit to CallsPerNamespace syncs at once: a
 	// sync asks the tenant's admin API which release its nodes run, and an
 	// endpoint that never answers holds the worker until its deadline.
 	asking *calls
@@ -210,7 +212,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.queue = c.loop.Queue()
 	c.calls = newCalls(cfg.CallsPerNamespace, c.queue.Add)
-	c.fleet = newFleet(cfg.MaxInFlight, cfg.FailureBudget > 0, cfg.ObjectStores.GetIndexer(), c.queue.Add)
+	c.fleet = newFleet(cfg.MaxInFlight, cfg.FailureBudget > 0, cfg.ObjectStores.GetIndexer(), cfg.UnitOf, c.queue.Add)
 	if cfg.FailureBudget > 0 {
 		if cfg.HaltNamespace == "" || cfg.Kube == nil {
 			return nil, errors.New("updates: a failure budget needs the namespace of its halt record and a client")
@@ -299,6 +301,9 @@ func (c *Controller) reportPanic(ctx context.Context, u *unstructured.Unstructur
 	_ = c.apply(ctx, store, have, want, "", false)
 }
 
+// unitOf names the unit key counts against (Config.UnitOf).
+func (c *Controller) unitOf(key string) string { return unitOf(c.cfg.UnitOf, key) }
+
 func (c *Controller) params() params {
 	return params{timeout: c.cfg.Timeout, poll: c.cfg.Poll, maxPoll: c.cfg.MaxPoll, maxInFlight: c.cfg.MaxInFlight, budget: c.cfg.FailureBudget}
 }
@@ -324,9 +329,9 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 		c.fleet.unwait(key)
 		return nil
 	}
-	// One namespace's silent endpoints hold at most its share of the
-	// workers; the key is queued again when one of its syncs ends.
-	if !c.asking.reserve(key, store.Namespace) {
+	// One unit's silent endpoints hold at most its share of the workers;
+	// the key is queued again when one of its syncs ends.
+	if !c.asking.reserve(key, c.unitOf(key)) {
 		return nil
 	}
 	defer c.asking.release(key)

@@ -20,8 +20,11 @@ import (
 type observation struct {
 	now       time.Time
 	namespace string
-	image     string
-	paused    bool
+	// unit is what the ObjectStore counts against in the fleet's shares
+	// and the failure budget (units.go; "": its namespace).
+	unit   string
+	image  string
+	paused bool
 	// recorded is status.update: a call recorded and not yet seen through.
 	recorded *v1.UpdateStatus
 	// prev is the VersionCurrent condition the object carries.
@@ -145,9 +148,9 @@ type params struct {
 	maxPoll time.Duration
 	// maxInFlight caps in-place updates in flight fleet-wide (0: no cap).
 	maxInFlight int
-	// budget is the failure budget (0: none): how many namespaces'
-	// updates to a release may fail before it halts, and so how many
-	// namespaces may update to a release at once until one succeeded.
+	// budget is the failure budget (0: none): how many units' updates to
+	// a release may fail before it halts, and so how many units may
+	// update to a release at once until one succeeded.
 	budget int
 }
 
@@ -254,28 +257,30 @@ func gate(o observation, p params, a action) action {
 		return action{verb: retry}
 	}
 	if o.halt.halted && o.resumed != release {
-		return hold(ReasonUpdatesHalted, fmt.Sprintf("updates to %s are halted fleet-wide since %s: in-place updates to it failed in %d namespaces (%s); "+
+		return hold(ReasonUpdatesHalted, fmt.Sprintf("updates to %s are halted fleet-wide since %s: in-place updates to it failed in %s (%s); "+
 			"the platform resumes them by deleting the halt record, or this ObjectStore alone by the annotation %s: %q",
-			release, o.halt.since.UTC().Format(time.RFC3339), len(o.halt.list), describeFailuresFor(o.halt.list, o.namespace), v1.ResumeUpdatesAnnotation, release), haltRecheck)
+			release, o.halt.since.UTC().Format(time.RFC3339), countUnits(len(o.halt.list), failedUnitsOf(o.halt.list)...),
+			describeFailuresFor(o.halt.list, o.namespace), v1.ResumeUpdatesAnnotation, release), haltRecheck)
 	}
 	if a.verb == call && p.maxInFlight > 0 && len(o.inFlight) >= p.maxInFlight {
 		return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: %d in-place updates are in flight across the fleet (%s), the most the operator runs at once; it starts when one ends",
 			release, len(o.inFlight), ownAndOthers(keysOf(o.inFlight), o.namespace)), 5*p.poll)
 	}
 	if first := firstLimit(o, p); a.verb == call && first >= 0 {
-		if ns := firstNamespaces(o.inFlight, o.namespace, release, o.halt.failedNS); len(ns) >= first {
-			return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: no update to it has succeeded yet; %d other namespaces have one in flight and %d failed, "+
-				"and no more than the failure budget (%d namespaces) update to a release at once until one succeeds",
-				release, len(ns), o.halt.failed, p.budget), 5*p.poll)
+		if units := firstUnits(o.inFlight, o.unitOrNamespace(), release, o.halt.failedUnits); len(units) >= first {
+			noun := unitNoun(o.unitOrNamespace())
+			return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: no update to it has succeeded yet; %d other %s have one in flight and %d failed, "+
+				"and no more than the failure budget (%d %s) update to a release at once until one succeeds",
+				release, len(units), noun, o.halt.failed, p.budget, noun), 5*p.poll)
 		}
 	}
 	return a
 }
 
-// firstLimit is how many other namespaces may have an update to the
-// release in flight for this one to start: with a failure budget, until
-// an update to the release succeeded, the namespaces updating to it and
-// those that failed it stay within the budget, so a release that fails
+// firstLimit is how many other units may have an update to the release
+// in flight for this one to start: with a failure budget, until an
+// update to the release succeeded, the units updating to it and those
+// that failed it stay within the budget, so a release that fails
 // everywhere reaches no more tenants than the budget. -1: no limit.
 func firstLimit(o observation, p params) int {
 	if p.budget <= 0 || o.halt.proven || (o.resumed != "" && o.resumed == o.binary.release) {
@@ -283,11 +288,19 @@ func firstLimit(o observation, p params) int {
 		return -1
 	}
 	failed := o.halt.failed
-	if slices.Contains(o.halt.failedNS, o.namespace) {
-		// Its own namespace tries again: no namespace more at risk.
+	if slices.Contains(o.halt.failedUnits, o.unitOrNamespace()) {
+		// Its own unit tries again: no unit more at risk.
 		failed--
 	}
 	return max(p.budget-failed, 0)
+}
+
+// unitOrNamespace is the unit o counts against.
+func (o observation) unitOrNamespace() string {
+	if o.unit != "" {
+		return o.unit
+	}
+	return o.namespace
 }
 
 // haltRecheck is how often a tenant held by a halt looks again: the record

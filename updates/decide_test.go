@@ -30,7 +30,7 @@ var (
 func flights(release string, keys ...string) []flight {
 	out := make([]flight, len(keys))
 	for i, k := range keys {
-		out[i] = flight{k, release}
+		out[i] = flight{key: k, release: release}
 	}
 	return out
 }
@@ -273,17 +273,30 @@ func TestDecide(t *testing.T) {
 			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll},
 		{name: "a release not proven yet, two failed and one of them in flight again: counted once, call",
 			o: obs(func(o *observation) {
-				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "a/x"), haltState{failed: 2, failedNS: []string{"a", "b"}}
+				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "a/x"), haltState{failed: 2, failedUnits: []string{"a", "b"}}
 			}),
 			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
 		{name: "a release not proven yet, this namespace and another failed, a third in flight: this one may try again",
 			o: obs(func(o *observation) {
-				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "c/x"), haltState{failed: 2, failedNS: []string{"t", "b"}}
+				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "c/x"), haltState{failed: 2, failedUnits: []string{"t", "b"}}
 			}),
 			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
 		{name: "a release not proven yet, two failed, a third namespace in flight: held",
 			o: obs(func(o *observation) {
-				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "c/x"), haltState{failed: 2, failedNS: []string{"a", "b"}}
+				o.namespace, o.inFlight, o.halt = "t", flights(relNew, "c/x"), haltState{failed: 2, failedUnits: []string{"a", "b"}}
+			}),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll},
+		{name: "a release not proven yet, this namespace's labelled tenant failed in another namespace: it tries again counted once, call",
+			o: obs(func(o *observation) {
+				o.namespace, o.unit, o.inFlight = "t", "tenant:x", flights(relNew, "c/x")
+				o.halt = haltState{failed: 2, failedUnits: []string{"tenant:x", "b"}}
+			}),
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace},
+		{name: "a release not proven yet, two ObjectStores of this namespace failed, a third in flight, each its own unit: held",
+			o: obs(func(o *observation) {
+				o.namespace, o.unit, o.inFlight = "t", "t/new", flights(relNew, "t/z")
+				o.inFlight[0].unit = "t/z"
+				o.halt = haltState{failed: 2, failedUnits: []string{"t/x", "t/y"}}
 			}),
 			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll},
 		{name: "a release not proven yet, two in flight, one of them in this namespace: call",

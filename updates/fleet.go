@@ -2,7 +2,6 @@ package updates
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,6 +23,8 @@ type fleet struct {
 	// on: the cap or the failure budget's first updates need the count.
 	on     bool
 	stores cache.Indexer
+	// unitOf names the party a key's place counts against (units.go).
+	unitOf func(key string) string
 
 	// mu orders the places' calls with ended, which their Observed reads.
 	mu     sync.Mutex
@@ -33,19 +34,28 @@ type fleet struct {
 	ended map[string]struct{}
 }
 
-func newFleet(max int, budget bool, stores cache.Indexer, enqueue func(string)) *fleet {
-	f := &fleet{max: max, on: max > 0 || budget, stores: stores, ended: map[string]struct{}{}}
+func newFleet(max int, budget bool, stores cache.Indexer, unit func(string) string, enqueue func(string)) *fleet {
+	f := &fleet{max: max, on: max > 0 || budget, stores: stores, ended: map[string]struct{}{},
+		unitOf: func(key string) string { return unitOf(unit, key) }}
 	// Keys told UpdateQueued (for the cap, the budget or a share) wait
 	// until they take a place or stop wanting one (unwait), and are
-	// queued again whenever an update ends: a namespace's share counts
-	// them.
+	// queued again whenever an update ends: a unit's share counts them.
 	f.places = fairshare.New(fairshare.Options{Total: max, Share: true,
 		Observed: f.recorded, Wake: enqueue})
 	return f
 }
 
-// flight is an ObjectStore's update in flight.
-type flight struct{ key, release string }
+// flight is an ObjectStore's update in flight; unit is what it counts
+// against ("": the key's namespace).
+type flight struct{ key, release, unit string }
+
+// unitOf is the unit f counts against.
+func (f flight) unitOf() string {
+	if f.unit != "" {
+		return f.unit
+	}
+	return unitOf(nil, f.key)
+}
 
 func keysOf(fs []flight) []string {
 	out := make([]string, len(fs))
@@ -68,7 +78,7 @@ func (f *fleet) inFlight(key string) []flight {
 func flightsOf(hs []fairshare.Holder) []flight {
 	out := make([]flight, len(hs))
 	for i, h := range hs {
-		out[i] = flight{h.Key, h.Note}
+		out[i] = flight{key: h.Key, release: h.Note, unit: h.Party}
 	}
 	return out
 }
@@ -93,42 +103,41 @@ func (f *fleet) recorded() []fairshare.Holder {
 		}
 		if _, gone := f.ended[k]; !gone {
 			release, _ := up.(map[string]any)["release"].(string)
-			out = append(out, fairshare.Holder{Key: k, Party: u.GetNamespace(), Note: release})
+			out = append(out, fairshare.Holder{Key: k, Party: f.unitOf(k), Note: release})
 		}
 	}
 	return out
 }
 
-// firstNamespaces counts the namespaces other than ns with an update to
-// release among fs, but for those that failed it (counted as failed: a
-// namespace that failed and tries again takes one of the budget's
-// places, not two).
-func firstNamespaces(fs []flight, ns, release string, failed []string) []string {
+// firstUnits lists the units other than unit with an update to release
+// among fs, but for those that failed it (counted as failed: a unit
+// that failed and tries again takes one of the budget's places, not
+// two).
+func firstUnits(fs []flight, unit, release string, failed []string) []string {
 	seen := map[string]bool{}
 	for _, f := range failed {
 		seen[f] = true
 	}
 	var out []string
 	for _, f := range fs {
-		fns, _, _ := strings.Cut(f.key, "/")
-		if f.release == release && fns != ns && !seen[fns] {
-			seen[fns] = true
-			out = append(out, fns)
+		if u := f.unitOf(); f.release == release && u != unit && !seen[u] {
+			seen[u] = true
+			out = append(out, u)
 		}
 	}
 	return out
 }
 
 // reserve counts key in before its call is recorded; false when the
-// fleet is full, when key's namespace holds its share of the places
-// while another namespace waits (the message says so), or when
-// firstLimit() (>= 0, read under the lock, after the count of in flight)
-// namespaces already have an update to an unproven release in flight,
-// and key is queued again when an update ends. Two workers deciding at
-// once cannot both take the last place.
+// fleet is full, when key's unit holds its share of the places while
+// another unit waits (the message says so), or when firstLimit() (>= 0,
+// read under the lock, after the count of in flight) units already have
+// an update to an unproven release in flight, and key is queued again
+// when an update ends. Two workers deciding at once cannot both take the
+// last place.
 //
-// The share: while a namespace other than ns waits for a place, ns may
-// hold no more than the cap split among the namespaces in flight or
+// The share: while a unit other than key's waits for a place, key's
+// may hold no more than the cap split among the units in flight or
 // waiting (rounded up). Without it, a tenant whose many ObjectStores hold
 // their places until the timeout (nodes that never report the release)
 // took every place that freed, and the other tenants waited a timeout
@@ -139,18 +148,18 @@ func (f *fleet) reserve(key, release string, firstLimit func() (int, []string)) 
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ns, _, _ := strings.Cut(key, "/")
+	unit := f.unitOf(key)
 	first := func(others []fairshare.Holder) bool {
 		limit, failed := firstLimit()
-		return limit < 0 || len(firstNamespaces(flightsOf(others), ns, release, failed)) < limit
+		return limit < 0 || len(firstUnits(flightsOf(others), unit, release, failed)) < limit
 	}
-	ok, r := f.places.Acquire(fairshare.Holder{Key: key, Party: ns, Note: release}, first)
+	ok, r := f.places.Acquire(fairshare.Holder{Key: key, Party: unit, Note: release}, first)
 	if ok {
 		delete(f.ended, key)
 	}
 	if r.Why == fairshare.OverShare {
-		return false, fmt.Sprintf("namespace %s has %d of the fleet's %d in-place updates in flight, its share while other namespaces wait (%d); it starts when one of them ends",
-			ns, r.Held, f.max, r.Share)
+		return false, fmt.Sprintf("%s has %d of the fleet's %d in-place updates in flight, its share while other %s wait (%d); it starts when one of them ends",
+			unitName(unit), r.Held, f.max, unitNoun(unit), r.Share)
 	}
 	return ok, ""
 }
@@ -160,8 +169,7 @@ func (f *fleet) wait(key string) {
 	if !f.on {
 		return
 	}
-	ns, _, _ := strings.Cut(key, "/")
-	f.places.Wait(key, ns)
+	f.places.Wait(key, f.unitOf(key))
 }
 
 // unwait: key no longer waits for a place (its sync decided anything

@@ -25,23 +25,28 @@ import (
 // (CauseNodesNotUpdated). A tenant that does not answer or whose endpoint
 // is refused (before or at the call) says nothing about the release and
 // does not count; nor does an update abandoned because spec.image changed.
-// Failures count once per namespace: one tenant, however many ObjectStores
-// it has, cannot halt the fleet's updates alone. When budget namespaces
-// have failed with no success in between, the release is halted: no
-// update to it starts anywhere until the record is deleted, or, for one
-// ObjectStore, its ResumeUpdatesAnnotation names the release. Successes
-// count once per namespace too: a success drops its namespace's failure,
-// and successes in budget namespaces before the halt clear the release's
-// failures (and prove it); after the halt, only a resume does. Until
-// updates to a release have succeeded, no more namespaces than the budget
-// have an update to it in flight or failed at once (see firstLimit): a
-// release that fails everywhere reaches budget tenants.
+// Failures count once per unit (units.go: the namespace by default, a
+// labelled tenant's namespaces together, or each ObjectStore): one
+// tenant, however many ObjectStores it has, cannot halt the fleet's
+// updates alone. When budget units have failed with no success in
+// between, the release is halted: no update to it starts anywhere until
+// the record is deleted, or, for one ObjectStore, its
+// ResumeUpdatesAnnotation names the release. Successes count once per
+// unit too: a success drops its unit's failure, and successes in budget
+// units before the halt clear the release's failures (and prove it);
+// after the halt, only a resume does. Until updates to a release have
+// succeeded, no more units than the budget have an update to it in
+// flight or failed at once (see firstLimit): a release that fails
+// everywhere reaches budget tenants.
 //
 // The record is a Lease in the operator's namespace (the chart's Role
 // already lets the operator get, create and update Leases there; the
 // admission policy holds it to them), its annotation haltAnnotation a
 // JSON map from release to haltEntry. It survives restarts and leader
-// changes; the leader reads it at most every haltRefresh.
+// changes; the leader reads it at most every haltRefresh. A failure
+// names its unit only when it is not the ObjectStore's namespace, so a
+// record written per namespace (as before units, and still by default)
+// reads as it did, both ways.
 
 // HaltRecordName is the Lease that holds the failure budget's record.
 const HaltRecordName = "object-store-operator-update-halts"
@@ -54,18 +59,20 @@ const haltAnnotation = "aistor.min.io/update-failures"
 const (
 	maxHaltReleases = 32
 	maxHaltMessage  = 256
-	// maxNamespaceReleases bounds the releases not halted in which one
-	// namespace has a failure: its failure of another release drops its
-	// oldest. Otherwise one tenant, failing release after release, filled
-	// the record and evicted the failures the others had counted.
-	maxNamespaceReleases = 4
+	// maxUnitReleases bounds the releases not halted in which one unit
+	// has a failure: its failure of another release drops its oldest.
+	// Otherwise one tenant, failing release after release, filled the
+	// record and evicted the failures the others had counted.
+	maxUnitReleases = 4
 	// maxHaltBytes bounds the record as written: JSON escapes a tenant's
 	// "<" to six bytes, and the apiserver refuses a Lease whose
 	// annotations pass 256 KiB (every later write of the record would be
 	// refused). Releases are evicted, as by maxHaltReleases, to fit.
 	maxHaltBytes = 192 * 1024
 	// MaxFailureBudget bounds the budget, so that one release's entry
-	// alone (a failure of each of budget namespaces) fits maxHaltBytes.
+	// alone (a failure of each of budget units, and as many successes)
+	// fits maxHaltBytes: about 2.6 KiB a unit at most (a 317-byte key,
+	// named again as its unit, and 256 bytes of "<" escaped six-fold).
 	MaxFailureBudget = 64
 )
 
@@ -83,18 +90,47 @@ type haltEntry struct {
 	// Proven is when an update to the release last succeeded.
 	Proven   *metav1.Time `json:"proven,omitempty"`
 	Failures []failure    `json:"failures,omitempty"`
-	// Succeeded are the namespaces whose update to the release succeeded
+	// Succeeded are the units whose update to the release succeeded
 	// since its failures were last cleared (or it was proven): budget of
 	// them clear the failures, as budget failures halt. At most budget.
+	// Before units, namespaces: a namespace is a unit's name.
 	Succeeded []string `json:"succeeded,omitempty"`
 }
 
-// failure is one namespace's failed update to a release.
+// failure is one unit's failed update to a release.
 type failure struct {
-	ObjectStore string      `json:"objectStore"`
-	Cause       string      `json:"cause"`
-	Message     string      `json:"message"`
-	At          metav1.Time `json:"at"`
+	ObjectStore string `json:"objectStore"`
+	// Unit is the unit the failure counts against, when it is not the
+	// ObjectStore's namespace.
+	Unit    string      `json:"unit,omitempty"`
+	Cause   string      `json:"cause"`
+	Message string      `json:"message"`
+	At      metav1.Time `json:"at"`
+}
+
+// unit is the unit f counts against.
+func (f failure) unit() string {
+	if f.Unit != "" {
+		return f.Unit
+	}
+	ns, _, _ := strings.Cut(f.ObjectStore, "/")
+	return ns
+}
+
+// newFailure is key's failure, counted against unit.
+func newFailure(key, unit, cause, message string, at metav1.Time) failure {
+	f := failure{ObjectStore: key, Cause: cause, Message: cut(message, maxHaltMessage), At: at}
+	if ns, _, _ := strings.Cut(key, "/"); unit != ns {
+		f.Unit = unit
+	}
+	return f
+}
+
+// sameParty: old was counted against unit, or is key's own (a key whose
+// unit changed since, as when the platform labels its namespace, counts
+// once all the same).
+func sameParty(old failure, key, unit string) bool {
+	return old.unit() == unit || old.ObjectStore == key
 }
 
 // halts keeps the record.
@@ -126,11 +162,11 @@ func newHalts(budget int, client kubernetes.Interface, namespace string, clk clo
 type haltState struct {
 	// proven: an update to the release succeeded (and the record kept it).
 	proven bool
-	// failed is how many namespaces failed it since; failedNS names
+	// failed is how many units failed it since; failedUnits names
 	// them.
-	failed   int
-	failedNS []string
-	halted   bool
+	failed      int
+	failedUnits []string
+	halted      bool
 	// list is the failures, when halted: describeFailuresFor words them
 	// for one tenant.
 	list  []failure
@@ -158,8 +194,7 @@ func (h *halts) state(ctx context.Context, release string) (haltState, error) {
 func stateOf(e haltEntry) haltState {
 	st := haltState{proven: e.Proven != nil, failed: len(e.Failures)}
 	for _, f := range e.Failures {
-		ns, _, _ := strings.Cut(f.ObjectStore, "/")
-		st.failedNS = append(st.failedNS, ns)
+		st.failedUnits = append(st.failedUnits, f.unit())
 	}
 	if e.Halted != nil {
 		st.halted, st.list, st.since = true, slices.Clone(e.Failures), e.Halted.Time
@@ -191,12 +226,14 @@ func (h *halts) lead() {
 	h.mu.Unlock()
 }
 
-// describeFailuresFor says how many namespaces failed and why, for the
-// tenant in namespace ns: its own failures are quoted, the others only
+// describeFailuresFor says why the units failed, for the tenant in
+// namespace ns: its own namespace's failures are quoted, the others only
 // counted by cause. Another tenant's failure message is its MinIO's
 // words, and its ObjectStore's name its own: neither goes into this
-// tenant's condition or Event. The platform reads them in the halt
-// record and the operator's log (describeFailures).
+// tenant's condition or Event. Per namespace even when a labelled
+// tenant's namespaces are one unit (units.go): they share a budget, not
+// necessarily readers. The platform reads them all in the halt record
+// and the operator's log (describeFailures).
 func describeFailuresFor(fs []failure, ns string) string {
 	var causes, own []string
 	for _, f := range fs {
@@ -215,6 +252,15 @@ func describeFailuresFor(fs []failure, ns string) string {
 	return out
 }
 
+// failedUnitsOf lists the units of fs, for counting them in words.
+func failedUnitsOf(fs []failure) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.unit()
+	}
+	return out
+}
+
 // describeFailures says which ObjectStores failed and why: for the
 // platform (the operator's log).
 func describeFailures(fs []failure) string {
@@ -225,32 +271,28 @@ func describeFailures(fs []failure) string {
 	return strings.Join(parts, "; ")
 }
 
-// fail records a failed update of the ObjectStore key to release; it
-// reports whether this failure halted the release.
-func (h *halts) fail(ctx context.Context, key, release, cause, message string) (bool, haltState, error) {
+// fail records a failed update of the ObjectStore key, of unit, to
+// release; it reports whether this failure halted the release.
+func (h *halts) fail(ctx context.Context, key, unit, release, cause, message string) (bool, haltState, error) {
 	if h == nil || h.budget <= 0 || release == "" {
 		return false, haltState{}, nil
 	}
 	now := metav1.NewTime(h.clock.Now())
-	ns, _, _ := strings.Cut(key, "/")
 	var halted bool
 	var st haltState
 	err := h.modify(ctx, func(rec map[string]haltEntry) bool {
 		e := rec[release]
-		f := failure{ObjectStore: key, Cause: cause, Message: cut(message, maxHaltMessage), At: now}
-		replaced := false
-		for i, old := range e.Failures {
-			if oldNS, _, _ := strings.Cut(old.ObjectStore, "/"); oldNS == ns {
-				e.Failures[i], replaced = f, true // one per namespace: the latest
-			}
+		f := newFailure(key, unit, cause, message, now)
+		replaced := slices.ContainsFunc(e.Failures, func(old failure) bool { return sameParty(old, key, unit) })
+		if !replaced && len(e.Failures) >= h.budget {
+			return false // halted already; the record says enough
 		}
-		e.Succeeded = slices.DeleteFunc(e.Succeeded, func(s string) bool { return s == ns })
+		// One per unit: the latest.
+		e.Failures = slices.DeleteFunc(e.Failures, func(old failure) bool { return sameParty(old, key, unit) })
+		e.Succeeded = slices.DeleteFunc(e.Succeeded, func(s string) bool { return s == unit })
+		e.Failures = append(e.Failures, f)
 		if !replaced {
-			if len(e.Failures) >= h.budget {
-				return false // halted already; the record says enough
-			}
-			e.Failures = append(e.Failures, f)
-			forgetOldest(rec, ns, release)
+			forgetOldest(rec, unit, release)
 		}
 		if e.Halted == nil && len(e.Failures) >= h.budget {
 			e.Halted, halted = &now, true
@@ -263,36 +305,32 @@ func (h *halts) fail(ctx context.Context, key, release, cause, message string) (
 	return halted, st, err
 }
 
-// succeed: the ObjectStore key's update to release succeeded. Its
-// namespace's failure of the release is dropped. Once budget namespaces
-// have succeeded (with the release not halted), the release is proven
-// (more than the budget's namespaces may update to it at once) and its
-// failures are cleared. One namespace's success counts once, as its
-// failure does: a tenant's MinIO says "success" at will, and one tenant
-// alone must neither clear the failures of a release failing for the
-// others nor lift the limit on its first updates for everyone.
-func (h *halts) succeed(ctx context.Context, key, release string) error {
+// succeed: the ObjectStore key's (of unit) update to release succeeded.
+// Its unit's failure of the release is dropped. Once budget units have
+// succeeded (with the release not halted), the release is proven (more
+// than the budget's units may update to it at once) and its failures are
+// cleared. One unit's success counts once, as its failure does: a
+// tenant's MinIO says "success" at will, and one tenant alone must
+// neither clear the failures of a release failing for the others nor
+// lift the limit on its first updates for everyone.
+func (h *halts) succeed(ctx context.Context, key, unit, release string) error {
 	if h == nil || h.budget <= 0 {
 		return nil
 	}
-	ns, _, _ := strings.Cut(key, "/")
 	h.mu.Lock()
 	e, ok := h.record[release]
 	h.mu.Unlock()
-	if ok && (e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0) || slices.Contains(e.Succeeded, ns)) {
+	if ok && (e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0) || slices.Contains(e.Succeeded, unit)) {
 		return nil // nothing to change: no request
 	}
 	now := metav1.NewTime(h.clock.Now())
 	return h.modify(ctx, func(rec map[string]haltEntry) bool {
 		e := rec[release]
-		if e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0) || slices.Contains(e.Succeeded, ns) {
+		if e.Halted != nil || (e.Proven != nil && len(e.Failures) == 0) || slices.Contains(e.Succeeded, unit) {
 			return false
 		}
-		e.Failures = slices.DeleteFunc(e.Failures, func(f failure) bool {
-			fns, _, _ := strings.Cut(f.ObjectStore, "/")
-			return fns == ns
-		})
-		e.Succeeded = append(e.Succeeded, ns)
+		e.Failures = slices.DeleteFunc(e.Failures, func(f failure) bool { return sameParty(f, key, unit) })
+		e.Succeeded = append(e.Succeeded, unit)
 		if len(e.Succeeded) >= h.budget {
 			e = haltEntry{Proven: &now}
 		}
@@ -302,10 +340,10 @@ func (h *halts) succeed(ctx context.Context, key, release string) error {
 	})
 }
 
-// forgetOldest drops ns's failures of the releases not halted beyond the
-// maxNamespaceReleases-1 it touched last, release aside; a release left
+// forgetOldest drops unit's failures of the releases not halted beyond
+// the maxUnitReleases-1 it touched last, release aside; a release left
 // with nothing to say is dropped.
-func forgetOldest(rec map[string]haltEntry, ns, release string) {
+func forgetOldest(rec map[string]haltEntry, unit, release string) {
 	type held struct {
 		release string
 		at      time.Time
@@ -316,12 +354,12 @@ func forgetOldest(rec map[string]haltEntry, ns, release string) {
 			continue
 		}
 		for _, f := range e.Failures {
-			if fns, _, _ := strings.Cut(f.ObjectStore, "/"); fns == ns {
+			if f.unit() == unit {
 				hs = append(hs, held{r, f.At.Time})
 			}
 		}
 	}
-	if len(hs) < maxNamespaceReleases {
+	if len(hs) < maxUnitReleases {
 		return
 	}
 	slices.SortFunc(hs, func(a, b held) int {
@@ -330,12 +368,9 @@ func forgetOldest(rec map[string]haltEntry, ns, release string) {
 		}
 		return strings.Compare(a.release, b.release)
 	})
-	for _, old := range hs[maxNamespaceReleases-1:] {
+	for _, old := range hs[maxUnitReleases-1:] {
 		e := rec[old.release]
-		e.Failures = slices.DeleteFunc(e.Failures, func(f failure) bool {
-			fns, _, _ := strings.Cut(f.ObjectStore, "/")
-			return fns == ns
-		})
+		e.Failures = slices.DeleteFunc(e.Failures, func(f failure) bool { return f.unit() == unit })
 		if len(e.Failures) == 0 && e.Proven == nil && len(e.Succeeded) == 0 {
 			delete(rec, old.release)
 			continue

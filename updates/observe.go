@@ -11,7 +11,7 @@ import (
 // the image, the tenant's nodes, its StatefulSets and this process's call.
 func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectStore) (observation, *tenant) {
 	st := statusOf(store)
-	o := observation{now: c.cfg.Clock.Now(), namespace: store.Namespace, image: store.Spec.Image, recorded: store.Status.Update, prev: st.cond,
+	o := observation{now: c.cfg.Clock.Now(), namespace: store.Namespace, unit: c.unitOf(key), image: store.Spec.Image, recorded: store.Status.Update, prev: st.cond,
 		paused: store.Annotations[v1.UpdatesPausedAnnotation] == "true", call: c.calls.state(key)}
 	var bin *v1.BinaryStatus
 	o.binary, bin = binaryOf(store)

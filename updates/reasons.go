@@ -38,8 +38,8 @@ const (
 	// pulled into the store.
 	ReasonWaitingForBinary = "WaitingForBinary"
 	// ReasonUpdateQueued: an update is due, and waits for one of its
-	// namespace's update call slots, or for the fleet's in-place updates
-	// in flight to fall under their cap.
+	// unit's (namespace's, by default) update call slots, or for the
+	// fleet's in-place updates in flight to fall under their cap.
 	ReasonUpdateQueued = "UpdateQueued"
 	// ReasonOutsideWindow: an update is due, and waits for
 	// spec.updates.window to open.
