@@ -243,11 +243,11 @@ func (c *config) controllerSettings() []setting {
 		{"restart-timeout", "OPERATOR_RESTART_TIMEOUT", "10m", "longest one tenant's certificate restart holds its slot: pods not ready by then let the next tenant restart", duration(&c.restartTimeout, time.Second)},
 		{"binsource-workers", "OPERATOR_BINSOURCE_WORKERS", "4", "ObjectStores whose image the binary source resolves at once (pulls run beside them, see OPERATOR_PULL_CONCURRENCY)", atLeast(&c.binaryWorkers, 1)},
 		{"update-workers", "OPERATOR_UPDATE_WORKERS", "4", "ObjectStores the in-place updater looks at at once (update calls run beside them)", atLeast(&c.updateWorkers, 1)},
-		{"update-calls-per-namespace", "OPERATOR_UPDATE_CALLS_PER_NAMESPACE", "1", "in-place update calls one namespace's ObjectStores may have running at once", atLeast(&c.updateCallsNS, 1)},
+		{"update-calls-per-namespace", "OPERATOR_UPDATE_CALLS_PER_NAMESPACE", "1", "in-place update calls one unit's ObjectStores may have running at once (a unit: the namespace, its tenant with OPERATOR_TENANT_LABEL, or each ObjectStore with OPERATOR_SHARE_UNIT=objectstore)", atLeast(&c.updateCallsNS, 1)},
 		{"cluster-trust-bundle", "OPERATOR_CLUSTER_TRUST_BUNDLE", "on", "on: where the API serves ClusterTrustBundles, publish the CA pods must trust as aistor.min.io:object-store-operator:<namespace>; off: never", onOff(&c.trustBundle)},
 		{"cluster-trust-bundle-owner", "OPERATOR_CLUSTER_TRUST_BUNDLE_OWNER", "", "ClusterRole that owns the ClusterTrustBundle, so the garbage collector removes it with that role (the chart sets its own); empty: no owner, remove it by hand", text(&c.trustBundleOwner)},
 		{"max-concurrent-updates", "OPERATOR_MAX_CONCURRENT_UPDATES", "4", "in-place updates in flight across every tenant, from the recorded call until every node runs the release or the fallback; 0: no cap", atLeast(&c.maxUpdates, 0)},
-		{"update-failure-budget", "OPERATOR_UPDATE_FAILURE_BUDGET", "3", "namespaces whose in-place update to one release may fail, with none succeeding, before updates to that release halt fleet-wide; 0: never halt; at most 64", func(v string) error {
+		{"update-failure-budget", "OPERATOR_UPDATE_FAILURE_BUDGET", "3", "units (namespaces, tenants or ObjectStores, see OPERATOR_SHARE_UNIT) whose in-place update to one release may fail, with none succeeding, before updates to that release halt fleet-wide; 0: never halt; at most 64", func(v string) error {
 			if err := atLeast(&c.failureBudget, 0)(v); err != nil {
 				return err
 			}
