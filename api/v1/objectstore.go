@@ -1,7 +1,7 @@
 // Package v1 holds the aistor.min.io/v1 ObjectStore API as far as this
 // operator reads it. ObjectStores are read through the dynamic client and
 // converted with FromUnstructured, so no generated clientset is needed;
-// unknown spec fields are preserved by the CRD and ignored here.
+// the CRD declares every spec field, so one not named here is refused.
 package v1
 
 import (
@@ -89,9 +89,9 @@ type ObjectStore struct {
 	Status            ObjectStoreStatus `json:"status,omitempty"`
 }
 
-// ObjectStoreSpec is the part of the spec this operator acts on. The CRD
-// validates each of these fields (its description names them); other spec
-// fields are kept as written and ignored here.
+// ObjectStoreSpec is the spec. The CRD declares and validates each of
+// these fields (its description names them) and refuses any other, so a
+// typo (spec.update.window) is an error, not a window silently ignored.
 type ObjectStoreSpec struct {
 	// Image is the MinIO image the pods run; its binary is served to them.
 	Image string `json:"image,omitempty"`

@@ -49,8 +49,8 @@ var rbacUses = map[string]rbacUse{
 	"coordination.k8s.io/leases create":                              {"cmd/operator/leader.go", "resourcelock.LeaseLock{", "leader election creates the Lease"},
 	"coordination.k8s.io/leases update":                              {"cmd/operator/leader.go", "resourcelock.LeaseLock{", "leader election renews the Lease; the halt record (updates/halt.go) is rewritten"},
 	"aistor.min.io/namespaceclaims list":                             {"internal/claim/claim.go", "NewFilteredDynamicInformer(cfg.Client, Resource", "the NamespaceClaim informer lists every install's claim"},
-	"namespaces list":                                                {"cmd/operator/kube.go", `WithResource("namespaces")`, "with a tenant label, the namespaces' metadata informer lists them"},
-	"namespaces watch":                                               {"cmd/operator/kube.go", `WithResource("namespaces")`, "and watches them"},
+	"/namespaces list":                                               {"cmd/operator/kube.go", `WithResource("namespaces")`, "with a tenant label, the namespaces' metadata informer lists them"},
+	"/namespaces watch":                                              {"cmd/operator/kube.go", `WithResource("namespaces")`, "and watches them"},
 	"aistor.min.io/namespaceclaims watch":                            {"internal/claim/claim.go", "NewFilteredDynamicInformer(cfg.Client, Resource", "the NamespaceClaim informer watches"},
 	// The ClusterTrustBundle (docs/trust.md)
 	"certificates.k8s.io/clustertrustbundles create": {"trustbundle/publisher.go", ".Apply(ctx, p.name", "server-side apply creates the bundle when it is missing"},

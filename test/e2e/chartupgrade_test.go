@@ -27,6 +27,29 @@ import (
 // the CRD, under spec.updates (which, unlike spec, keeps no unknown field).
 const nextVersionField = "nextVersionField"
 
+// previousCRD writes the ObjectStore CRD of dir as the chart before
+// this one shipped it: its spec kept unknown fields.
+func previousCRD(t *testing.T, dir string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "objectstores.aistor.min.io.yaml"))
+	require.NoError(t, err)
+	var crd map[string]any
+	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&crd))
+	versions, _, err := unstructured.NestedSlice(crd, "spec", "versions")
+	require.NoError(t, err)
+	for i := range versions {
+		v := versions[i].(map[string]any)
+		require.NoError(t, unstructured.SetNestedField(v, true, "schema", "openAPIV3Schema", "properties", "spec", "x-kubernetes-preserve-unknown-fields"))
+		versions[i] = v
+	}
+	require.NoError(t, unstructured.SetNestedSlice(crd, versions, "spec", "versions"))
+	out, err := json.Marshal(crd)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "objectstores.aistor.min.io.yaml")
+	require.NoError(t, os.WriteFile(file, out, 0o600))
+	return file
+}
+
 // nextChart copies the chart to a temporary directory as the next chart
 // version: version 0.2.0, and an optional, validated field added to the
 // ObjectStore CRD's spec.updates.
@@ -110,8 +133,9 @@ func TestChartUpgradeAcrossACRDChangeKeepsEveryObjectStore(t *testing.T) {
 
 	// The CRD as Helm 4 installs it: server-side applied by the field
 	// manager "helm" (Helm 3 creates it; either way another manager owns
-	// its fields when the upgrade comes).
-	kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "helm", "-f", current)
+	// its fields when the upgrade comes). It is the CRD of the chart before
+	// this one, whose spec kept unknown fields.
+	kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager", "helm", "-f", previousCRD(t, current))
 	ns := operatorNamespace(t)
 	helm(t, "install", "osop", chartDir(t), "-n", ns)
 
@@ -174,6 +198,13 @@ func TestChartUpgradeAcrossACRDChangeKeepsEveryObjectStore(t *testing.T) {
 	require.NoError(t, err)
 	value, _, _ := unstructured.NestedString(got.Object, "spec", "updates", nextVersionField)
 	assert.Equal(t, "abc", value, "the new field is stored, not pruned")
+	require.Eventually(t, func() bool {
+		_, err := dyn(t).Resource(apiv1.Resource).Namespace(tenants[0]).Create(t.Context(),
+			objectStore(tenants[0], "typo", map[string]any{"update": map[string]any{"window": "x"}}),
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
+		return err != nil && strings.Contains(err.Error(), "unknown field")
+	}, 30*time.Second, 50*time.Millisecond, "after the upgrade a spec field the schema does not name is refused: "+
+		"the apply replaces the schema whole (it is atomic), so the previous chart's x-kubernetes-preserve-unknown-fields goes too")
 	err = createWithNextField(t, tenants[0], "invalid", "NOT-LOWER")
 	require.Error(t, err, "the new field is validated by the new schema")
 	assert.Contains(t, err.Error(), nextVersionField)

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,7 +18,8 @@ import (
 
 // TestCRDValidatesWhatItsDescriptionSays: `kubectl explain objectstore`
 // names the spec fields the apiserver validates; each is refused when
-// wrong, and a field the operator does not read is kept as written.
+// wrong, and a field the schema does not declare is refused (issue 30:
+// it was kept, so a typo was silent).
 func TestCRDValidatesWhatItsDescriptionSays(t *testing.T) {
 	ensureCRD(t)
 	crd, err := dyn(t).Resource(crdResource).Get(t.Context(), "objectstores.aistor.min.io", metav1.GetOptions{})
@@ -41,12 +44,34 @@ func TestCRDValidatesWhatItsDescriptionSays(t *testing.T) {
 			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		assert.True(t, apierrors.IsInvalid(err), "a wrong spec.%s is refused, got %v", tt.field, err)
 	}
-	kept, err := dyn(t).Resource(apiv1.Resource).Namespace(ns).Create(t.Context(), objectStore(ns, "other-fields", map[string]any{
-		"image": "quay.io/minio/aistor/minio:RELEASE.2025-04-08T15-41-24Z", "pools": []any{map[string]any{"servers": int64(4)}},
-	}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	require.NoError(t, err)
-	pools, _, _ := unstructured.NestedSlice(kept.Object, "spec", "pools")
-	assert.Len(t, pools, 1, "a field the operator does not read is kept as written")
+	// Every spec field is declared: a typo is refused, not stored and
+	// ignored (updates would run at any hour with spec.update.window or
+	// spec.maintenanceWindow set).
+	for _, typo := range []map[string]any{
+		{"update": map[string]any{"window": map[string]any{"schedule": "0 2 * * *", "duration": "2h"}}},
+		{"maintenanceWindow": "0 2 * * *"},
+		{"updates": map[string]any{"windw": map[string]any{"schedule": "0 2 * * *", "duration": "2h"}}},
+		{"pools": []any{map[string]any{"servers": int64(4)}}},
+	} {
+		typo["image"] = "quay.io/minio/aistor/minio:RELEASE.2025-04-08T15-41-24Z"
+		_, err := dyn(t).Resource(apiv1.Resource).Namespace(ns).Create(t.Context(), objectStore(ns, "typo", typo),
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
+		require.Error(t, err, "%v is refused", typo)
+		assert.Contains(t, err.Error(), "unknown field", "%v", typo)
+	}
+	// kubectl validates strictly by default: what a user applies with a
+	// typo is refused, naming the field.
+	manifest := filepath.Join(t.TempDir(), "typo.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: aistor.min.io/v1
+kind: ObjectStore
+metadata: {name: typo, namespace: `+ns+`}
+spec:
+  image: quay.io/minio/aistor/minio:RELEASE.2025-04-08T15-41-24Z
+  update: {window: {schedule: "0 2 * * *", duration: 2h}}
+`), 0o600))
+	out, err := kubectlErr(t, "apply", "--dry-run=server", "-f", manifest)
+	require.Error(t, err, "%s", out)
+	assert.Contains(t, out, `unknown field "spec.update"`)
 }
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
