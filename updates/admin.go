@@ -140,8 +140,14 @@ func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, r
 		}
 	}
 	sort.Strings(r.failed)
-	if len(r.failed) > 0 && len(r.failed) != r.transient {
+	switch {
+	case len(r.failed) > 0 && len(r.failed) != r.transient:
 		c.log.Warn().Str("release", release).Strs("failed", r.failed).Msg("some nodes did not update")
+	case len(r.failed) > 0:
+		// MinIO's own bug under load (see maxCalls): said, so that a
+		// tenant left on two releases shows why in the log.
+		c.log.Info().Str("release", release).Strs("failed", r.failed).Str("reason", "BinaryDamagedByMinIO").
+			Msg("MinIO damaged the binary on its way to some nodes; they are called again")
 	}
 	return r
 }

@@ -498,7 +498,7 @@ func FuzzDecide(f *testing.F) {
 		}
 		if r := o.recorded; r != nil {
 			damaged := o.call.result != nil && len(o.call.result.failed) > 0 && len(o.call.result.failed) == o.call.result.transient
-			if a.update.Calls != r.Calls+1 || r.Calls >= maxCalls || (!damaged && t0.Sub(r.LastCall.Time) <= settle) {
+			if a.update.Calls != r.Calls+1 || r.Calls-r.Refusals >= maxCalls || (!damaged && t0.Sub(r.LastCall.Time) <= settle) {
 				t.Fatalf("a second call for recorded %+v: %+v", r, a.update)
 			}
 		} else if a.update.Calls != 1 {

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/reason"
 )
 
@@ -52,7 +53,7 @@ func follow(o observation, p params) action {
 			return retryLater(o, p, fmt.Sprintf("MinIO could not fetch %s from the operator's upgrade server: %s", up.Release, strings.Join(r.failed, "; ")))
 		case r.err != nil:
 			return rollBack(o, p, r.err)
-		case len(r.failed) > 0 && len(r.failed) == r.transient && up.Calls < maxCalls:
+		case len(r.failed) > 0 && len(r.failed) == r.transient && callsLeft(up):
 			// MinIO garbled the binary on its way to these nodes (see
 			// maxCalls): ask one of them again, which downloads it afresh.
 			return callAction(o, up, failedHost(r.failed[0]))
@@ -88,7 +89,7 @@ func follow(o observation, p params) action {
 		return rollBack(o, p, reason.Errorf(CauseNodesNotUpdated, "the in-place update to %s did not complete in %s (%s)", up.Release, p.timeout, behind))
 	}
 	behind := behindOf(o.nodes, up.Release)
-	if o.reach == nil && o.now.Sub(up.LastCall.Time) > settle && up.Calls < maxCalls &&
+	if o.reach == nil && o.now.Sub(up.LastCall.Time) > settle && callsLeft(up) &&
 		len(behind) > 0 && len(behind) < len(o.nodes) && allOnline(o.nodes) {
 		// Mixed releases: ask a node left behind, which pushes the binary
 		// to the other nodes left behind.
@@ -99,6 +100,12 @@ func follow(o observation, p params) action {
 	}
 	return keep(fmt.Sprintf("updating to %s in place (%d call(s) made; nodes not on it yet: %s)", up.Release, up.Calls, strings.Join(behind, ", ")))
 }
+
+// callsLeft tells whether the update may call MinIO again for nodes
+// left behind or a damaged download: maxCalls of its own, not counting
+// the calls whose download the operator's own server refused (those are
+// not the tenant's, and retried apart: retryLater).
+func callsLeft(up *v1.UpdateStatus) bool { return up.Calls-up.Refusals < maxCalls }
 
 // retryLater answers a call whose download the operator's own upgrade
 // server refused or dropped: not the tenant's failure, so it is called

@@ -153,3 +153,31 @@ func TestATenantWordingItsFailureAsOursHoldsNoPlacePastTheTimeout(t *testing.T) 
 	good := conditionOf(f.live(t, "good", "tenant"))
 	assert.Equal(t, ReasonUpdatingInPlace, good.Reason, "the honest tenant takes the place: %s", good.Message)
 }
+
+// The e2e run that failed (TestOurOwnRefusalIsRetriedNotRolled, one run
+// of five): call 1's download was refused; call 2 updated three nodes
+// and MinIO damaged the binary of the fourth ("Updated file has wrong
+// checksum"); call 3, to that node, damaged it again. The refused call
+// counted against maxCalls, so no fourth call was made and the tenant
+// waited for the timeout to be rolled. Our own refusals leave the tenant
+// its calls: the node left behind is called again.
+func TestOurRefusalsDoNotUseTheCallsForNodesLeftBehind(t *testing.T) {
+	damaged := func(o *observation) {
+		o.nodes = nodesOn(relNew, relOld)
+		o.call.result = &callResult{failed: []string{"node n1:9000: Updated file has wrong checksum"}, transient: 1, updated: 1}
+	}
+	a := decide(obs(recorded(maxCalls, 2*time.Minute, time.Minute), retryAt(-3*time.Minute, 1), pastRetry, damaged), p)
+	assert.Equal(t, call, a.verb, "%+v", a)
+	assert.Equal(t, "n1:9000", a.host)
+	assert.Equal(t, maxCalls+1, a.update.Calls)
+
+	// Without a refusal the calls are the tenant's: maxCalls at most.
+	a = decide(obs(recorded(maxCalls, 2*time.Minute, time.Minute), damaged), p)
+	assert.NotEqual(t, call, a.verb, "%+v", a)
+}
+
+// pastRetry: the retry after the refusal was made (the last call came
+// after RetryAt).
+func pastRetry(o *observation) {
+	o.recorded.LastCall = metav1.NewTime(o.recorded.RetryAt.Add(time.Second))
+}
