@@ -33,9 +33,9 @@ import (
 // address of its own (127.0.0.0/8 is all loopback on Linux): what one
 // client does must not take the server from another.
 
-// tlsServer serves dir's store over TLS with cfg (its Store, Log,
-// Certificates and Metrics filled in) and returns its address and the
-// pool that trusts it.
+// tlsServer serves dir's store (cfg.Store when set) over TLS with cfg
+// (its Log, Certificates and Metrics filled in) and returns its address
+// and the pool that trusts it.
 func tlsServer(t testing.TB, dir string, cfg Config) (string, *x509.CertPool) {
 	t.Helper()
 	_, addr, pool := serveTLS(t, dir, cfg)
@@ -60,7 +60,9 @@ func serveTLS(t testing.TB, dir string, cfg Config) (*Server, string, *x509.Cert
 	pool := x509.NewCertPool()
 	pool.AddCert(leaf)
 	cfg.Certificates = fixedCert{&tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}}
-	cfg.Store = newTestStore(t, dir)
+	if cfg.Store == nil {
+		cfg.Store = newTestStore(t, dir)
+	}
 	cfg.Log = zerolog.Nop()
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(prometheus.NewRegistry())
@@ -216,11 +218,11 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 }
 
 func TestOneClientCannotHoldEveryDownload(t *testing.T) {
-	// Its own server and addresses: it holds downloads, beside the others.
+	// Its own server and addresses (the shared store is only read):
+	// it holds downloads, beside the others.
 	t.Parallel()
-	dir := t.TempDir()
-	writeBigRelease(t, dir)
-	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 4, MaxDownloadsPerClient: 2, StallTimeout: time.Minute})
+	store, _ := bigStore(t)
+	addr, pool := tlsServer(t, "", Config{Store: store, MaxDownloads: 4, MaxDownloadsPerClient: 2, StallTimeout: time.Minute})
 	file := UpdatePath + "/minio." + release
 
 	var held int
@@ -239,14 +241,14 @@ func TestOneClientCannotHoldEveryDownload(t *testing.T) {
 }
 
 func TestADownloadBelowTheMinimumRateLosesItsSlot(t *testing.T) {
-	// Its own server and addresses: it waits out a rate window, beside the others.
+	// Its own server and addresses (the shared store is only read):
+	// it waits out a rate window, beside the others.
 	t.Parallel()
-	dir := t.TempDir()
-	writeBigRelease(t, dir)
+	store, _ := bigStore(t)
 	reg := prometheus.NewRegistry()
 	// Windows of half a second: the first takes in what the socket
 	// buffers hold, the second is the trickle alone.
-	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 1, StallTimeout: 500 * time.Millisecond, MinDownloadRate: 4 << 20, Metrics: NewMetrics(reg)})
+	addr, pool := tlsServer(t, "", Config{Store: store, MaxDownloads: 1, StallTimeout: 500 * time.Millisecond, MinDownloadRate: 4 << 20, Metrics: NewMetrics(reg)})
 	file := UpdatePath + "/minio." + release
 
 	// A client that keeps reading, but 64 KiB every 50 ms (1.25 MiB/s at
@@ -336,12 +338,12 @@ func (p podsOf) add(ns string, ips []string) podsOf {
 }
 
 func TestAPodsOfANamespaceShareOneShare(t *testing.T) {
-	// Its own server and addresses: it holds downloads, beside the others.
+	// Its own server and addresses (the shared store is only read):
+	// it holds downloads, beside the others.
 	t.Parallel()
-	dir := t.TempDir()
-	writeBigRelease(t, dir)
+	store, _ := bigStore(t)
 	pods := podsOf{pods: map[netip.Addr]string{}}.with("tenant-a", "127.0.0.2", "127.0.0.3")
-	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 8, MaxDownloadsPerClient: 2, StallTimeout: time.Minute, Clients: pods})
+	addr, pool := tlsServer(t, "", Config{Store: store, MaxDownloads: 8, MaxDownloadsPerClient: 2, StallTimeout: time.Minute, Clients: pods})
 	file := UpdatePath + "/minio." + release
 
 	codes := []int{}
@@ -355,12 +357,12 @@ func TestAPodsOfANamespaceShareOneShare(t *testing.T) {
 }
 
 func TestAPodUpdatingToABinaryGetsItWhateverElseIsGoingOn(t *testing.T) {
-	// Its own server and addresses: it holds downloads, beside the others.
+	// Its own server and addresses (the shared store is only read):
+	// it holds downloads, beside the others.
 	t.Parallel()
-	dir := t.TempDir()
-	sum := writeBigRelease(t, dir)
+	store, sum := bigStore(t)
 	pods := podsOf{pods: map[netip.Addr]string{}, updating: map[string]string{"tenant-a": sum}}.with("tenant-a", "127.0.0.9")
-	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 4, MaxDownloadsPerClient: 1, MaxConnections: 8, MaxConnectionsPerClient: 4,
+	addr, pool := tlsServer(t, "", Config{Store: store, MaxDownloads: 4, MaxDownloadsPerClient: 1, MaxConnections: 8, MaxConnectionsPerClient: 4,
 		StallTimeout: time.Minute, Clients: pods})
 	file := UpdatePath + "/minio." + release
 
@@ -384,11 +386,11 @@ func TestAPodUpdatingToABinaryGetsItWhateverElseIsGoingOn(t *testing.T) {
 }
 
 func TestMinIOsUpdateClientIsRefusedWithAClosedConnectionNotA503Body(t *testing.T) {
-	// Its own server and addresses: it holds downloads, beside the others.
+	// Its own server and addresses (the shared store is only read):
+	// it holds downloads, beside the others.
 	t.Parallel()
-	dir := t.TempDir()
-	writeBigRelease(t, dir)
-	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 1, StallTimeout: time.Minute})
+	store, _ := bigStore(t)
+	addr, pool := tlsServer(t, "", Config{Store: store, MaxDownloads: 1, StallTimeout: time.Minute})
 	file := UpdatePath + "/minio." + release
 	code, _, _ := startDownload(t, "127.0.0.2", addr, pool, file)
 	require.Equal(t, http.StatusOK, code)
@@ -431,12 +433,12 @@ func TestAnUpdatingPodConnectsWhateverHoldsTheConnections(t *testing.T) {
 }
 
 func TestNoShareLeaksWhateverWayARequestEnds(t *testing.T) {
-	// Its own server and addresses: it waits out a stall timeout, beside the others.
+	// Its own server and addresses (the shared store is only read):
+	// it waits out a stall timeout, beside the others.
 	t.Parallel()
-	dir := t.TempDir()
-	writeBigRelease(t, dir)
+	store, _ := bigStore(t)
 	reg := prometheus.NewRegistry()
-	srv, addr, pool := serveTLS(t, dir, Config{MaxDownloads: 2, MaxDownloadsPerClient: 1, MaxConnections: 32, MaxConnectionsPerClient: 8,
+	srv, addr, pool := serveTLS(t, "", Config{Store: store, MaxDownloads: 2, MaxDownloadsPerClient: 1, MaxConnections: 32, MaxConnectionsPerClient: 8,
 		StallTimeout: time.Second, MinDownloadRate: 64 << 20, Metrics: NewMetrics(reg)})
 	file := UpdatePath + "/minio." + release
 	url := "https://" + addr + file

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -32,16 +31,17 @@ func writeRelease(t testing.TB, dir, platform, release string, content []byte) s
 // that reads nothing holds its download in the server's write.
 const bigSize = 32 << 20
 
-// shared is that release, written and signed once into a directory TestMain
-// owns, and linked into each test's store (writeBigRelease): writing and
-// signing 32 MiB took each test longer than the rest of it.
+// shared is the store of that release, written, signed and indexed once
+// in a directory TestMain owns: doing so took each download test longer
+// than the rest of it. The tests' servers only read it.
 var shared struct {
-	dir  string
-	once sync.Once
-	sum  string
+	dir   string
+	once  sync.Once
+	store *binstore.Store
+	sum   string
 }
 
-// TestMain owns the shared release's directory, which outlives each test.
+// TestMain owns the shared store, which outlives each test.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "upgradeserver-")
 	if err != nil {
@@ -50,21 +50,25 @@ func TestMain(m *testing.M) {
 	}
 	shared.dir = dir
 	code := m.Run()
+	if shared.store != nil {
+		shared.store.Close()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-// writeBigRelease lays out the release of bigSize zeros in dir, as
-// writeRelease would, and returns its SHA-256.
-func writeBigRelease(t testing.TB, dir string) string {
+// bigStore is the store of one release of bigSize zeros, and its SHA-256.
+func bigStore(t testing.TB) (*binstore.Store, string) {
 	t.Helper()
-	shared.once.Do(func() { shared.sum = writeRelease(t, shared.dir, "", release, make([]byte, bigSize)) })
-	require.NotEmpty(t, shared.sum, "the shared release was written")
-	for _, suffix := range []string{"", ".minisig", ".sha256sum"} {
-		name := "minio." + release + suffix
-		require.NoError(t, os.Link(filepath.Join(shared.dir, name), filepath.Join(dir, name)))
-	}
-	return shared.sum
+	shared.once.Do(func() {
+		sum := writeRelease(t, shared.dir, "", release, make([]byte, bigSize))
+		s, err := binstore.New(shared.dir, zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{testKey.Public}})
+		require.NoError(t, err)
+		s.Scan()
+		shared.store, shared.sum = s, sum
+	})
+	require.NotNil(t, shared.store, "the shared store was made")
+	return shared.store, shared.sum
 }
 
 func newTestStore(t testing.TB, dir string) *binstore.Store {
