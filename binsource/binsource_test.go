@@ -205,6 +205,8 @@ func TestLayerIsVerifiedOverTheWholeBlob(t *testing.T) {
 }
 
 func TestPullReadsAreCapped(t *testing.T) {
+	// It shares nothing and measures no memory: it runs beside the others.
+	t.Parallel()
 	// 16 MiB of zeros compress to a few KiB: a small blob, a layer twice
 	// the cap.
 	bomb := gzipTar(t, map[string][]byte{"etc/zeros": make([]byte, 16<<20)}, 0)

@@ -108,6 +108,8 @@ func TestAManifestOfMillionsOfEmptyEntriesIsRefusedBeforeDecoding(t *testing.T) 
 // TestAManifestOfRealSizePassesTheShapeCheck: the counts leave room for any
 // real index or manifest.
 func TestAManifestOfRealSizePassesTheShapeCheck(t *testing.T) {
+	// It shares nothing and measures no memory: it runs beside the others.
+	t.Parallel()
 	var b strings.Builder
 	b.WriteString(`{"schemaVersion":2,"manifests":[`)
 	for i := range maxManifestArray {
@@ -125,6 +127,8 @@ func TestAManifestOfRealSizePassesTheShapeCheck(t *testing.T) {
 }
 
 func TestRegistryMetadataIsBoundedBeforeItIsRead(t *testing.T) {
+	// It shares nothing and measures no memory: it runs beside the others.
+	t.Parallel()
 	host, transport, blobGets := hostileRegistry(t)
 	key := binstoretest.NewKey(t)
 	bin := []byte("the binary")
