@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
@@ -303,19 +304,23 @@ func TestIssuerDeniedCSRWritesNothingAndSaysWhy(t *testing.T) {
 }
 
 func TestIssuerTimesOutWhenNoControllerSigns(t *testing.T) {
-	f := newIssuerFixture(t, func(c *IssuerConfig) { c.Timeout = 300 * time.Millisecond; c.SignerName = "example.com/nobody" })
+	// In a bubble: the timeout passes on the fake clock, not the test's
+	// wall time.
+	synctest.Test(t, func(t *testing.T) {
+		f := newIssuerFixture(t, func(c *IssuerConfig) { c.Timeout = 300 * time.Millisecond; c.SignerName = "example.com/nobody" })
 
-	err := f.issuer.sync(context.Background(), tlsSecret)
+		err := f.issuer.sync(t.Context(), tlsSecret)
 
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "for signer example.com/nobody not signed within 300ms: approved but not signed: no controller signs for this signer")
-	assert.Equal(t, []string{
-		"create certificatesigningrequests",
-		"update certificatesigningrequests/approval",
-		"delete certificatesigningrequests",
-	}, f.writes())
-	assert.Zero(t, f.csrsLeft(t))
-	assert.Equal(t, 1.0, f.outcome("timeout"))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "for signer example.com/nobody not signed within 300ms: approved but not signed: no controller signs for this signer")
+		assert.Equal(t, []string{
+			"create certificatesigningrequests",
+			"update certificatesigningrequests/approval",
+			"delete certificatesigningrequests",
+		}, f.writes())
+		assert.Zero(t, f.csrsLeft(t))
+		assert.Equal(t, 1.0, f.outcome("timeout"))
+	})
 }
 
 func TestIssuerRefusesACertificateForAnotherKey(t *testing.T) {

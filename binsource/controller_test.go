@@ -186,6 +186,9 @@ func TestReadyWaitsOnlyForReleasesTheLeaderServes(t *testing.T) {
 // tenant's sync); the pull's end queues the ObjectStore again, and that
 // sync reports the outcome.
 func TestSyncsDoNotWaitForARegistryThatNeverAnswers(t *testing.T) {
+	// Its own registry and fixture: it waits out the pull's deadline
+	// beside the others.
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -398,8 +399,15 @@ func TestATimedOutTenantDoesNotTakeItsSlotAgainWhileOthersWait(t *testing.T) {
 // name no ObjectStore has, or whose pods never become ready, held the
 // slot for as long as the new leader led.
 func TestARestartANewLeaderAdoptsGivesItsSlotUpAfterTheTimeout(t *testing.T) {
+	// In a bubble: the timeout passes on the fake clock.
+	synctest.Test(t, testARestartANewLeaderAdoptsGivesItsSlotUpAfterTheTimeout)
+}
+
+func testARestartANewLeaderAdoptsGivesItsSlotUpAfterTheTimeout(t *testing.T) {
 	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = 200 * time.Millisecond }
 	f, _ := rotatedFixture(t, one, nil)
+	// The queue's delaying loop ends with the bubble.
+	t.Cleanup(f.c.queue.ShutDown)
 	f.settle("t") // t/s runs its pods, ready
 	// A tenant whose pods never become ready (a name no ObjectStore has
 	// is not adopted at all: TestANewLeaderAdoptsForgedRestartsOnlyWithinTheLimits).
@@ -543,8 +551,15 @@ func TestAWaitingTenantSaysOnceThatItWaits(t *testing.T) {
 // scheduled the look at the timeout, so a restart whose writes were
 // refused held its slot until a retry happened to come.
 func TestARestartWhoseWritesFailIsLookedAtWhenItTimesOut(t *testing.T) {
+	// In a bubble: the timeout passes on the fake clock.
+	synctest.Test(t, testARestartWhoseWritesFailIsLookedAtWhenItTimesOut)
+}
+
+func testARestartWhoseWritesFailIsLookedAtWhenItTimesOut(t *testing.T) {
 	one := func(c *Config) { c.MaxConcurrentRestarts = 1; c.RestartTimeout = time.Hour }
 	f, _ := rotatedFixture(t, one, nil)
+	// The queue's delaying loop ends with the bubble.
+	t.Cleanup(f.c.queue.ShutDown)
 	// Short from here: the fixture's first restart looks again in an hour.
 	f.c.restarts.timeout = 200 * time.Millisecond
 	f.Kube.PrependReactor("patch", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {

@@ -33,9 +33,9 @@ import (
 // address of its own (127.0.0.0/8 is all loopback on Linux): what one
 // client does must not take the server from another.
 
-// tlsServer serves dir's store over TLS with cfg (its Store, Log,
-// Certificates and Metrics filled in) and returns its address and the
-// pool that trusts it.
+// tlsServer serves dir's store (cfg.Store when set) over TLS with cfg
+// (its Log, Certificates and Metrics filled in) and returns its address
+// and the pool that trusts it.
 func tlsServer(t testing.TB, dir string, cfg Config) (string, *x509.CertPool) {
 	t.Helper()
 	_, addr, pool := serveTLS(t, dir, cfg)
@@ -60,7 +60,9 @@ func serveTLS(t testing.TB, dir string, cfg Config) (*Server, string, *x509.Cert
 	pool := x509.NewCertPool()
 	pool.AddCert(leaf)
 	cfg.Certificates = fixedCert{&tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}}
-	cfg.Store = newTestStore(t, dir)
+	if cfg.Store == nil {
+		cfg.Store = newTestStore(t, dir)
+	}
 	cfg.Log = zerolog.Nop()
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(prometheus.NewRegistry())
@@ -216,11 +218,11 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 }
 
 func TestOneClientCannotHoldEveryDownload(t *testing.T) {
-	dir := t.TempDir()
-	// Larger than what loopback's socket buffers take in, so a client
-	// that reads nothing holds its download in the server's write.
-	writeRelease(t, dir, "", release, make([]byte, 32<<20))
-	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 4, MaxDownloadsPerClient: 2, StallTimeout: time.Minute})
+	// Its own server and addresses (the shared store is only read):
+	// it holds downloads, beside the others.
+	t.Parallel()
+	store, _ := bigStore(t)
+	addr, pool := tlsServer(t, "", Config{Store: store, MaxDownloads: 4, MaxDownloadsPerClient: 2, StallTimeout: time.Minute})
 	file := UpdatePath + "/minio." + release
 
 	var held int
@@ -235,21 +237,24 @@ func TestOneClientCannotHoldEveryDownload(t *testing.T) {
 	assert.Equal(t, 2, held, "one address holds its share of the downloads, no more")
 
 	// Another client downloads the whole binary meanwhile.
-	assert.Equal(t, int64(32<<20), downloadWhole(t, from("127.0.0.3", pool, false), "https://"+addr+file))
+	assert.Equal(t, int64(bigSize), downloadWhole(t, from("127.0.0.3", pool, false), "https://"+addr+file))
 }
 
 func TestADownloadBelowTheMinimumRateLosesItsSlot(t *testing.T) {
-	// Its own server and addresses: it waits out a rate window, beside the others.
+	// Its own server and addresses (the shared store is only read):
+	// it waits out a rate window, beside the others.
 	t.Parallel()
-	dir := t.TempDir()
-	writeRelease(t, dir, "", release, make([]byte, 32<<20))
+	store, _ := bigStore(t)
 	reg := prometheus.NewRegistry()
-	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 1, StallTimeout: time.Second, MinDownloadRate: 4 << 20, Metrics: NewMetrics(reg)})
+	// Windows of half a second: the first takes in what the socket
+	// buffers hold, the second is the trickle alone.
+	addr, pool := tlsServer(t, "", Config{Store: store, MaxDownloads: 1, StallTimeout: 500 * time.Millisecond, MinDownloadRate: 4 << 20, Metrics: NewMetrics(reg)})
 	file := UpdatePath + "/minio." + release
 
 	// A client that keeps reading, but 64 KiB every 50 ms (1.25 MiB/s at
-	// most): it makes progress, so no stall timeout ends it, and it would
-	// finish in under half a minute.
+	// most): it makes progress (a 256 KiB write goes through in 200 ms),
+	// so no stall timeout ends it, and it would finish in under half a
+	// minute.
 	code, c, br := startDownload(t, "127.0.0.2", addr, pool, file)
 	require.Equal(t, http.StatusOK, code)
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second)))
@@ -268,11 +273,11 @@ func TestADownloadBelowTheMinimumRateLosesItsSlot(t *testing.T) {
 		}
 	}
 	assert.False(t, isTimeout(err), "the server ended the download, not the client's deadline: %v", err)
-	assert.Less(t, got, int64(32<<20), "the trickling download was cut short")
+	assert.Less(t, got, int64(bigSize), "the trickling download was cut short")
 
 	// Its slot is free: a client at full speed gets the whole binary.
 	require.Eventually(t, func() bool { return gauge(t, reg, "objectstore_operator_upgrade_downloads_in_flight") == 0 }, 10*time.Second, 10*time.Millisecond)
-	assert.Equal(t, int64(32<<20), downloadWhole(t, from("127.0.0.3", pool, false), "https://"+addr+file), "a download above the rate is never cut")
+	assert.Equal(t, int64(bigSize), downloadWhole(t, from("127.0.0.3", pool, false), "https://"+addr+file), "a download above the rate is never cut")
 }
 
 func TestOneClientsIdleConnectionsCannotTakeEveryConnection(t *testing.T) {
@@ -333,10 +338,12 @@ func (p podsOf) add(ns string, ips []string) podsOf {
 }
 
 func TestAPodsOfANamespaceShareOneShare(t *testing.T) {
-	dir := t.TempDir()
-	writeRelease(t, dir, "", release, make([]byte, 32<<20))
+	// Its own server and addresses (the shared store is only read):
+	// it holds downloads, beside the others.
+	t.Parallel()
+	store, _ := bigStore(t)
 	pods := podsOf{pods: map[netip.Addr]string{}}.with("tenant-a", "127.0.0.2", "127.0.0.3")
-	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 8, MaxDownloadsPerClient: 2, StallTimeout: time.Minute, Clients: pods})
+	addr, pool := tlsServer(t, "", Config{Store: store, MaxDownloads: 8, MaxDownloadsPerClient: 2, StallTimeout: time.Minute, Clients: pods})
 	file := UpdatePath + "/minio." + release
 
 	codes := []int{}
@@ -350,10 +357,12 @@ func TestAPodsOfANamespaceShareOneShare(t *testing.T) {
 }
 
 func TestAPodUpdatingToABinaryGetsItWhateverElseIsGoingOn(t *testing.T) {
-	dir := t.TempDir()
-	sum := writeRelease(t, dir, "", release, make([]byte, 32<<20))
+	// Its own server and addresses (the shared store is only read):
+	// it holds downloads, beside the others.
+	t.Parallel()
+	store, sum := bigStore(t)
 	pods := podsOf{pods: map[netip.Addr]string{}, updating: map[string]string{"tenant-a": sum}}.with("tenant-a", "127.0.0.9")
-	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 4, MaxDownloadsPerClient: 1, MaxConnections: 8, MaxConnectionsPerClient: 4,
+	addr, pool := tlsServer(t, "", Config{Store: store, MaxDownloads: 4, MaxDownloadsPerClient: 1, MaxConnections: 8, MaxConnectionsPerClient: 4,
 		StallTimeout: time.Minute, Clients: pods})
 	file := UpdatePath + "/minio." + release
 
@@ -373,13 +382,15 @@ func TestAPodUpdatingToABinaryGetsItWhateverElseIsGoingOn(t *testing.T) {
 	}
 
 	// The updating tenant's pod connects, and downloads the whole binary.
-	assert.Equal(t, int64(32<<20), downloadWhole(t, from("127.0.0.9", pool, false), "https://"+addr+file))
+	assert.Equal(t, int64(bigSize), downloadWhole(t, from("127.0.0.9", pool, false), "https://"+addr+file))
 }
 
 func TestMinIOsUpdateClientIsRefusedWithAClosedConnectionNotA503Body(t *testing.T) {
-	dir := t.TempDir()
-	writeRelease(t, dir, "", release, make([]byte, 32<<20))
-	addr, pool := tlsServer(t, dir, Config{MaxDownloads: 1, StallTimeout: time.Minute})
+	// Its own server and addresses (the shared store is only read):
+	// it holds downloads, beside the others.
+	t.Parallel()
+	store, _ := bigStore(t)
+	addr, pool := tlsServer(t, "", Config{Store: store, MaxDownloads: 1, StallTimeout: time.Minute})
 	file := UpdatePath + "/minio." + release
 	code, _, _ := startDownload(t, "127.0.0.2", addr, pool, file)
 	require.Equal(t, http.StatusOK, code)
@@ -422,12 +433,13 @@ func TestAnUpdatingPodConnectsWhateverHoldsTheConnections(t *testing.T) {
 }
 
 func TestNoShareLeaksWhateverWayARequestEnds(t *testing.T) {
-	// Its own server and addresses: it waits out a stall timeout, beside the others.
+	// Its own server and addresses (the shared store is only read):
+	// it waits out a stall timeout, beside the others.
 	t.Parallel()
-	dir := t.TempDir()
-	writeRelease(t, dir, "", release, make([]byte, 32<<20))
-	srv, addr, pool := serveTLS(t, dir, Config{MaxDownloads: 2, MaxDownloadsPerClient: 1, MaxConnections: 32, MaxConnectionsPerClient: 8,
-		StallTimeout: time.Second, MinDownloadRate: 64 << 20})
+	store, _ := bigStore(t)
+	reg := prometheus.NewRegistry()
+	srv, addr, pool := serveTLS(t, "", Config{Store: store, MaxDownloads: 2, MaxDownloadsPerClient: 1, MaxConnections: 32, MaxConnectionsPerClient: 8,
+		StallTimeout: time.Second, MinDownloadRate: 64 << 20, Metrics: NewMetrics(reg)})
 	file := UpdatePath + "/minio." + release
 	url := "https://" + addr + file
 
@@ -462,12 +474,15 @@ func TestNoShareLeaksWhateverWayARequestEnds(t *testing.T) {
 	code, c, br := startDownload(t, "127.0.0.4", addr, pool, file)
 	require.Equal(t, http.StatusOK, code)
 	buf := make([]byte, 16<<10)
-	for {
+	for gauge(t, reg, "objectstore_operator_upgrade_downloads_in_flight") > 0 {
 		if _, err := br.Read(buf); err != nil {
 			break
 		}
 		time.Sleep(5 * time.Millisecond) // the client's pace
 	}
+	// The server let the download go: what is left in the sockets'
+	// buffers is read at once.
+	_, _ = io.Copy(io.Discard, br)
 	c.Close()
 
 	require.Eventually(t, func() bool {
