@@ -69,13 +69,15 @@ type FetcherConfig struct {
 	// plain HTTP; every other registry is reached over HTTPS only.
 	InsecureRegistries []string
 	// StoreMaxBytes bounds the distinct bytes the store holds, and
-	// NamespaceMaxBytes those one namespace's ObjectStores reference (see
-	// quota.go); 0 bounds nothing.
+	// NamespaceMaxBytes those one unit (namespace, tenant or ObjectStore,
+	// as Submit names it) is charged for: what its ObjectStores reference
+	// and what its pulls landed until removed (see quota.go); 0 bounds
+	// nothing.
 	StoreMaxBytes, NamespaceMaxBytes int64
 	// MirrorURL, if set, serves <os>-<arch>/minio.<RELEASE>[.sha256sum|.minisig].
 	MirrorURL string
 	// Concurrency is how many pulls run at once, PerNamespace how many
-	// of one namespace (0 counts as 1); one registry server gets at most
+	// of one unit (0 counts as 1); one registry server gets at most
 	// half, so a registry that hangs cannot hold them all.
 	Concurrency, PerNamespace int
 	// Resolver finds the addresses behind a registry's name, so two names
@@ -96,11 +98,9 @@ type Fetcher struct {
 	registry http.RoundTripper
 
 	mu sync.Mutex
-	// refs and pending are what the quotas count (quota.go): each
-	// ObjectStore's binaries, and binaries landed for a namespace that
-	// none of its ObjectStores references yet.
-	refs    map[string]references
-	pending map[string]map[string]int64
+	// refs are what the quotas count beside what each unit landed
+	// (quota.go): each ObjectStore's binaries.
+	refs map[string]references
 	// quotaMu is held from a quota check until the binary landed.
 	quotaMu sync.Mutex
 
@@ -140,7 +140,6 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		queue:    newPullQueue(cfg.Concurrency, cfg.PerNamespace, cfg.Concurrency/2),
 		registry: boundedManifests(ownTokenService(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries)))),
 		refs:     map[string]references{},
-		pending:  map[string]map[string]int64{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_pulls_total",
 			Help: "Release resolutions by outcome (fetched, cached, or the failure reason).",
@@ -205,11 +204,16 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// Submit queues a pull of image with kc for namespace ns (pullQueue) and
-// returns at once; done gets the result. The same image with the same
-// credentials in one namespace is one pull. withdraw takes done back.
-// PullTimeout runs from the pull's start, not from the submission.
-func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, done func(*Result, error)) (withdraw func()) {
+// Submit queues a pull of image with kc for an ObjectStore of namespace
+// ns (pullQueue) and returns at once; done gets the result. unit is whose
+// pull slots and store share it counts against (a namespace, tenant or
+// ObjectStore; "": the namespace). The same image with the same
+// credentials in one namespace and unit is one pull. withdraw takes done
+// back. PullTimeout runs from the pull's start, not from the submission.
+func (f *Fetcher) Submit(ctx context.Context, ns, unit, image string, kc *keychain, done func(*Result, error)) (withdraw func()) {
+	if unit == "" {
+		unit = ns
+	}
 	canonical := ""
 	if ref, err := name.ParseReference(image); err == nil {
 		registry := ref.Context().RegistryStr()
@@ -231,7 +235,7 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		if canonical != "" {
 			ctx = withPullTarget(ctx, target)
 		}
-		ctx = withNamespace(ctx, ns)
+		ctx = withUnit(ctx, unit)
 		start := time.Now()
 		res, pulled, err := f.ensure(ctx, image, kc)
 		if err != nil && ctx.Err() == context.DeadlineExceeded {
@@ -248,7 +252,7 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		f.took.WithLabelValues(took).Observe(time.Since(start).Seconds())
 		return res, err
 	}
-	return f.queue.submit(ctx, ns, ns+"\x00"+image+"\x00"+kc.id, resolve, run, done)
+	return f.queue.submit(ctx, unit, ns+"\x00"+unit+"\x00"+image+"\x00"+kc.id, resolve, run, done)
 }
 
 func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Result, bool, error) {
@@ -387,16 +391,15 @@ func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image strin
 func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *binstore.Staged, c binstore.Candidate) (*binstore.Binary, error) {
 	f.quotaMu.Lock()
 	defer f.quotaMu.Unlock()
-	ns := namespaceOf(ctx)
-	if err := f.admit(ns, p.dir(), rel, staged); err != nil {
+	unit := unitOf(ctx)
+	if err := f.admit(unit, p.dir(), rel, staged); err != nil {
 		staged.Discard()
 		return nil, err
 	}
-	b, err := staged.Commit(c)
-	if err == nil {
-		f.landedFor(ns, b)
-	}
-	return b, err
+	// The store records the lander with the binary (kept when the bytes
+	// were stored already): the unit is charged for it until it goes.
+	c.Source.LandedFor = unit
+	return staged.Commit(c)
 }
 
 // servedFor returns the stored binary the index knows to be the platform
