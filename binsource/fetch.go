@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"k8s.io/utils/clock"
 
 	"github.com/object-store-operator/operator/binstore"
 )
@@ -86,8 +87,11 @@ type FetcherConfig struct {
 	// does with no Resolver.
 	Resolver       Resolver
 	ResolveTimeout time.Duration
-	Registerer     prometheus.Registerer
-	Log            zerolog.Logger
+	// Clock tells whether a release names a time in the future
+	// (releaseInFuture); default the real clock.
+	Clock      clock.PassiveClock
+	Registerer prometheus.Registerer
+	Log        zerolog.Logger
 }
 
 // Fetcher makes releases available in the store.
@@ -133,6 +137,9 @@ type Result struct {
 func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.Transport == nil {
 		cfg.Transport = http.DefaultTransport
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	f := &Fetcher{
 		cfg:      cfg,
@@ -271,6 +278,9 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 	if err != nil {
 		err = classify("get "+image, err)
 		if f.cfg.MirrorURL != "" && strings.HasPrefix(tag, "RELEASE.") && (errors.Is(err, errNotFound) || errors.Is(err, errPull)) {
+			if err := f.releaseInFuture(tag); err != nil {
+				return nil, false, err
+			}
 			f.log.Warn().Str("image", image).Str("reason", err.Error()).Msg("image unavailable; trying the release mirror")
 			res := &Result{Release: tag}
 			pulled, err := f.fromMirror(ctx, res, f.cfg.Platforms)
@@ -289,6 +299,9 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 	}
 	if _, err := binstore.BinaryName(rel); err != nil {
 		return nil, false, reasonf(errInvalidImage, "%v", err)
+	}
+	if err := f.releaseInFuture(rel); err != nil {
+		return nil, false, err
 	}
 	res := &Result{Release: rel}
 	pulled := false
@@ -327,6 +340,35 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		return nil, false, reasonf(errNoBinary, "%s has no image for %s", image, strings.Join(f.platformNames(), ", "))
 	}
 	return res, pulled, nil
+}
+
+// maxReleaseSkew is how far ahead of the operator's clock a release's
+// time may be: clocks differ, and a release is published as it is named.
+const maxReleaseSkew = time.Hour
+
+// releaseLayout is the time in a MinIO release name, RELEASE.<time>[.suffix].
+const releaseLayout = "2006-01-02T15-04-05Z"
+
+// releaseInFuture refuses a release whose name is a time more than
+// maxReleaseSkew ahead: release names sort by time, and a name from the
+// future would sort after every real release (housekeeping keeps
+// rollback targets by that order). A name that is no release time is not
+// judged here.
+func (f *Fetcher) releaseInFuture(rel string) error {
+	s, ok := strings.CutPrefix(rel, "RELEASE.")
+	if !ok || len(s) < len(releaseLayout) {
+		return nil
+	}
+	at, err := time.Parse(releaseLayout, s[:len(releaseLayout)])
+	if err != nil {
+		return nil
+	}
+	now := f.cfg.Clock.Now()
+	if at.After(now.Add(maxReleaseSkew)) {
+		return reasonf(errReleaseInFuture, "%s names %s, more than %s after the operator's clock (%s)",
+			bounded(rel, 128), at.Format(time.RFC3339), maxReleaseSkew, now.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // needsCredentials reports whether the image, read with kc as digest, is

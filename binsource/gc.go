@@ -26,9 +26,10 @@ type wanted struct {
 // release some ObjectStore wants, with fewer than keep newer releases
 // stored for their platform. A release newer than everything wanted is
 // no rollback target, so a name a tenant made up to sort last (a release
-// time far ahead) goes after the grace like any other. It is a runnable of its own: syncs only kick it, and it asks
-// wants for what the ObjectStores want (false: not known yet, a cold
-// start; nothing is removed).
+// time far ahead) goes after the grace like any other. It is a runnable
+// of its own: syncs only kick it, and it asks wants for what the
+// ObjectStores want (false: not known yet, a cold start; nothing is
+// removed).
 type collector struct {
 	store *binstore.Store
 	keep  int
