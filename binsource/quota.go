@@ -19,8 +19,9 @@ import (
 // fill the store past the share (bytes two units reference count in
 // each, since each could have made the store hold them). Who landed a
 // binary is recorded with it (binstore.Source.LandedFor), so a restart
-// still charges it; a unit whose pull finds the bytes stored lands
-// nothing and is charged only while it references them. Only a pull that
+// still charges it; a unit whose pull finds the binary stored (the same
+// bytes under the same release name) lands nothing and is charged only
+// while it references it. Only a pull that
 // would land is checked, and nothing stored is removed to make room: the
 // tenant is told StoreFull. A unit's share frees once housekeeping
 // removed what it landed and it references it no more.
