@@ -174,7 +174,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	}, func() float64 { r, _ := f.queue.stats(); return float64(r) })
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objectstore_operator_pulls_queued",
-		Help: "Pulls waiting for a slot (their namespace's or registry's share is taken, or every slot is).",
+		Help: "Pulls waiting for a slot (their unit's or registry's share is taken, or every slot is).",
 	}, func() float64 { _, q := f.queue.stats(); return float64(q) })
 	collectors := []prometheus.Collector{f.pulls, f.bytes, f.took, running, queued}
 	if cfg.StoreMaxBytes > 0 {
