@@ -50,17 +50,18 @@ func TestHousekeepingKeepsReferencedAndNewestReleases(t *testing.T) {
 	require.NoError(t, err)
 
 	stores := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	for _, name := range []string{"old-tenant", "unresolved"} {
+	for name, rel := range map[string]string{"old-tenant": releases[0], "unresolved": releases[0], "new-tenant": releases[4]} {
 		require.NoError(t, stores.Add(&unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
 			"metadata": map[string]any{"name": name, "namespace": "t"},
-			"spec":     map[string]any{"image": "registry/minio:" + releases[0]},
+			"spec":     map[string]any{"image": "registry/minio:" + rel},
 		}}))
 	}
 	c := testController(t, ControllerConfig{Fetcher: f, Keep: 2}, stores)
 	image := "registry/minio:" + releases[0]
 
 	c.record("t/old-tenant", outcome{image: image, release: releases[0]})
+	c.record("t/new-tenant", outcome{image: "registry/minio:" + releases[4], release: releases[4]})
 	c.gc.collect()
 	assert.Len(t, store.Current().Binaries(), 5, "nothing is removed while an ObjectStore has not been resolved")
 
@@ -71,7 +72,7 @@ func TestHousekeepingKeepsReferencedAndNewestReleases(t *testing.T) {
 		left = append(left, b.Release)
 	}
 	assert.ElementsMatch(t, []string{releases[0], releases[3], releases[4]}, left,
-		"the release a tenant wants and the two newest stay; the rest go")
+		"the releases tenants want and the two newest (a rollback target of the newest wanted) stay; the rest go")
 	assert.NoFileExists(t, filepath.Join(dir, "linux-amd64", "minio."+releases[1]+".sha256sum"))
 }
 

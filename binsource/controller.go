@@ -80,7 +80,8 @@ type ControllerConfig struct {
 	// synced at once (0: no bound beyond Workers).
 	SyncsPerTenant int
 	// UnitOf names the unit an ObjectStore key (namespace/name) counts
-	// against in every share and budget (tenant.Resolver.Unit); nil: its
+	// against in every share and budget (tenant.Resolver.Unit): its syncs,
+	// its pulls' slots and its store share (the Fetcher's); nil: its
 	// namespace.
 	UnitOf func(key string) string
 	// Registerer takes the count of recovered panics (nil: not exported).
@@ -330,7 +331,7 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	if own != nil {
 		st = c.binaryStatus(image, own)
 	}
-	c.cfg.Fetcher.reference(key, u.GetNamespace(), res.Binaries)
+	c.cfg.Fetcher.reference(key, c.unit(key), res.Binaries)
 	var pairs []string
 	for _, b := range res.Binaries {
 		pairs = append(pairs, b.SHA256+"/"+b.Release)
@@ -594,6 +595,16 @@ type awaited struct {
 	err                error
 }
 
+// unit names the unit the ObjectStore key counts against: its pull slots
+// and store share (UnitOf; nil: its namespace).
+func (c *Controller) unit(key string) string {
+	if c.cfg.UnitOf != nil {
+		return c.cfg.UnitOf(key)
+	}
+	ns, _, _ := strings.Cut(key, "/")
+	return ns
+}
+
 // pull returns the result of the pull of image with kc for the
 // ObjectStore key once it ended; until then it submits the pull (once)
 // and reports it not ended, and the pull's end queues the key again. A
@@ -617,7 +628,7 @@ func (c *Controller) pull(ctx context.Context, key, ns, image string, kc *keycha
 	if ok && p.withdraw != nil {
 		p.withdraw()
 	}
-	withdraw := c.cfg.Fetcher.Submit(ctx, ns, image, kc, func(res *Result, err error) {
+	withdraw := c.cfg.Fetcher.Submit(ctx, ns, c.unit(key), image, kc, func(res *Result, err error) {
 		c.mu.Lock()
 		if c.pulls[key] == next {
 			next.done, next.res, next.err = true, res, err

@@ -41,6 +41,9 @@ var (
 	// pods run on.
 	errNoPlatform = reason.Sentinel("NoBinaryForPlatform")
 	errStoreFull  = reason.Sentinel("StoreFull")
+	// errReleaseInFuture: the release name is a time more than an hour
+	// ahead of the operator's clock.
+	errReleaseInFuture = reason.Sentinel("ReleaseInFuture")
 	// The store's own refusals (errChecksum among them).
 	errUnsigned       = reason.Sentinel(binstore.ReasonUnsigned)
 	errSignature      = reason.Sentinel(binstore.ReasonSignatureInvalid)
@@ -66,7 +69,8 @@ var failures = []struct {
 	{errPullSecret, "create or fix it: a Secret of type kubernetes.io/dockerconfigjson in the ObjectStore's namespace (kubectl create secret docker-registry)"},
 	{errImageTooLarge, "the image's layers exceed {pull-max-bytes}"},
 	{errNoPlatform, "use an image that holds a binary for the platform of the tenant's Nodes (kubernetes.io/os, kubernetes.io/arch), check that {platforms} lists it, or pin the tenant's pools to a platform the image has (a nodeSelector on kubernetes.io/arch)"},
-	{errStoreFull, "delete ObjectStores (or move them to images) whose binaries the namespace no longer needs; binaries no ObjectStore references are removed after {store-unreferenced-grace}; the platform team sets {store-namespace-max-bytes} and {store-max-bytes}"},
+	{errReleaseInFuture, "MinIO release names are the time of the release: use an image of a published release (its release/version label or tag no later than now), or fix the operator's clock if it is behind"},
+	{errStoreFull, "delete ObjectStores (or move them to images) whose binaries the tenant no longer needs; what its pulls landed counts until housekeeping removes it, {store-unreferenced-grace} after no ObjectStore references it; the platform team sets {store-namespace-max-bytes} and {store-max-bytes}"},
 	{errUnsigned, "MinIO's update client installs only binaries with a valid .minisig: use an image that ships minio.minisig, or set {signing-key-secret} so the operator signs binaries of verified images with your platform key, and set MINIO_UPDATE_MINISIGN_PUBKEY on the tenant to its public key"},
 	{errSignature, "the .minisig was not made by a trusted key: check the image, or add its signer's public key to {minisign-pubkeys}"},
 	{errBinaryTooLarge, "the binary exceeds {max-binary-size}"},

@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"k8s.io/utils/clock"
 
 	"github.com/object-store-operator/operator/binstore"
 )
@@ -69,13 +70,15 @@ type FetcherConfig struct {
 	// plain HTTP; every other registry is reached over HTTPS only.
 	InsecureRegistries []string
 	// StoreMaxBytes bounds the distinct bytes the store holds, and
-	// NamespaceMaxBytes those one namespace's ObjectStores reference (see
-	// quota.go); 0 bounds nothing.
+	// NamespaceMaxBytes those one unit (namespace, tenant or ObjectStore,
+	// as Submit names it) is charged for: what its ObjectStores reference
+	// and what its pulls landed until removed (see quota.go); 0 bounds
+	// nothing.
 	StoreMaxBytes, NamespaceMaxBytes int64
 	// MirrorURL, if set, serves <os>-<arch>/minio.<RELEASE>[.sha256sum|.minisig].
 	MirrorURL string
 	// Concurrency is how many pulls run at once, PerNamespace how many
-	// of one namespace (0 counts as 1); one registry server gets at most
+	// of one unit (0 counts as 1); one registry server gets at most
 	// half, so a registry that hangs cannot hold them all.
 	Concurrency, PerNamespace int
 	// Resolver finds the addresses behind a registry's name, so two names
@@ -84,8 +87,11 @@ type FetcherConfig struct {
 	// does with no Resolver.
 	Resolver       Resolver
 	ResolveTimeout time.Duration
-	Registerer     prometheus.Registerer
-	Log            zerolog.Logger
+	// Clock tells whether a release names a time in the future
+	// (releaseInFuture); default the real clock.
+	Clock      clock.PassiveClock
+	Registerer prometheus.Registerer
+	Log        zerolog.Logger
 }
 
 // Fetcher makes releases available in the store.
@@ -96,11 +102,9 @@ type Fetcher struct {
 	registry http.RoundTripper
 
 	mu sync.Mutex
-	// refs and pending are what the quotas count (quota.go): each
-	// ObjectStore's binaries, and binaries landed for a namespace that
-	// none of its ObjectStores references yet.
-	refs    map[string]references
-	pending map[string]map[string]int64
+	// refs are what the quotas count beside what each unit landed
+	// (quota.go): each ObjectStore's binaries.
+	refs map[string]references
 	// quotaMu is held from a quota check until the binary landed.
 	quotaMu sync.Mutex
 
@@ -134,13 +138,15 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.Transport == nil {
 		cfg.Transport = http.DefaultTransport
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	f := &Fetcher{
 		cfg:      cfg,
 		log:      cfg.Log.With().Str("component", "binsource").Logger(),
 		queue:    newPullQueue(cfg.Concurrency, cfg.PerNamespace, cfg.Concurrency/2),
 		registry: boundedManifests(ownTokenService(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries)))),
 		refs:     map[string]references{},
-		pending:  map[string]map[string]int64{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_pulls_total",
 			Help: "Release resolutions by outcome (fetched, cached, or the failure reason).",
@@ -168,7 +174,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	}, func() float64 { r, _ := f.queue.stats(); return float64(r) })
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objectstore_operator_pulls_queued",
-		Help: "Pulls waiting for a slot (their namespace's or registry's share is taken, or every slot is).",
+		Help: "Pulls waiting for a slot (their unit's or registry's share is taken, or every slot is).",
 	}, func() float64 { _, q := f.queue.stats(); return float64(q) })
 	collectors := []prometheus.Collector{f.pulls, f.bytes, f.took, running, queued}
 	if cfg.StoreMaxBytes > 0 {
@@ -205,11 +211,16 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// Submit queues a pull of image with kc for namespace ns (pullQueue) and
-// returns at once; done gets the result. The same image with the same
-// credentials in one namespace is one pull. withdraw takes done back.
-// PullTimeout runs from the pull's start, not from the submission.
-func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, done func(*Result, error)) (withdraw func()) {
+// Submit queues a pull of image with kc for an ObjectStore of namespace
+// ns (pullQueue) and returns at once; done gets the result. unit is whose
+// pull slots and store share it counts against (a namespace, tenant or
+// ObjectStore; "": the namespace). The same image with the same
+// credentials in one namespace and unit is one pull. withdraw takes done
+// back. PullTimeout runs from the pull's start, not from the submission.
+func (f *Fetcher) Submit(ctx context.Context, ns, unit, image string, kc *keychain, done func(*Result, error)) (withdraw func()) {
+	if unit == "" {
+		unit = ns
+	}
 	canonical := ""
 	if ref, err := name.ParseReference(image); err == nil {
 		registry := ref.Context().RegistryStr()
@@ -231,7 +242,7 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		if canonical != "" {
 			ctx = withPullTarget(ctx, target)
 		}
-		ctx = withNamespace(ctx, ns)
+		ctx = withUnit(ctx, unit)
 		start := time.Now()
 		res, pulled, err := f.ensure(ctx, image, kc)
 		if err != nil && ctx.Err() == context.DeadlineExceeded {
@@ -248,7 +259,7 @@ func (f *Fetcher) Submit(ctx context.Context, ns, image string, kc *keychain, do
 		f.took.WithLabelValues(took).Observe(time.Since(start).Seconds())
 		return res, err
 	}
-	return f.queue.submit(ctx, ns, ns+"\x00"+image+"\x00"+kc.id, resolve, run, done)
+	return f.queue.submit(ctx, unit, ns+"\x00"+unit+"\x00"+image+"\x00"+kc.id, resolve, run, done)
 }
 
 func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Result, bool, error) {
@@ -267,6 +278,9 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 	if err != nil {
 		err = classify("get "+image, err)
 		if f.cfg.MirrorURL != "" && strings.HasPrefix(tag, "RELEASE.") && (errors.Is(err, errNotFound) || errors.Is(err, errPull)) {
+			if err := f.releaseInFuture(tag); err != nil {
+				return nil, false, err
+			}
 			f.log.Warn().Str("image", image).Str("reason", err.Error()).Msg("image unavailable; trying the release mirror")
 			res := &Result{Release: tag}
 			pulled, err := f.fromMirror(ctx, res, f.cfg.Platforms)
@@ -285,6 +299,9 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 	}
 	if _, err := binstore.BinaryName(rel); err != nil {
 		return nil, false, reasonf(errInvalidImage, "%v", err)
+	}
+	if err := f.releaseInFuture(rel); err != nil {
+		return nil, false, err
 	}
 	res := &Result{Release: rel}
 	pulled := false
@@ -323,6 +340,35 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		return nil, false, reasonf(errNoBinary, "%s has no image for %s", image, strings.Join(f.platformNames(), ", "))
 	}
 	return res, pulled, nil
+}
+
+// maxReleaseSkew is how far ahead of the operator's clock a release's
+// time may be: clocks differ, and a release is published as it is named.
+const maxReleaseSkew = time.Hour
+
+// releaseLayout is the time in a MinIO release name, RELEASE.<time>[.suffix].
+const releaseLayout = "2006-01-02T15-04-05Z"
+
+// releaseInFuture refuses a release whose name is a time more than
+// maxReleaseSkew ahead: release names sort by time, and a name from the
+// future would sort after every real release (housekeeping keeps
+// rollback targets by that order). A name that is no release time is not
+// judged here.
+func (f *Fetcher) releaseInFuture(rel string) error {
+	s, ok := strings.CutPrefix(rel, "RELEASE.")
+	if !ok || len(s) < len(releaseLayout) {
+		return nil
+	}
+	at, err := time.Parse(releaseLayout, s[:len(releaseLayout)])
+	if err != nil {
+		return nil
+	}
+	now := f.cfg.Clock.Now()
+	if at.After(now.Add(maxReleaseSkew)) {
+		return reasonf(errReleaseInFuture, "%s names %s, more than %s after the operator's clock (%s)",
+			bounded(rel, 128), at.Format(time.RFC3339), maxReleaseSkew, now.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // needsCredentials reports whether the image, read with kc as digest, is
@@ -387,16 +433,15 @@ func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image strin
 func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *binstore.Staged, c binstore.Candidate) (*binstore.Binary, error) {
 	f.quotaMu.Lock()
 	defer f.quotaMu.Unlock()
-	ns := namespaceOf(ctx)
-	if err := f.admit(ns, p.dir(), rel, staged); err != nil {
+	unit := unitOf(ctx)
+	if err := f.admit(unit, p.dir(), rel, staged); err != nil {
 		staged.Discard()
 		return nil, err
 	}
-	b, err := staged.Commit(c)
-	if err == nil {
-		f.landedFor(ns, b)
-	}
-	return b, err
+	// The store records the lander with the binary (kept when the bytes
+	// were stored already): the unit is charged for it until it goes.
+	c.Source.LandedFor = unit
+	return staged.Commit(c)
 }
 
 // servedFor returns the stored binary the index knows to be the platform

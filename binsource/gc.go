@@ -21,11 +21,15 @@ type wanted struct {
 	releases, pairs, published map[string]bool
 }
 
-// collector removes binaries no ObjectStore wants once keep newer
-// releases exist for the same platform and they stayed unreferenced for
-// grace. It is a runnable of its own: syncs only kick it, and it asks
-// wants for what the ObjectStores want (false: not known yet, a cold
-// start; nothing is removed).
+// collector removes binaries no ObjectStore wants once they stayed
+// unreferenced for grace, unless they are a rollback target: older than a
+// release some ObjectStore wants, with fewer than keep newer releases
+// stored for their platform. A release newer than everything wanted is
+// no rollback target, so a name a tenant made up to sort last (a release
+// time far ahead) goes after the grace like any other. It is a runnable
+// of its own: syncs only kick it, and it asks wants for what the
+// ObjectStores want (false: not known yet, a cold start; nothing is
+// removed).
 type collector struct {
 	store *binstore.Store
 	keep  int
@@ -85,12 +89,20 @@ func (g *collector) collect() {
 	now := g.clock.Now()
 	next := time.Duration(math.MaxInt64) // until the first grace ends
 	rank := newerReleases(snap)
+	newestWanted := ""
+	for r := range want.releases {
+		newestWanted = max(newestWanted, r)
+	}
 	unreferenced := map[string]time.Time{}
 	for _, b := range snap.All() {
 		if b.Platform == "" {
 			continue
 		}
 		newer := rank[b.Platform+"/"+b.Release]
+		if b.Release >= newestWanted {
+			// Not a rollback target: nothing wanted is newer.
+			newer = g.keep
+		}
 		keep := want.pairs[b.SHA256+"/"+b.Release]
 		if b.Path() == b.PlainPath() {
 			keep = want.releases[b.Release]

@@ -32,19 +32,23 @@ func TestHousekeepingKeepsEachTenantsOwnBytes(t *testing.T) {
 	f, err := NewFetcher(FetcherConfig{Store: store})
 	require.NoError(t, err)
 	stores := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	require.NoError(t, stores.Add(&unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
-		"metadata": map[string]any{"name": "b", "namespace": "t"},
-		"spec":     map[string]any{"image": "registry/minio:b"},
-	}}))
+	for _, name := range []string{"b", "c"} {
+		require.NoError(t, stores.Add(&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
+			"metadata": map[string]any{"name": name, "namespace": "t"},
+			"spec":     map[string]any{"image": "registry/minio:" + name},
+		}}))
+	}
 	c := testController(t, ControllerConfig{Fetcher: f, Keep: 1}, stores)
 	c.record("t/b", outcome{image: "registry/minio:b", release: old, binary: &v1.BinaryStatus{Release: old, SHA256: mine}})
+	newest := "RELEASE.2025-02-01T00-00-00Z"
+	c.record("t/c", outcome{image: "registry/minio:c", release: newest, binary: &v1.BinaryStatus{Release: newest, SHA256: shared}})
 	c.gc.collect()
 
 	snap := store.Current()
 	assert.NotNil(t, snap.ByDigest(mine, old), "the tenant's own bytes stay")
 	assert.Nil(t, snap.ByDigest(theirs, old), "other bytes under its release name go")
-	assert.NotNil(t, snap.ByDigest(shared, "RELEASE.2025-02-01T00-00-00Z"), "the newest release stays, its hard link intact")
+	assert.NotNil(t, snap.ByDigest(shared, newest), "the newest release another ObjectStore wants stays, its hard link intact")
 	assert.NotNil(t, snap.Binary("linux-amd64", old), "undisputed again, the release has its plain path back")
 }
 
@@ -112,4 +116,45 @@ func testController(t *testing.T, cfg ControllerConfig, stores cache.Indexer) *C
 	c.gc = newCollector(cfg.Fetcher.cfg.Store, cfg.Keep, cfg.Grace, cfg.Clock, c.log, c.wanted)
 	go func() { _ = c.gc.Run(t.Context()) }()
 	return c
+}
+
+// TestNewestReleasesStayOnlyWhileWanted (issue 29): OPERATOR_STORE_KEEP
+// keeps rollback targets, releases older than one an ObjectStore wants.
+// A newest release nothing wants (a name made up to sort last, one
+// naming a time far ahead) goes after the grace like any other, and once
+// no ObjectStore wants anything the store empties after the grace.
+func TestNewestReleasesStayOnlyWhileWanted(t *testing.T) {
+	store, landOn := housekeepStore(t)
+	land := func(rel string) string { return landOn("linux-amd64", rel, []byte("bytes of "+rel), "x:"+rel) }
+	previous, current, future := "RELEASE.2025-01-01T00-00-00Z", "RELEASE.2025-02-01T00-00-00Z", "RELEASE.2099-01-01T00-00-00Z"
+	prevSHA, curSHA, futureSHA := land(previous), land(current), land(future)
+	f, err := NewFetcher(FetcherConfig{Store: store})
+	require.NoError(t, err)
+	stores := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	os := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
+		"metadata": map[string]any{"name": "b", "namespace": "t"},
+		"spec":     map[string]any{"image": "registry/minio:b"},
+	}}
+	require.NoError(t, stores.Add(os))
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := testController(t, ControllerConfig{Fetcher: f, Keep: 3, Grace: 10 * time.Minute, Clock: clk}, stores)
+	c.record("t/b", outcome{image: "registry/minio:b", release: current, binary: &v1.BinaryStatus{Release: current, SHA256: curSHA}})
+	c.gc.collect()
+	assert.NotNil(t, store.Current().ByDigest(futureSHA, future), "unreferenced, but within the grace")
+
+	clk.Step(11 * time.Minute)
+	require.Eventually(t, func() bool { return store.Current().ByDigest(futureSHA, future) == nil }, 5*time.Second, 10*time.Millisecond,
+		"the newest release nothing wants goes after the grace, though fewer than OPERATOR_STORE_KEEP releases are newer")
+	assert.NotNil(t, store.Current().ByDigest(prevSHA, previous), "the previous release stays for a rollback")
+	assert.NotNil(t, store.Current().ByDigest(curSHA, current), "the wanted release stays")
+
+	// The ObjectStore is deleted: nothing is a rollback target any more.
+	require.NoError(t, stores.Delete(os))
+	c.forget("t/b")
+	c.gc.collect()
+	assert.Len(t, store.Current().All(), 2, "within the grace")
+	clk.Step(11 * time.Minute)
+	require.Eventually(t, func() bool { return len(store.Current().All()) == 0 }, 5*time.Second, 10*time.Millisecond,
+		"releases nothing wants go after the grace, the newest too")
 }

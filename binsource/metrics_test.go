@@ -61,7 +61,7 @@ func (f *Fetcher) Ensure(ctx context.Context, image string, kc *keychain) (*Resu
 		err error
 	}
 	got := make(chan result, 1)
-	withdraw := f.Submit(ctx, "", image, kc, func(res *Result, err error) { got <- result{res, err} })
+	withdraw := f.Submit(ctx, "", "", image, kc, func(res *Result, err error) { got <- result{res, err} })
 	select {
 	case r := <-got:
 		return r.res, r.err

@@ -3,6 +3,7 @@ package binsource
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/object-store-operator/operator/binstore"
 )
@@ -10,45 +11,51 @@ import (
 // Quotas bound what tenants make the store hold, so one cannot fill the
 // volume (and have the kubelet evict every replica): StoreMaxBytes the
 // distinct bytes stored (each SHA-256 and platform once), and
-// NamespaceMaxBytes those a namespace's ObjectStores reference (bytes two
-// namespaces reference count in each, since each could have made the
-// store hold them). Only a pull that would land new bytes is checked, and
-// nothing stored is removed to make room: the tenant is told StoreFull.
-// A namespace's share frees as soon as it no longer references the bytes,
-// the store's once housekeeping removed them.
+// NamespaceMaxBytes those one unit (a namespace, tenant or ObjectStore:
+// the Controller's UnitOf) is charged for. A unit is charged for the
+// bytes its ObjectStores reference now and for every binary its pulls
+// landed, until that binary is removed: clearing spec.image or
+// re-creating an ObjectStore between pulls frees nothing, so churn cannot
+// fill the store past the share (bytes two units reference count in
+// each, since each could have made the store hold them). Who landed a
+// binary is recorded with it (binstore.Source.LandedFor), so a restart
+// still charges it; a unit whose pull finds the binary stored (the same
+// bytes under the same release name) lands nothing and is charged only
+// while it references it. Only a pull that
+// would land is checked, and nothing stored is removed to make room: the
+// tenant is told StoreFull. A unit's share frees once housekeeping
+// removed what it landed and it references it no more.
 
-// namespaceKey carries the namespace a pull runs for to its commits.
-type namespaceKey struct{}
+// unitKey carries the unit a pull runs for to its commits.
+type unitKey struct{}
 
-func withNamespace(ctx context.Context, ns string) context.Context {
-	return context.WithValue(ctx, namespaceKey{}, ns)
+func withUnit(ctx context.Context, unit string) context.Context {
+	return context.WithValue(ctx, unitKey{}, unit)
 }
 
-func namespaceOf(ctx context.Context) string {
-	ns, _ := ctx.Value(namespaceKey{}).(string)
-	return ns
+func unitOf(ctx context.Context) string {
+	unit, _ := ctx.Value(unitKey{}).(string)
+	return unit
 }
 
-// references is one ObjectStore's namespace and its binaries' sizes, by
+// references is one ObjectStore's unit and its binaries' sizes, by
 // binaryKey.
 type references struct {
-	namespace string
-	binaries  map[string]int64
+	unit     string
+	binaries map[string]int64
 }
 
 func binaryKey(platform, sha string) string { return platform + "/" + sha }
 
-// reference records the binaries the ObjectStore key (of namespace ns)
-// is served, in the place of what was landed for the namespace since.
-func (f *Fetcher) reference(key, ns string, binaries []*binstore.Binary) {
-	refs := references{namespace: ns, binaries: map[string]int64{}}
+// reference records the binaries the ObjectStore key (of unit) is served.
+func (f *Fetcher) reference(key, unit string, binaries []*binstore.Binary) {
+	refs := references{unit: unit, binaries: map[string]int64{}}
 	for _, b := range binaries {
 		refs.binaries[binaryKey(b.Platform, b.SHA256)] = b.Size
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refs[key] = refs
-	delete(f.pending, ns)
 }
 
 // unreference forgets what the ObjectStore key referenced.
@@ -58,11 +65,10 @@ func (f *Fetcher) unreference(key string) {
 	delete(f.refs, key)
 }
 
-// namespaceUsage returns the distinct bytes the namespace's ObjectStores
-// reference (and its pulls landed since), and which binaries they are.
-func (f *Fetcher) namespaceUsage(ns string) (int64, map[string]bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+// unitUsage returns the distinct bytes the unit is charged for: those its
+// ObjectStores reference and those its pulls landed that are still
+// stored; and which binaries they are.
+func (f *Fetcher) unitUsage(unit string) (int64, map[string]bool) {
 	seen := map[string]bool{}
 	var total int64
 	add := func(k string, size int64) {
@@ -71,23 +77,27 @@ func (f *Fetcher) namespaceUsage(ns string) (int64, map[string]bool) {
 			total += size
 		}
 	}
+	for _, b := range f.cfg.Store.Current().All() {
+		if b.Source != nil && b.Source.LandedFor == unit {
+			add(binaryKey(b.Platform, b.SHA256), b.Size)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for _, r := range f.refs {
-		if r.namespace == ns {
+		if r.unit == unit {
 			for k, size := range r.binaries {
 				add(k, size)
 			}
 		}
 	}
-	for k, size := range f.pending[ns] {
-		add(k, size)
-	}
 	return total, seen
 }
 
 // admit checks a staged binary against the quotas before it lands for
-// namespace ns. The caller holds quotaMu until it has landed, so two
-// landings cannot both fit into the last free bytes.
-func (f *Fetcher) admit(ns, platform, release string, staged *binstore.Staged) error {
+// unit. The caller holds quotaMu until it has landed, so two landings
+// cannot both fit into the last free bytes.
+func (f *Fetcher) admit(unit, platform, release string, staged *binstore.Staged) error {
 	k := binaryKey(platform, staged.SHA256)
 	snap := f.cfg.Store.Current()
 	stored := slices.ContainsFunc(snap.All(), func(b *binstore.Binary) bool { return b.Platform == platform && b.SHA256 == staged.SHA256 })
@@ -97,26 +107,23 @@ func (f *Fetcher) admit(ns, platform, release string, staged *binstore.Staged) e
 				release, platform, staged.Size, used, max)
 		}
 	}
-	if max := f.cfg.NamespaceMaxBytes; max > 0 && ns != "" {
-		used, has := f.namespaceUsage(ns)
+	if max := f.cfg.NamespaceMaxBytes; max > 0 && unit != "" {
+		used, has := f.unitUsage(unit)
 		if !has[k] && used+staged.Size > max {
-			return reasonf(errStoreFull, "minio.%s for %s (%d bytes) does not fit: namespace %s's ObjectStores use %d bytes of its share of %d bytes; nothing stored was removed for it",
-				release, platform, staged.Size, ns, used, max)
+			return reasonf(errStoreFull, "minio.%s for %s (%d bytes) does not fit: %s use %d bytes of its share of %d bytes (what they reference, and what their pulls landed until housekeeping removes it); nothing stored was removed for it",
+				release, platform, staged.Size, describeUnit(unit), used, max)
 		}
 	}
 	return nil
 }
 
-// landedFor counts a binary just landed for namespace ns until one of its
-// ObjectStores references it (reference).
-func (f *Fetcher) landedFor(ns string, b *binstore.Binary) {
-	if ns == "" {
-		return
+// describeUnit names a unit (tenant.Resolver.Unit) for a message.
+func describeUnit(unit string) string {
+	if t, ok := strings.CutPrefix(unit, "tenant:"); ok {
+		return "tenant " + t + "'s ObjectStores"
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.pending[ns] == nil {
-		f.pending[ns] = map[string]int64{}
+	if strings.Contains(unit, "/") {
+		return "ObjectStore " + unit + " and its pulls"
 	}
-	f.pending[ns][binaryKey(b.Platform, b.SHA256)] = b.Size
+	return "namespace " + unit + "'s ObjectStores"
 }

@@ -1,10 +1,12 @@
 package binsource
 
 import (
+	"bytes"
 	"testing"
 
 	"aead.dev/minisign"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -24,7 +26,7 @@ func TestQuotasCountSharedBytesOnceAndRemoveNothing(t *testing.T) {
 		img := singleLayerImage(t, gzipTar(t, map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": key.Sign(t, bin)}, 0))
 		ref, err := name.ParseReference("registry.example/" + repo + ":RELEASE.X")
 		require.NoError(t, err)
-		b, _, err := f.fromImage(withNamespace(t.Context(), ns), ref, ref.String(), img, p, "RELEASE.X", false)
+		b, _, err := f.fromImage(withUnit(t.Context(), ns), ref, ref.String(), img, p, "RELEASE.X", false)
 		return b, err
 	}
 	bytesOf := func(c byte, n int) []byte {
@@ -75,9 +77,79 @@ func TestQuotasCountSharedBytesOnceAndRemoveNothing(t *testing.T) {
 	assert.Contains(t, err.Error(), "300 bytes")
 	assert.Equal(t, int64(300), f.cfg.Store.Current().StoredBytes())
 
-	// Once an ObjectStore no longer references its bytes, its namespace's
-	// share has room again (the bytes stay until housekeeping's grace).
+	// An ObjectStore no longer referencing its bytes frees nothing while
+	// they stay stored: team-a landed them. Once housekeeping removed them,
+	// its share has room again.
 	f.unreference("team-a/two")
-	used, _ := f.namespaceUsage("team-a")
+	used, _ := f.unitUsage("team-a")
+	assert.Equal(t, int64(200), used)
+	require.NoError(t, f.cfg.Store.RemoveBinary(b2))
+	used, _ = f.unitUsage("team-a")
 	assert.Equal(t, int64(100), used)
+	// team-b landed nothing of a1 (team-a had stored it): it is charged
+	// only while it references it.
+	used, _ = f.unitUsage("team-b")
+	assert.Equal(t, int64(200), used)
+	f.unreference("team-b/shared")
+	used, _ = f.unitUsage("team-b")
+	assert.Equal(t, int64(100), used)
+}
+
+// TestChurnDoesNotFillTheStorePastAShare (issue 29): clearing spec.image
+// or re-creating an ObjectStore between pulls frees no share while what
+// its pulls landed stays stored, a restart still knows who landed it,
+// and the share frees once housekeeping removed it.
+func TestChurnDoesNotFillTheStorePastAShare(t *testing.T) {
+	key := binstoretest.NewKey(t)
+	dir := t.TempDir()
+	opts := binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}}
+	fetcherOn := func() *Fetcher {
+		store, err := binstore.New(dir, zerolog.Nop(), opts)
+		require.NoError(t, err)
+		t.Cleanup(func() { store.Close() })
+		store.Scan()
+		f, err := NewFetcher(FetcherConfig{Store: store, MaxSize: 1 << 20, NamespaceMaxBytes: 200})
+		require.NoError(t, err)
+		return f
+	}
+	f := fetcherOn()
+	p := Platform{"linux", "amd64"}
+	pull := func(f *Fetcher, repo string, c byte) (*binstore.Binary, error) {
+		t.Helper()
+		bin := bytes.Repeat([]byte{c}, 100)
+		img := singleLayerImage(t, gzipTar(t, map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": key.Sign(t, bin)}, 0))
+		ref, err := name.ParseReference("registry.example/" + repo + ":RELEASE.X")
+		require.NoError(t, err)
+		b, _, err := f.fromImage(withUnit(t.Context(), "team-a"), ref, ref.String(), img, p, "RELEASE.X", false)
+		return b, err
+	}
+
+	b1, err := pull(f, "a/one", '1')
+	require.NoError(t, err)
+	f.reference("team-a/s", "team-a", []*binstore.Binary{b1})
+	f.unreference("team-a/s") // spec.image cleared
+	b2, err := pull(f, "a/two", '2')
+	require.NoError(t, err)
+	f.reference("team-a/s", "team-a", []*binstore.Binary{b2})
+	f.unreference("team-a/s") // deleted, and created again
+
+	_, err = pull(f, "a/three", '3')
+	require.Error(t, err, "what team-a landed fills its share, whatever it references")
+	assert.Equal(t, "StoreFull", reasonOf(err))
+	assert.Contains(t, err.Error(), "namespace team-a's ObjectStores use 200 bytes of its share of 200 bytes")
+	assert.Equal(t, int64(200), f.cfg.Store.Current().StoredBytes(), "the store holds no more than the share")
+
+	// A restart still knows who landed what.
+	f.cfg.Store.Close()
+	f = fetcherOn()
+	_, err = pull(f, "a/three", '3')
+	require.Error(t, err)
+	assert.Equal(t, "StoreFull", reasonOf(err))
+
+	// Once housekeeping removed what it landed, the share frees.
+	stored := f.cfg.Store.Current().ByDigest(b1.SHA256, b1.Release)
+	require.NotNil(t, stored)
+	require.NoError(t, f.cfg.Store.RemoveBinary(stored))
+	_, err = pull(f, "a/three", '3')
+	require.NoError(t, err)
 }

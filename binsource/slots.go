@@ -10,10 +10,11 @@ import (
 )
 
 // pullQueue runs pulls in a fixed number of slots, shared so that one
-// tenant can hurt only itself: a namespace holds at most perNamespace; the
+// tenant can hurt only itself: a unit (namespace, tenant or ObjectStore,
+// Fetcher.Submit) holds at most perUnit; the
 // server behind a registry (registryKey: the address the pull dials) at
 // most perRegistry, so a registry that hangs cannot take every slot; and
-// free slots go to the namespaces with waiting pulls in turn.
+// free slots go to the units with waiting pulls in turn.
 //
 // The slots and the turns are a fairshare.Scheduler; this adds what a
 // pull is: shared by its key, resolved before it may start, run on its
@@ -30,7 +31,7 @@ type pullQueue struct {
 }
 
 type queuedPull struct {
-	key, ns string
+	key, unit string
 	// slot names the pull in the scheduler: a pull dropped while it runs
 	// leaves its key to a new pull of the same key.
 	slot    string
@@ -49,19 +50,19 @@ const (
 	running
 )
 
-func newPullQueue(total, perNamespace, perRegistry int) *pullQueue {
+func newPullQueue(total, perUnit, perRegistry int) *pullQueue {
 	return &pullQueue{
-		slots: fairshare.New(fairshare.Options{Total: max(total, 1), PerParty: max(perNamespace, 1), PerKey: max(perRegistry, 1)}),
+		slots: fairshare.New(fairshare.Options{Total: max(total, 1), PerParty: max(perUnit, 1), PerKey: max(perRegistry, 1)}),
 		pulls: map[string]*queuedPull{}, bySlot: map[string]*queuedPull{},
 	}
 }
 
-// submit asks for the pull key of namespace ns: resolve names the
+// submit asks for the pull key of unit: resolve names the
 // registry keys it counts against (on its own goroutine), run pulls, and
 // done gets run's result once. A pull of the same key waiting or running
 // is shared. withdraw takes done back; a pull nobody waits for leaves the
 // queue, or is stopped if it runs.
-func (q *pullQueue) submit(ctx context.Context, ns, key string, resolve func(context.Context) []string,
+func (q *pullQueue) submit(ctx context.Context, unit, key string, resolve func(context.Context) []string,
 	run func(context.Context) (*Result, error), done func(*Result, error)) (withdraw func()) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -69,13 +70,13 @@ func (q *pullQueue) submit(ctx context.Context, ns, key string, resolve func(con
 	id := q.nextID
 	p, shared := q.pulls[key]
 	if !shared {
-		p = &queuedPull{key: key, ns: ns, slot: strconv.Itoa(id), run: run, waiters: map[int]func(*Result, error){}}
+		p = &queuedPull{key: key, unit: unit, slot: strconv.Itoa(id), run: run, waiters: map[int]func(*Result, error){}}
 		p.ctx, p.cancel = context.WithCancel(ctx)
 		q.pulls[key] = p
 		q.bySlot[p.slot] = p
 		// In line from now, in the submissions' order; it may start once
 		// its registry's name resolved.
-		q.slots.Enqueue(fairshare.Holder{Key: p.slot, Party: ns}, false)
+		q.slots.Enqueue(fairshare.Holder{Key: p.slot, Party: unit}, false)
 		go func() {
 			keys := resolve(p.ctx)
 			q.mu.Lock()

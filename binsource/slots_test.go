@@ -287,14 +287,14 @@ func TestAPullCountsOnlyAgainstTheAddressItDials(t *testing.T) {
 			})
 			anonymous := &keychain{Keychain: authn.NewMultiKeychain()}
 			attacker := make(chan error, 1)
-			withdraw := f.Submit(t.Context(), "attacker", "evil.example:"+port+"/minio/aistor:RELEASE.X", anonymous, func(_ *Result, err error) { attacker <- err })
+			withdraw := f.Submit(t.Context(), "attacker", "", "evil.example:"+port+"/minio/aistor:RELEASE.X", anonymous, func(_ *Result, err error) { attacker <- err })
 			defer withdraw()
 			if tt.hangingContacted {
 				require.Eventually(t, func() bool { return contacted.Load() > 0 }, 5*time.Second, 5*time.Millisecond, "the attacker's pull dials its own server")
 			}
 			victim := make(chan error, 1)
 			start := time.Now()
-			f.Submit(t.Context(), "victim", "shared.mirror:"+port+"/minio/aistor:RELEASE.X", anonymous, func(_ *Result, err error) { victim <- err })
+			f.Submit(t.Context(), "victim", "", "shared.mirror:"+port+"/minio/aistor:RELEASE.X", anonymous, func(_ *Result, err error) { victim <- err })
 			select {
 			case err := <-victim:
 				require.NoError(t, err)

@@ -146,6 +146,11 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	}); i >= 0 {
 		same = snap.all[i]
 	}
+	if stored != nil && stored.Source != nil {
+		// New provenance over the same bytes lands nothing: the unit first
+		// charged for them stays charged.
+		c.Source.LandedFor = stored.Source.LandedFor
+	}
 	info, err := st.land(sig, c.Source, same)
 	if err != nil {
 		return nil, err
@@ -430,6 +435,11 @@ type Source struct {
 	Private bool `json:"private,omitempty"`
 	// ObjectStore is the namespace/name a tenant's copy was published for.
 	ObjectStore string `json:"objectStore,omitempty"`
+	// LandedFor is the unit (a namespace, tenant or ObjectStore) whose
+	// pull landed the binary: its share is charged for the bytes until
+	// the binary is removed, whatever it references meanwhile. Recorded
+	// with the binary so that a restart still charges it.
+	LandedFor string `json:"landedFor,omitempty"`
 }
 
 // String names the source for messages: the image with its digests, or

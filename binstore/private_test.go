@@ -135,3 +135,32 @@ func TestPlatformKeySignsEachTenantsCopyForIt(t *testing.T) {
 	assert.False(t, signed.PlatformSigned())
 	assert.True(t, official.Verify(content, s.Current().ByDigest(digest, release).Minisig()), "the image's own .minisig")
 }
+
+// TestTheFirstLanderStaysOnRecord: the unit whose pull landed a binary is
+// recorded with it and read back after a restart; a later source of the
+// same bytes, even one that lands public provenance over a private
+// binary, lands nothing new and does not take the charge over.
+func TestTheFirstLanderStaysOnRecord(t *testing.T) {
+	key := binstoretest.NewKey(t)
+	dir := t.TempDir()
+	s := newStore(t, dir, trusting(key))
+	content := []byte("landed by team-a")
+	private := imageA
+	private.Private, private.LandedFor = true, "team-a"
+	b, err := stage(t, s, content).Commit(Candidate{Minisig: key.Sign(t, content), Source: private})
+	require.NoError(t, err)
+	assert.Equal(t, "team-a", b.Source.LandedFor)
+
+	public := imageB
+	public.LandedFor = "tenant:b"
+	again, err := stage(t, s, content).Commit(Candidate{Minisig: key.Sign(t, content), Source: public})
+	require.NoError(t, err)
+	assert.False(t, again.Private(), "the public provenance landed over the private one")
+	assert.Equal(t, "team-a", again.Source.LandedFor, "the first lander stays charged")
+
+	restarted := newStore(t, dir, trusting(key))
+	stored := restarted.Current().ByDigest(b.SHA256, release)
+	require.NotNil(t, stored)
+	require.NotNil(t, stored.Source)
+	assert.Equal(t, "team-a", stored.Source.LandedFor, "a restart reads who landed it")
+}
