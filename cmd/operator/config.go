@@ -196,10 +196,10 @@ func (c *config) storeSettings() []setting {
 		{"release-mirror-url", "OPERATOR_RELEASE_MIRROR_URL", "", "mirror of MinIO release directories (<url>/<os>-<arch>/minio.<RELEASE>) for releases no image provides", optional(httpURL(&c.mirrorURL, ""))},
 		{"store-keep", "OPERATOR_STORE_KEEP", "3", "unreferenced releases are removed once this many newer ones exist (and the grace passed)", atLeast(&c.storeKeep, 0)},
 		{"store-max-bytes", "OPERATOR_STORE_MAX_BYTES", "3Gi", "most distinct binary bytes the store holds; a pull past it is StoreFull (Kubernetes quantity; keep it under the store volume's size, leaving room for binaries being pulled)", size(&c.storeMaxBytes)},
-		{"store-namespace-max-bytes", "OPERATOR_STORE_NAMESPACE_MAX_BYTES", "1Gi", "most distinct binary bytes one namespace's ObjectStores may have the store hold; a pull past it is StoreFull (Kubernetes quantity)", size(&c.storeNSMaxBytes)},
+		{"store-namespace-max-bytes", "OPERATOR_STORE_NAMESPACE_MAX_BYTES", "1Gi", "most distinct binary bytes one unit (namespace, tenant or ObjectStore, see OPERATOR_SHARE_UNIT) may have the store hold: what its ObjectStores reference and what its pulls landed until it is removed; a pull past it is StoreFull (Kubernetes quantity)", size(&c.storeNSMaxBytes)},
 		{"store-unreferenced-grace", "OPERATOR_STORE_UNREFERENCED_GRACE", "10m", "how long a binary no ObjectStore references stays before it is removed, so an image flipped back is not pulled again", duration(&c.storeGrace, 0)},
 		{"pull-concurrency", "OPERATOR_PULL_CONCURRENCY", "2", "image pulls and mirror downloads running at once; one registry server gets at most half of them", atLeast(&c.pullConcurrency, 1)},
-		{"pull-slots-per-namespace", "OPERATOR_PULL_SLOTS_PER_NAMESPACE", "1", "pulls one namespace runs at once; free slots go to the namespaces in turn", atLeast(&c.pullPerNS, 1)},
+		{"pull-slots-per-namespace", "OPERATOR_PULL_SLOTS_PER_NAMESPACE", "1", "pulls one unit (namespace, tenant or ObjectStore) runs at once; free slots go to the units in turn", atLeast(&c.pullPerNS, 1)},
 		{"max-binary-size", "OPERATOR_MAX_BINARY_SIZE", "1Gi", "largest binary accepted from an image or mirror (Kubernetes quantity)", size(&c.maxBinarySize)},
 		{"platforms", "OPERATOR_PLATFORMS", "linux/amd64,linux/arm64", "platforms fetched into <os>-<arch>/ directories", func(v string) (err error) {
 			c.platforms, err = binsource.ParsePlatforms(v)
