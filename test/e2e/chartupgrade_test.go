@@ -31,7 +31,17 @@ const nextVersionField = "nextVersionField"
 // this one shipped it: its spec kept unknown fields.
 func previousCRD(t *testing.T, dir string) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "objectstores.aistor.min.io.yaml"))
+	file := filepath.Join(t.TempDir(), "objectstores.aistor.min.io.yaml")
+	editCRD(t, filepath.Join(dir, "objectstores.aistor.min.io.yaml"), file, func(v map[string]any) {
+		require.NoError(t, unstructured.SetNestedField(v, true, "schema", "openAPIV3Schema", "properties", "spec", "x-kubernetes-preserve-unknown-fields"))
+	})
+	return file
+}
+
+// editCRD writes to the CRD of from, each version edited by edit, to.
+func editCRD(t *testing.T, from, to string, edit func(version map[string]any)) {
+	t.Helper()
+	raw, err := os.ReadFile(from)
 	require.NoError(t, err)
 	var crd map[string]any
 	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&crd))
@@ -39,15 +49,13 @@ func previousCRD(t *testing.T, dir string) string {
 	require.NoError(t, err)
 	for i := range versions {
 		v := versions[i].(map[string]any)
-		require.NoError(t, unstructured.SetNestedField(v, true, "schema", "openAPIV3Schema", "properties", "spec", "x-kubernetes-preserve-unknown-fields"))
+		edit(v)
 		versions[i] = v
 	}
 	require.NoError(t, unstructured.SetNestedSlice(crd, versions, "spec", "versions"))
-	out, err := json.Marshal(crd)
+	out, err := json.Marshal(crd) // JSON is YAML
 	require.NoError(t, err)
-	file := filepath.Join(t.TempDir(), "objectstores.aistor.min.io.yaml")
-	require.NoError(t, os.WriteFile(file, out, 0o600))
-	return file
+	require.NoError(t, os.WriteFile(to, out, 0o600))
 }
 
 // nextChart copies the chart to a temporary directory as the next chart
@@ -66,14 +74,7 @@ func nextChart(t *testing.T) string {
 	require.NoError(t, os.WriteFile(chartYAML, meta, 0o600))
 
 	crdFile := filepath.Join(dir, "crds", "objectstores.aistor.min.io.yaml")
-	raw, err := os.ReadFile(crdFile)
-	require.NoError(t, err)
-	var crd map[string]any
-	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&crd))
-	versions, _, err := unstructured.NestedSlice(crd, "spec", "versions")
-	require.NoError(t, err)
-	for i := range versions {
-		v := versions[i].(map[string]any)
+	editCRD(t, crdFile, crdFile, func(v map[string]any) {
 		// A changed field too, as most CRD updates have: its owner is
 		// whoever wrote the CRD before (Helm's install).
 		require.NoError(t, unstructured.SetNestedField(v, "A MinIO object store (next chart version).", "schema", "openAPIV3Schema", "description"))
@@ -83,12 +84,7 @@ func nextChart(t *testing.T) string {
 			"pattern":     "^[a-z]+$",
 			"maxLength":   int64(63),
 		}, "schema", "openAPIV3Schema", "properties", "spec", "properties", "updates", "properties", nextVersionField))
-		versions[i] = v
-	}
-	require.NoError(t, unstructured.SetNestedSlice(crd, versions, "spec", "versions"))
-	out, err := json.Marshal(crd) // JSON is YAML
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(crdFile, out, 0o600))
+	})
 	return dir
 }
 
