@@ -206,7 +206,8 @@ func TestTrackedReaderKeepsOnlyReferencedSecrets(t *testing.T) {
 }
 
 // TestOneNamespaceKeepsNoMoreThanItsShareOfSecretData: a tenant stores
-// forty Secrets of 1 MiB and names each from an ObjectStore (pull
+// forty Secrets (of 1 MiB; here 64 KiB against a 1 MiB share) and names
+// each from an ObjectStore (pull
 // Secrets; the CRD lets an ObjectStore name 145 Secrets). Before, the
 // reader kept all of them: the tenant chose how much of the operator's
 // memory (512 MiB in the chart) it held, and could take it down for
@@ -215,7 +216,10 @@ func TestTrackedReaderKeepsOnlyReferencedSecrets(t *testing.T) {
 func TestOneNamespaceKeepsNoMoreThanItsShareOfSecretData(t *testing.T) {
 	f := newReaderFixture(t)
 	source, stores := f.track(t)
-	big := make([]byte, 1<<20)
+	// At a smaller scale than the default share (16 MiB of 1 MiB
+	// Secrets): 64 KiB Secrets, 1 MiB a namespace.
+	f.r.limits.PerTenant = 1 << 20
+	big := make([]byte, 64<<10)
 	for i := range 40 {
 		name := fmt.Sprintf("pull-%d", i)
 		f.put(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "t"}, Data: map[string][]byte{"v": []byte("1"), "blob": big}})
@@ -229,11 +233,11 @@ func TestOneNamespaceKeepsNoMoreThanItsShareOfSecretData(t *testing.T) {
 	for i := range 40 {
 		s, err := f.r.Get(context.Background(), "t", fmt.Sprintf("pull-%d", i))
 		require.NoError(t, err)
-		require.Len(t, s.Data["blob"], 1<<20, "every Secret is read whole")
+		require.Len(t, s.Data["blob"], 64<<10, "every Secret is read whole")
 	}
 	_, err := f.r.Get(context.Background(), "u", "env")
 	require.NoError(t, err)
-	assert.LessOrEqual(t, f.r.KeptBytes(), int64(17<<20), "one namespace's 16 MiB, and the other's small Secret")
+	assert.LessOrEqual(t, f.r.KeptBytes(), int64(1<<20+1024), "one namespace's 1 MiB, and the other's small Secret")
 	f.client.ClearActions()
 	_, err = f.r.Get(context.Background(), "u", "env")
 	require.NoError(t, err)
