@@ -96,8 +96,10 @@ func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, r
 		case strings.Contains(err.Error(), updateInProgress):
 			// A call of ours is being answered by MinIO already: follow it.
 			return callResult{}
-		case reason.Of(err) == "" && madmin.ToErrorResponse(err).Code == "" && ctx.Err() == nil:
-			// No answer of MinIO's, refusing or not: the connection broke
+		case (reason.Of(err) == "" || reason.Of(err) == CauseTenantUnreachable) && madmin.ToErrorResponse(err).Code == "" && ctx.Err() == nil:
+			// No answer of MinIO's, refusing or not: the connection broke,
+			// or the Service had no ready Pod to dial at that moment (its
+			// Pods restarting)
 			// (a node re-executes as the new release as soon as every node
 			// has it, and can drop the answer with it). The nodes may be
 			// updating: follow the recorded update, done when every node

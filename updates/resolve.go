@@ -30,8 +30,9 @@ import (
 
 const (
 	// maxSlices bounds the EndpointSlices read for one Service: the
-	// controller puts 100 endpoints in each.
-	maxSlices = 64
+	// controller puts 100 endpoints in each, and a hand-written one may
+	// hold 1,000 endpoints of 100 addresses, each read at every dial.
+	maxSlices = 8
 	// maxCandidates bounds the endpoints checked (one Pod read each) for
 	// one connection; the first that is a Pod of the namespace is dialled,
 	// the next ones only if it does not answer.
@@ -79,7 +80,7 @@ func resolve(ctx context.Context, kube kubernetes.Interface, target serviceTarge
 	}
 	var addrs []netip.AddrPort
 	var refused, unreachable error
-	for _, c := range cands[:min(len(cands), maxCandidates)] {
+	for _, c := range cands {
 		err := checkPod(ctx, kube, target.namespace, c)
 		switch {
 		case err == nil:
@@ -150,6 +151,11 @@ func candidates(svc *corev1.Service, sl []discoveryv1.EndpointSlice, pod string,
 			}
 			ready = true
 			for _, raw := range ep.Addresses {
+				if len(out) == maxCandidates {
+					// No more are checked: none is kept (a slice may
+					// hold 100,000 addresses).
+					return out, nil
+				}
 				c := candidate{raw: cleanText(raw, maxHostInMessage), ref: ep.TargetRef}
 				if a, err := netip.ParseAddr(raw); err == nil {
 					c.addr = netip.AddrPortFrom(a, dialPort)
@@ -202,6 +208,14 @@ func checkPod(ctx context.Context, kube kubernetes.Interface, ns string, c candi
 	}
 	if !slices.ContainsFunc(podIPs(pod), func(a netip.Addr) bool { return a == c.addr.Addr().Unmap() }) {
 		return reason.Errorf(CauseEndpointNotAllowed, "address %s is not an address of Pod %s/%s", c.raw, ns, pod.Name)
+	}
+	// A Pod that finished or is going keeps its IP in its status after
+	// the network may have given it to another Pod, of any namespace.
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return reason.Errorf(CauseEndpointNotAllowed, "address %s: Pod %s/%s has finished (%s); its address may be another Pod's now", c.raw, ns, pod.Name, pod.Status.Phase)
+	}
+	if pod.DeletionTimestamp != nil {
+		return reason.Errorf(CauseEndpointNotAllowed, "address %s: Pod %s/%s is being deleted; its address may be another Pod's soon", c.raw, ns, pod.Name)
 	}
 	if pod.Spec.HostNetwork {
 		return reason.Errorf(CauseEndpointNotAllowed, "address %s: Pod %s/%s runs on its node's network, whose address is the node's", c.raw, ns, pod.Name)

@@ -144,6 +144,13 @@ func TestHandWrittenEndpointSlicesLeadOnlyToPodsOfTheNamespace(t *testing.T) {
 	liar := tPod("t", "liar", "10.0.0.7", nil)
 	hostNet := tPod("t", "hostnet", "10.0.0.8", nil)
 	hostNet.Spec.HostNetwork = true
+	// A finished Pod keeps its IP in its status after the network gave
+	// it to another Pod, of any namespace: the endpointslice controller
+	// leaves such Pods out, a hand-written slice need not.
+	finished := tPod("t", "job-xyz", "10.0.1.5", nil)
+	finished.Status.Phase = corev1.PodSucceeded
+	deleting := tPod("t", "going", "10.0.1.5", nil)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	for name, tc := range map[string]struct {
 		objs     []runtime.Object
 		endpoint string
@@ -161,6 +168,10 @@ func TestHandWrittenEndpointSlicesLeadOnlyToPodsOfTheNamespace(t *testing.T) {
 			"https://hand.t.svc:9000", "address 10.0.1.5 is not an address of Pod t/liar"},
 		"a pod on its node's network": {[]runtime.Object{hand, hostNet, tSlice("hand", "hand-1", 10250, tEndpoint("10.0.0.8", "", "t", "hostnet", true))},
 			"https://hand.t.svc:9000", "Pod t/hostnet runs on its node's network"},
+		"a finished pod whose address another pod has now": {[]runtime.Object{hand, finished, otherTenant, tSlice("hand", "hand-1", 9000, tEndpoint("10.0.1.5", "", "t", "job-xyz", true))},
+			"https://hand.t.svc:9000", "Pod t/job-xyz has finished (Succeeded)"},
+		"a pod being deleted": {[]runtime.Object{hand, deleting, otherTenant, tSlice("hand", "hand-1", 9000, tEndpoint("10.0.1.5", "", "t", "going", true))},
+			"https://hand.t.svc:9000", "Pod t/going is being deleted"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dialled, err := askThrough(t, "", tc.endpoint, "", tc.objs...)
@@ -276,4 +287,40 @@ func TestTheAllowListIsDialledAsBefore(t *testing.T) {
 			assert.Len(t, cs.Actions(), reads, "no Service, EndpointSlice or Pod was read")
 		})
 	}
+}
+
+// A hand-written slice may hold 1,000 endpoints of 100 addresses: what
+// one dial keeps of them is the few it checks, not a copy of each.
+func TestADialKeepsOnlyTheEndpointsItChecks(t *testing.T) {
+	var eps []discoveryv1.Endpoint
+	for i := range 1000 {
+		ep := tEndpoint(fmt.Sprintf("10.1.%d.%d", i/250, i%250), "", "t", fmt.Sprintf("p%d", i), true)
+		for j := range 9 {
+			ep.Addresses = append(ep.Addresses, fmt.Sprintf("10.2.%d.%d", i/25, (i%25)*10+j))
+		}
+		eps = append(eps, ep)
+	}
+	cands, err := candidates(tService("hand", nil), []discoveryv1.EndpointSlice{*tSlice("hand", "hand-1", 9000, eps...)}, "", 9000)
+	require.NoError(t, err)
+	assert.Len(t, cands, maxCandidates)
+}
+
+// A Service with no ready Pod at the moment of the update call (its Pods
+// restarting) is no refusal of MinIO's: the update is followed, not
+// rolled. Before, the call's error carried TenantUnreachable and was
+// taken for MinIO refusing the update.
+func TestAnUpdateCallMeetingNoReadyPodIsFollowedNotRolled(t *testing.T) {
+	c, cs := tenantController(t, "")
+	hl := tService("tenant-hl", func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone })
+	require.NoError(t, cs.Tracker().Add(hl))
+	require.NoError(t, cs.Tracker().Add(tSlice("tenant-hl", "tenant-hl-1", 9000, tEndpoint("10.0.0.5", "", "t", "tenant-0", false))))
+	tn, err := c.loadTenant(t.Context(), storeWithEndpoint(""))
+	require.NoError(t, err)
+	rec := &dialRecorder{}
+	tn.dial = rec.dial
+	c.dial = nil // the real admin client, over the tenant's dial
+	c.cfg.Timeout = time.Minute
+	r := c.callOnce(t.Context(), tn, "https://op:4221/webhook/v1/update/minio."+relNew+".sha256sum", "", relNew)
+	assert.NoError(t, r.err, "followed: the nodes say whether they updated")
+	assert.Empty(t, rec.dialled())
 }
