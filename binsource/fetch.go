@@ -355,12 +355,8 @@ const releaseLayout = "2006-01-02T15-04-05Z"
 // rollback targets by that order). A name that is no release time is not
 // judged here.
 func (f *Fetcher) releaseInFuture(rel string) error {
-	s, ok := strings.CutPrefix(rel, "RELEASE.")
-	if !ok || len(s) < len(releaseLayout) {
-		return nil
-	}
-	at, err := time.Parse(releaseLayout, s[:len(releaseLayout)])
-	if err != nil {
+	at, ok := releaseTime(rel)
+	if !ok {
 		return nil
 	}
 	now := f.cfg.Clock.Now()
@@ -369,6 +365,17 @@ func (f *Fetcher) releaseInFuture(rel string) error {
 			bounded(rel, 128), at.Format(time.RFC3339), maxReleaseSkew, now.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// releaseTime is the time a release name gives, RELEASE.<time>[.suffix];
+// false for a name that gives none.
+func releaseTime(rel string) (time.Time, bool) {
+	s, ok := strings.CutPrefix(rel, "RELEASE.")
+	if !ok || len(s) < len(releaseLayout) {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(releaseLayout, s[:len(releaseLayout)])
+	return at, err == nil
 }
 
 // needsCredentials reports whether the image, read with kc as digest, is

@@ -88,7 +88,7 @@ func (g *collector) collect() {
 	snap := g.store.Current()
 	now := g.clock.Now()
 	next := time.Duration(math.MaxInt64) // until the first grace ends
-	rank := newerReleases(snap)
+	rank := newerReleases(snap, now)
 	newestWanted := ""
 	for r := range want.releases {
 		newestWanted = max(newestWanted, r)
@@ -145,9 +145,16 @@ func (g *collector) collect() {
 
 // newerReleases ranks each platform's releases by how many newer ones the
 // store holds (MinIO release names sort by time), by "<platform>/<release>".
-func newerReleases(snap *binstore.Snapshot) map[string]int {
+// Only names that are a release time not after now count as newer: any
+// tenant names its image's release, and names that are no time, or a
+// time to come, would otherwise push every tenant's rollback targets out.
+func newerReleases(snap *binstore.Snapshot, now time.Time) map[string]int {
 	byPlatform := map[string][]string{}
 	for _, b := range snap.All() {
+		at, ok := releaseTime(b.Release)
+		if !ok || at.After(now) {
+			continue
+		}
 		if b.Platform != "" && !slices.Contains(byPlatform[b.Platform], b.Release) {
 			byPlatform[b.Platform] = append(byPlatform[b.Platform], b.Release)
 		}

@@ -158,3 +158,34 @@ func TestNewestReleasesStayOnlyWhileWanted(t *testing.T) {
 	require.Eventually(t, func() bool { return len(store.Current().All()) == 0 }, 5*time.Second, 10*time.Millisecond,
 		"releases nothing wants go after the grace, the newest too")
 }
+
+// Release names are the tenant's to choose: names that are no release
+// time (zzz-1) or a time to come sort after every real release, and
+// counted as newer they pushed other tenants' rollback targets out
+// (hostile review). Only real, past release times count as newer.
+func TestMadeUpReleaseNamesEvictNoRollbackTarget(t *testing.T) {
+	store, landOn := housekeepStore(t)
+	land := func(rel string) string { return landOn("linux-amd64", rel, []byte("bytes of "+rel), "x:"+rel) }
+	previous, current := "RELEASE.2025-01-01T00-00-00Z", "RELEASE.2025-02-01T00-00-00Z"
+	prevSHA, curSHA := land(previous), land(current)
+	land("zzz-1")
+	land("release.9")
+	land("RELEASE.2099-01-01T00-00-00Z")
+	f, err := NewFetcher(FetcherConfig{Store: store})
+	require.NoError(t, err)
+	stores := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, stores.Add(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
+		"metadata": map[string]any{"name": "b", "namespace": "t"},
+		"spec":     map[string]any{"image": "registry/minio:b"},
+	}}))
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := testController(t, ControllerConfig{Fetcher: f, Keep: 3, Grace: 10 * time.Minute, Clock: clk}, stores)
+	c.record("t/b", outcome{image: "registry/minio:b", release: current, binary: &v1.BinaryStatus{Release: current, SHA256: curSHA}})
+	c.gc.collect()
+	clk.Step(11 * time.Minute)
+	require.Eventually(t, func() bool { return len(store.Current().All()) == 2 }, 5*time.Second, 10*time.Millisecond,
+		"the made-up names nothing wants go after the grace")
+	assert.NotNil(t, store.Current().ByDigest(prevSHA, previous), "the previous release stays for a rollback: one real release is newer, not four")
+	assert.NotNil(t, store.Current().ByDigest(curSHA, current))
+}

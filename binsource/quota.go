@@ -77,13 +77,23 @@ func (f *Fetcher) unitUsage(unit string) (int64, map[string]bool) {
 			total += size
 		}
 	}
-	for _, b := range f.cfg.Store.Current().All() {
-		if b.Source != nil && b.Source.LandedFor == unit {
-			add(binaryKey(b.Platform, b.SHA256), b.Size)
-		}
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// What the unit landed, unless another unit references it now: that
+	// one is charged for it, and must not keep the lander's share full.
+	others := map[string]bool{}
+	for _, r := range f.refs {
+		if r.unit != unit {
+			for k := range r.binaries {
+				others[k] = true
+			}
+		}
+	}
+	for _, b := range f.cfg.Store.Current().All() {
+		if k := binaryKey(b.Platform, b.SHA256); b.Source != nil && b.Source.LandedFor == unit && !others[k] {
+			add(k, b.Size)
+		}
+	}
 	for _, r := range f.refs {
 		if r.unit == unit {
 			for k, size := range r.binaries {

@@ -150,6 +150,18 @@ func TestChurnDoesNotFillTheStorePastAShare(t *testing.T) {
 	stored := f.cfg.Store.Current().ByDigest(b1.SHA256, b1.Release)
 	require.NotNil(t, stored)
 	require.NoError(t, f.cfg.Store.RemoveBinary(stored))
-	_, err = pull(f, "a/three", '3')
+	b3, err := pull(f, "a/three", '3')
 	require.NoError(t, err)
+
+	// Another unit referencing what team-a landed is charged for it;
+	// it does not keep team-a's share full (hostile review: team-b
+	// pointed at team-a's images and team-a stayed StoreFull as long).
+	f.reference("team-b/s", "team-b", []*binstore.Binary{b2, b3})
+	used, _ := f.unitUsage("team-a")
+	assert.Zero(t, used, "what team-b references is team-b's")
+	used, _ = f.unitUsage("team-b")
+	assert.Equal(t, int64(200), used)
+	f.unreference("team-b/s")
+	used, _ = f.unitUsage("team-a")
+	assert.Equal(t, int64(200), used, "once let go, the lander is charged again until it is removed")
 }
