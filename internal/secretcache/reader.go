@@ -237,8 +237,15 @@ func (r *Reader) Remember(s *corev1.Secret, data bool) cachedSecret {
 	// dropped after this check is forgotten by that handler.
 	if r.referenced(key) {
 		vk := viewKey{key, data}
-		grow := c.size - r.data[vk].size
-		if over(r.kept[r.limits.TenantOf(s.Namespace)]+grow, r.limits.PerTenant) || over(r.keptTotal+grow, r.limits.Total) {
+		tenant := r.limits.TenantOf(s.Namespace)
+		old := r.data[vk]
+		tenantGrow := c.size
+		if old.tenant == tenant {
+			// Replacing what the same tenant kept (a relabelled namespace
+			// counts it afresh against its new tenant).
+			tenantGrow -= old.size
+		}
+		if over(r.kept[tenant]+tenantGrow, r.limits.PerTenant) || over(r.keptTotal+c.size-old.size, r.limits.Total) {
 			// Over the tenant's share or the total: read each time, not
 			// kept (an older version kept would answer for nothing).
 			r.setLocked(vk, cachedSecret{}, false)
