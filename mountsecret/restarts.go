@@ -2,7 +2,6 @@ package mountsecret
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -88,37 +87,6 @@ func namespaceOf(key string) string {
 func (r *restarts) begin(key string) (bool, []string) {
 	ok, refused := r.slots.Acquire(fairshare.Holder{Key: key, Party: r.unitOf(key)}, nil)
 	return ok, refused.Holders
-}
-
-// adoptable picks, of the restarts found rolling by unit (tenant), those
-// a new term counts: each unit at most its share of the slots (the total
-// split among these units, rounded up), one unit after another, and no
-// more than the total.
-func (r *restarts) adoptable(byUnit map[string][]string) []string {
-	units := slices.Sorted(maps.Keys(byUnit))
-	if r.max <= 0 {
-		var all []string
-		for _, u := range units {
-			all = append(all, byUnit[u]...)
-		}
-		return all
-	}
-	share := (r.max + len(units) - 1) / max(len(units), 1)
-	var picked []string
-	for turn := 0; turn < share; turn++ {
-		for _, u := range units {
-			if keys := byUnit[u]; turn < len(keys) && len(picked) < r.max {
-				picked = append(picked, keys[turn])
-			}
-		}
-	}
-	return picked
-}
-
-// adopt records a restart this process did not begin (one a previous
-// leader began, within adoptable's limits): it is running already.
-func (r *restarts) adopt(key string) {
-	r.slots.Adopt(fairshare.Holder{Key: key, Party: r.unitOf(key)})
 }
 
 // forget drops key from the waiting: it no longer needs a slot.
@@ -240,8 +208,7 @@ func (c *Controller) adoptRestarts() {
 		}
 		byUnit[unit] = append(byUnit[unit], key)
 	}
-	for _, key := range c.restarts.adoptable(byUnit) {
-		c.restarts.adopt(key)
+	for _, key := range c.restarts.slots.AdoptFound(byUnit) {
 		// Nothing else may sync key again (pods that never get ready):
 		// the timeout must.
 		if c.restarts.timeout > 0 {

@@ -26,6 +26,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/fairshare"
 	"github.com/object-store-operator/operator/internal/window"
 	"github.com/object-store-operator/operator/test/fakeapi"
 )
@@ -91,9 +92,9 @@ func TestRestartSlotsAreHeldUntilFreedAndWakeTheWaiting(t *testing.T) {
 	assert.True(t, ok)
 
 	r.reset()
-	r.adopt("c/4")
-	r.adopt("c/5")
-	r.adopt("c/6")
+	r.slots.Adopt(fairshare.Holder{Key: "c/4", Party: "c"})
+	r.slots.Adopt(fairshare.Holder{Key: "c/5", Party: "c"})
+	r.slots.Adopt(fairshare.Holder{Key: "c/6", Party: "c"})
 	ok, _ = r.begin("d/7")
 	assert.False(t, ok, "restarts a previous leader began count, beyond the limit too")
 

@@ -23,6 +23,7 @@
 package fairshare
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -212,6 +213,35 @@ func (s *Scheduler) Adopt(h Holder) {
 	if _, held := s.held[h.Key]; !held {
 		s.holdLocked(h)
 	}
+}
+
+// AdoptFound adopts, of the work found running (the keys of each party,
+// in the order given), what the rules would let a fresh start take: each
+// party at most its share of Total (split among the parties found,
+// rounded up), the parties taking turns, and no more than Total. What
+// it adopts is returned. Anything else found runs on uncounted: counted,
+// a party that forged running work could take every slot.
+func (s *Scheduler) AdoptFound(found map[string][]string) []string {
+	parties := slices.Sorted(maps.Keys(found))
+	var picked []string
+	share, total := 0, s.o.Total
+	if total > 0 {
+		share = (total + len(parties) - 1) / max(len(parties), 1)
+	}
+	for turn := 0; share == 0 || turn < share; turn++ {
+		more := false
+		for _, p := range parties {
+			if keys := found[p]; turn < len(keys) && (total <= 0 || len(picked) < total) {
+				picked = append(picked, keys[turn])
+				s.Adopt(Holder{Key: keys[turn], Party: p})
+				more = more || turn+1 < len(keys)
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	return picked
 }
 
 func (s *Scheduler) holdLocked(h Holder) {

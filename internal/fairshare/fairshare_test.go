@@ -226,3 +226,19 @@ func TestNothingIsKeptOnceEveryKeyLeft(t *testing.T) {
 	assert.Empty(t, s.waiting)
 	assert.Empty(t, s.turns)
 }
+
+func TestWorkFoundRunningIsAdoptedOnlyWithinEachPartysShare(t *testing.T) {
+	s := New(Options{Total: 4, Share: true})
+	adopted := s.AdoptFound(map[string][]string{
+		"forger": {"forger/1", "forger/2", "forger/3", "forger/4", "forger/5"},
+		"honest": {"honest/1"},
+	})
+	assert.Equal(t, []string{"forger/1", "honest/1", "forger/2"}, adopted,
+		"a party that shows many restarts running counts for its share only, the others taking turns")
+	ok, _ := s.Acquire(Holder{Key: "third/1", Party: "third"}, nil)
+	assert.True(t, ok, "what was not adopted leaves a slot for a third party")
+
+	unbounded := New(Options{})
+	assert.Len(t, unbounded.AdoptFound(map[string][]string{"a": {"a/1", "a/2"}, "b": {"b/1"}}), 3,
+		"without a total everything found is adopted")
+}
