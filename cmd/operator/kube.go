@@ -290,6 +290,22 @@ func (p parts) informers() (informerSet, error) {
 			return s, err
 		}
 		names = s.namespaces.GetIndexer()
+		// Without list and watch on namespaces nothing starts (start waits
+		// for the labels): say why, in the log and in /readyz, instead of
+		// waiting silently.
+		label := cfg.tenantLabel
+		if err := s.namespaces.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+			p.log.Error().Err(err).Str("label", label).Str("reason", "NamespacesUnreadable").
+				Msg("cannot read the namespaces' tenant label; nothing starts until it can: grant list and watch on namespaces (the chart's ClusterRole does)")
+		}); err != nil {
+			return s, err
+		}
+		p.checks.Add("tenant-labels", func() error {
+			if !s.namespaces.HasSynced() {
+				return fmt.Errorf("the namespaces' %s label is not read yet (needs list and watch on namespaces)", label)
+			}
+			return nil
+		})
 	}
 	s.tenants = tenant.New(cfg.tenantLabel, cfg.shareUnit, names)
 	return s, nil
