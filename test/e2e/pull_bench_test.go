@@ -46,8 +46,8 @@ func BenchmarkImageChangeToListed(b *testing.B) {
 		e.objectStore(b, "tenant", next, "regcred")
 		require.Eventually(b, func() bool {
 			for _, op := range ops {
-				l := listing(b, op.client(b, testCluster.KubeletServingCA, 1), "https://"+serviceName+"."+e.opNS+".svc.cluster.local")
-				if !slices.ContainsFunc(l.Binaries, func(bin upgradeserver.ListedBinary) bool { return bin.Release == release }) {
+				l, err := getListing(op.client(b, testCluster.KubeletServingCA, 1), "https://"+serviceName+"."+e.opNS+".svc.cluster.local")
+				if err != nil || !slices.ContainsFunc(l.Binaries, func(bin upgradeserver.ListedBinary) bool { return bin.Release == release }) {
 					return false
 				}
 			}

@@ -190,7 +190,8 @@ func TestThreeReplicasServeTheSameVerifiedSet(t *testing.T) {
 	require.Eventually(t, func() bool {
 		done := 0
 		for i, op := range ops {
-			if listed[i] = listing(t, op.client(t, testCluster.KubeletServingCA, 1), base); len(listed[i].Binaries) > 0 {
+			if l, err := getListing(op.client(t, testCluster.KubeletServingCA, 1), base); err == nil && len(l.Binaries) > 0 {
+				listed[i] = l
 				done++
 			}
 		}

@@ -75,7 +75,7 @@ func servingRelease(t *testing.T, content []byte, conns int, env ...string) (op 
 	op, _ = fileModeOperator(t, func(dir string) { digest = writeRelease(t, dir, "linux-amd64", content) }, env...)
 	c = op.client(t, testCluster.KubeletServingCA, conns)
 	url = "https://" + podHost + upgradeserver.UpdatePath + "/linux-amd64/minio." + release
-	require.Eventually(t, func() bool { return len(listing(t, c, "https://"+podHost).Binaries) == 1 }, 10*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return listedCount(c, "https://"+podHost) == 1 }, 10*time.Second, 50*time.Millisecond)
 	return op, digest, c, url
 }
 
@@ -104,13 +104,33 @@ func updateClientWalk(t testing.TB, c *http.Client, sumURL string, trusted ...bi
 
 func listing(t testing.TB, c *http.Client, base string) upgradeserver.Listing {
 	t.Helper()
-	resp, err := c.Get(base + upgradeserver.UpdatePath)
+	l, err := getListing(c, base)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var l upgradeserver.Listing
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&l))
 	return l
+}
+
+// getListing is listing for a condition polled by Eventually, which runs
+// it on a goroutine of its own where require may not stop the test.
+func getListing(c *http.Client, base string) (upgradeserver.Listing, error) {
+	var l upgradeserver.Listing
+	resp, err := c.Get(base + upgradeserver.UpdatePath)
+	if err != nil {
+		return l, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return l, fmt.Errorf("GET %s: %s", base+upgradeserver.UpdatePath, resp.Status)
+	}
+	return l, json.NewDecoder(resp.Body).Decode(&l)
+}
+
+// listedCount is how many binaries base lists, -1 when it cannot tell.
+func listedCount(c *http.Client, base string) int {
+	l, err := getListing(c, base)
+	if err != nil {
+		return -1
+	}
+	return len(l.Binaries)
 }
 
 func TestCurlFromAPodGetsTheListOverVerifiedTLS(t *testing.T) {
@@ -166,8 +186,8 @@ func TestMinIOUpdateClientWalk(t *testing.T) {
 
 	var updateURL string
 	require.Eventually(t, func() bool {
-		l := listing(t, c, base)
-		if len(l.Binaries) == 1 {
+		l, err := getListing(c, base)
+		if err == nil && len(l.Binaries) == 1 {
 			updateURL = l.Binaries[0].SHA256SumURL
 		}
 		return updateURL != ""
@@ -230,7 +250,7 @@ func TestCorruptedBinaryDisappearsFromTheList(t *testing.T) {
 	})
 	c := op.client(t, testCluster.KubeletServingCA, 4)
 	base := "https://" + podHost
-	require.Eventually(t, func() bool { return len(listing(t, c, base).Binaries) == 2 }, 10*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return listedCount(c, base) == 2 }, 10*time.Second, 50*time.Millisecond)
 
 	corrupted := filepath.Join(dir, "linux-arm64", "minio."+release)
 	require.NoError(t, os.WriteFile(corrupted, randomBytes(t, 1<<20), 0o644))
@@ -241,8 +261,8 @@ func TestCorruptedBinaryDisappearsFromTheList(t *testing.T) {
 	resp.Body.Close()
 
 	require.Eventually(t, func() bool {
-		l := listing(t, c, base)
-		return len(l.Binaries) == 1 && l.Binaries[0].Arch == "amd64"
+		l, err := getListing(c, base)
+		return err == nil && len(l.Binaries) == 1 && l.Binaries[0].Arch == "amd64"
 	}, 10*time.Second, 50*time.Millisecond, "corrupted binary still listed")
 	resp, err = c.Get(base + upgradeserver.UpdatePath + "/linux-arm64/minio." + release)
 	require.NoError(t, err)
