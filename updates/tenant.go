@@ -57,6 +57,28 @@ func (c *Controller) loadTenant(ctx context.Context, store *v1.ObjectStore) (*te
 	if store.Spec.Configuration == nil || store.Spec.Configuration.Name == "" {
 		return nil, reason.Wrap(CauseConfigurationMissing, errors.New("spec.configuration is not set: the operator needs MinIO's root credentials (Secret key config.env) to ask it to update"))
 	}
+	t, err := c.reach(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	name := store.Spec.Configuration.Name
+	secret, err := c.cfg.Secrets.Get(ctx, store.Namespace, name)
+	if apierrors.IsNotFound(err) {
+		return nil, reason.Wrap(CauseConfigurationMissing, fmt.Errorf("configuration Secret %s not found in namespace %s", name, store.Namespace))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get configuration Secret %s/%s: %w", store.Namespace, name, err)
+	}
+	t.user, t.password, err = parseConfigEnv(secret.Data[v1.ConfigEnvKey])
+	if err != nil {
+		return nil, reason.Wrap(CauseConfigurationMissing, fmt.Errorf("configuration Secret %s/%s key %s: %w", store.Namespace, name, v1.ConfigEnvKey, err))
+	}
+	return t, nil
+}
+
+// reach is how to reach the ObjectStore's MinIO without credentials (its
+// health checks): the endpoint, checked against the policy, and the CAs.
+func (c *Controller) reach(ctx context.Context, store *v1.ObjectStore) (*tenant, error) {
 	endpoint := store.Spec.Updates.Endpoint
 	if endpoint == "" {
 		endpoint = fmt.Sprintf("https://%s-hl.%s.svc.%s:9000", store.Name, store.Namespace, c.cfg.ClusterDomain)
@@ -73,23 +95,11 @@ func (c *Controller) loadTenant(ctx context.Context, store *v1.ObjectStore) (*te
 	if err := c.cfg.AllowedEndpoints.allowHost(u.Host, store.Namespace, c.cfg.ClusterDomain); err != nil {
 		return nil, reason.Wrap(CauseEndpointNotAllowed, fmt.Errorf("spec.updates.endpoint: %w", err))
 	}
-	name := store.Spec.Configuration.Name
-	secret, err := c.cfg.Secrets.Get(ctx, store.Namespace, name)
-	if apierrors.IsNotFound(err) {
-		return nil, reason.Wrap(CauseConfigurationMissing, fmt.Errorf("configuration Secret %s not found in namespace %s", name, store.Namespace))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get configuration Secret %s/%s: %w", store.Namespace, name, err)
-	}
-	user, password, err := parseConfigEnv(secret.Data[v1.ConfigEnvKey])
-	if err != nil {
-		return nil, reason.Wrap(CauseConfigurationMissing, fmt.Errorf("configuration Secret %s/%s key %s: %w", store.Namespace, name, v1.ConfigEnvKey, err))
-	}
 	roots, err := c.tenantCAs(ctx, store)
 	if err != nil {
 		return nil, err
 	}
-	return &tenant{endpoint: u, user: user, password: password, roots: roots,
+	return &tenant{endpoint: u, roots: roots,
 		namespace: store.Namespace, clusterDomain: c.cfg.ClusterDomain, policy: c.cfg.AllowedEndpoints, kube: c.cfg.Kube}, nil
 }
 
@@ -167,9 +177,26 @@ func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error
 	if host == "" {
 		host = t.endpoint.Host
 	}
+	tr, err := t.transport(host)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := madmin.NewWithOptions(host, &madmin.Options{
+		Creds:     credentials.NewStaticV4(t.user, t.password, ""),
+		Secure:    t.endpoint.Scheme == "https",
+		Transport: limitedBodies{tr},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin client for %s: %w", host, err)
+	}
+	return client, tr, nil
+}
+
+// transport reaches host as admin says.
+func (t *tenant) transport(host string) (*http.Transport, error) {
 	target, err := t.policy.route(host, t.namespace, t.clusterDomain)
 	if err != nil {
-		return nil, nil, reason.Wrap(CauseEndpointNotAllowed, fmt.Errorf("admin client: %w", err))
+		return nil, reason.Wrap(CauseEndpointNotAllowed, fmt.Errorf("admin client: %w", err))
 	}
 	dial := t.dial
 	if dial == nil {
@@ -192,15 +219,7 @@ func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error
 		tr.Proxy = nil
 		tr.DialContext = t.dialService(*target, dial)
 	}
-	client, err := madmin.NewWithOptions(host, &madmin.Options{
-		Creds:     credentials.NewStaticV4(t.user, t.password, ""),
-		Secure:    t.endpoint.Scheme == "https",
-		Transport: limitedBodies{tr},
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("admin client for %s: %w", host, err)
-	}
-	return client, tr, nil
+	return tr, nil
 }
 
 // dialService dials the addresses target leads to (resolve), in turn
