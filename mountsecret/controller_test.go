@@ -149,6 +149,12 @@ func TestSyncCreatesTheSecretRollsThePodsAndSaysSo(t *testing.T) {
 	assert.Equal(t, cert, gen.Data[KeyPublicCert])
 	assert.Equal(t, []byte("operator-ca"), gen.Data[KeyOperatorCA])
 	assert.Equal(t, "uid-of-s", string(metav1.GetControllerOf(gen).UID))
+	set, err := f.Kube.AppsV1().StatefulSets("t").Get(context.Background(), "s-pool-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotEmpty(t, set.Spec.Template.Annotations[RestartAnnotation])
+	assert.Contains(t, set.Annotations, v1.RolloutAnnotation, "the operator's rollout replaces the pods, not the statefulset controller at once")
+	require.NotNil(t, set.Spec.UpdateStrategy.RollingUpdate)
+	assert.Equal(t, int32(1), *set.Spec.UpdateStrategy.RollingUpdate.Partition, "RollingUpdate (the default): the partition is held at the replicas")
 
 	// Level-based: the same world again (a resync, a restart) is no news.
 	f.catchUp()

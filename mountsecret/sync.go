@@ -2,6 +2,7 @@ package mountsecret
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -246,9 +247,9 @@ func setNames(sets []*appsv1.StatefulSet) string {
 	return strings.Join(names, ", ")
 }
 
-// roll sets the restart annotation on the pod template of sets, which
-// makes Kubernetes roll their pods, and names the StatefulSets it
-// patched.
+// roll sets the restart annotation on the pod template of sets and holds
+// them for the operator's rollout (v1.HoldRollout), which replaces their
+// pods one at a time, and names the StatefulSets it patched.
 //
 // Each patch is conditional on the resourceVersion the sync saw: sets
 // come from the cache, which may not have seen the patch of this
@@ -262,12 +263,23 @@ func setNames(sets []*appsv1.StatefulSet) string {
 func (c *Controller) roll(ctx context.Context, sets []*appsv1.StatefulSet, value string) ([]string, error) {
 	var rolled []string
 	for _, s := range sets {
-		precondition := ""
-		if s.ResourceVersion != "" {
-			precondition = fmt.Sprintf(`"metadata":{"resourceVersion":%q},`, s.ResourceVersion)
+		// The operator's rollout replaces the pods, one at a time and
+		// only when MinIO agrees (package rollout), not the statefulset
+		// controller.
+		annotations, spec := v1.HoldRollout(s)
+		if spec == nil {
+			spec = map[string]any{}
 		}
-		patch := fmt.Appendf(nil, `{%s"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, precondition, RestartAnnotation, value)
-		_, err := c.cfg.Kube.AppsV1().StatefulSets(s.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		spec["template"] = map[string]any{"metadata": map[string]any{"annotations": map[string]string{RestartAnnotation: value}}}
+		metadata := map[string]any{"annotations": annotations}
+		if s.ResourceVersion != "" {
+			metadata["resourceVersion"] = s.ResourceVersion
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": metadata, "spec": spec})
+		if err != nil {
+			return rolled, fmt.Errorf("roll StatefulSet %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		_, err = c.cfg.Kube.AppsV1().StatefulSets(s.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		if apierrors.IsConflict(err) {
 			c.log.Debug().Str("statefulset", s.Namespace+"/"+s.Name).Str("resourceVersion", s.ResourceVersion).
 				Msg("not rolled: the cache is behind the StatefulSet; its next event syncs the tenant again")

@@ -280,14 +280,23 @@ func TrimPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	var ready []corev1.PodCondition
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			ready = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, ResourceVersion: p.ResourceVersion,
+		// UID, creation, deletion, the revision label and Ready are what
+		// the rollout replaces pods by (package rollout).
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, ResourceVersion: p.ResourceVersion, UID: p.UID,
+			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
 			Labels: p.Labels, OwnerReferences: p.OwnerReferences},
 		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
 		// The addresses and phase tell the upgrade server which tenant a
 		// client is (internal/podaddr): a finished pod keeps its address
 		// after the kubelet gave it to another.
-		Status: corev1.PodStatus{PodIPs: p.Status.PodIPs, Phase: p.Status.Phase},
+		Status: corev1.PodStatus{PodIPs: p.Status.PodIPs, Phase: p.Status.Phase, Conditions: ready},
 	}, nil
 }
 

@@ -69,8 +69,14 @@ func (c *Controller) retryError(key string, o observation) error {
 // reported as UpdateFailed, a roll names the StatefulSets it changed.
 func (c *Controller) changeSets(ctx context.Context, key string, store *v1.ObjectStore, a action, msg string) (action, string) {
 	if a.verb == setImage {
-		if _, err := c.setImage(ctx, store); err != nil {
+		_, replaced, err := c.setImage(ctx, store)
+		if err != nil {
 			return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateFailed, update: a.update, outcome: a.outcome, took: a.took}, err.Error()
+		}
+		if len(replaced) > 0 && a.reason == ReasonUpdatedInPlace {
+			// One change, two restarts: the in-place update, then the
+			// statefulset controller's own, which the strategy asks for.
+			msg = objstatus.Sentences(msg, fmt.Sprintf("StatefulSets %s use the RollingUpdate strategy, so their pods are replaced once more, one at a time, to run the image (PodsCurrent); under OnDelete they would keep running the release they were updated to (docs/restarts.md)", strings.Join(replaced, ", ")))
 		}
 		return a, msg
 	}

@@ -18,17 +18,28 @@ import (
 const containerName = "minio"
 
 // setImage gives the minio container of every StatefulSet of the store
-// spec.image, where it differs, and returns the ones it changed. What
-// happens to running pods is the StatefulSet's update strategy's call.
-func (c *Controller) setImage(ctx context.Context, store *v1.ObjectStore) ([]string, error) {
-	changed, _, err := c.patchImages(ctx, store)
-	return changed, err
+// spec.image, where it differs, and returns the ones it changed (after an
+// in-place update: see patchImages for what the pods then do); replaced
+// replaced names those whose pods are replaced once more to run it
+// (RollingUpdate).
+func (c *Controller) setImage(ctx context.Context, store *v1.ObjectStore) (changed, replaced []string, err error) {
+	sets, err := c.statefulSets(store)
+	if err != nil {
+		return nil, nil, err
+	}
+	changed, _, err = c.patchImages(ctx, store, false)
+	for _, s := range sets {
+		if slices.Contains(changed, s.Name) && s.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+			replaced = append(replaced, s.Name)
+		}
+	}
+	return changed, replaced, err
 }
 
 // rollImage is setImage for a rolling update: a store without StatefulSets
 // cannot be rolled.
 func (c *Controller) rollImage(ctx context.Context, store *v1.ObjectStore) ([]string, error) {
-	changed, total, err := c.patchImages(ctx, store)
+	changed, total, err := c.patchImages(ctx, store, true)
 	if err == nil && total == 0 {
 		err = fmt.Errorf("no StatefulSet in namespace %s is labelled %s=%s", store.Namespace, v1.ObjectStoreLabel, v1.ObjectStoreLabelValue(store.Name))
 	}
@@ -36,8 +47,13 @@ func (c *Controller) rollImage(ctx context.Context, store *v1.ObjectStore) ([]st
 }
 
 // patchImages sets spec.image where it differs and says which StatefulSets
-// it changed out of how many the store has.
-func (c *Controller) patchImages(ctx context.Context, store *v1.ObjectStore) (changed []string, total int, err error) {
+// it changed out of how many the store has. The pods are replaced by the
+// operator's rollout, one at a time and only when MinIO agrees
+// (v1.HoldRollout): for a roll, and for a StatefulSet under RollingUpdate,
+// whose controller would otherwise replace them at once. After an
+// in-place update (roll false) a StatefulSet under OnDelete replaces
+// nothing: its pods run the release already.
+func (c *Controller) patchImages(ctx context.Context, store *v1.ObjectStore, roll bool) (changed []string, total int, err error) {
 	sets, err := c.statefulSets(store)
 	if err != nil {
 		return nil, 0, err
@@ -52,9 +68,20 @@ func (c *Controller) patchImages(ctx context.Context, store *v1.ObjectStore) (ch
 		}
 		// A strategic merge patch merges containers by name: only the
 		// image of the minio container changes.
-		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+		spec := map[string]any{}
+		metadata := map[string]any{}
+		if roll || s.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+			var annotations map[string]string
+			annotations, spec = v1.HoldRollout(s)
+			if spec == nil {
+				spec = map[string]any{}
+			}
+			metadata["annotations"] = annotations
+		}
+		spec["template"] = map[string]any{"spec": map[string]any{
 			"containers": []map[string]any{{"name": containerName, "image": store.Spec.Image}},
-		}}}})
+		}}
+		patch, err := json.Marshal(map[string]any{"metadata": metadata, "spec": spec})
 		if err != nil {
 			return changed, len(sets), err
 		}

@@ -148,9 +148,10 @@ func TestSetImageChangesOnlyTheMinIOContainerOfTheStoresStatefulSets(t *testing.
 	store := &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "t"}, Spec: v1.ObjectStoreSpec{Image: "minio:new"}}
 
 	assert.Equal(t, setsState{count: 2, onImage: false}, c.setsOf(store))
-	changed, err := c.setImage(t.Context(), store)
+	changed, replaced, err := c.setImage(t.Context(), store)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a-pool-0"}, changed, "only the StatefulSet whose image differs is patched")
+	assert.Equal(t, []string{"a-pool-0"}, replaced, "RollingUpdate (the default): its pods are replaced once more")
 	var patches int
 	for _, a := range cs.Actions() {
 		if a.GetVerb() == "patch" {
@@ -170,6 +171,41 @@ func TestSetImageChangesOnlyTheMinIOContainerOfTheStoresStatefulSets(t *testing.
 	other, err := cs.AppsV1().StatefulSets("t").Get(t.Context(), "b-pool-0", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "minio:old", other.Spec.Template.Spec.Containers[0].Image, "another store's StatefulSet is untouched")
+}
+
+// One change, one restart: after an in-place update, a StatefulSet under
+// OnDelete gets the image and nothing else, so no pod is replaced again;
+// under RollingUpdate the pods must be replaced to run it, and the
+// operator's rollout does it one at a time (the partition held), not the
+// statefulset controller at once.
+func TestAfterAnInPlaceUpdateOnlyRollingUpdateSetsReplaceTheirPodsAgain(t *testing.T) {
+	onDelete := statefulSet("a-pool-0", "a", corev1.Container{Name: "minio", Image: "minio:old"})
+	onDelete.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType
+	rolling := statefulSet("a-pool-1", "a", corev1.Container{Name: "minio", Image: "minio:old"})
+	sets := []runtime.Object{onDelete, rolling}
+	cs := fake.NewClientset(sets...)
+	c := &Controller{cfg: Config{Kube: cs, StatefulSets: setsLister(t, sets...)}}
+	store := &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "t"}, Spec: v1.ObjectStoreSpec{Image: "minio:new"}}
+
+	changed, replaced, err := c.setImage(t.Context(), store)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a-pool-0", "a-pool-1"}, changed)
+	assert.Equal(t, []string{"a-pool-1"}, replaced)
+	got, err := cs.AppsV1().StatefulSets("t").Get(t.Context(), "a-pool-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, got.Annotations, v1.RolloutAnnotation, "OnDelete: its pods run the release already; none is replaced")
+	got, err = cs.AppsV1().StatefulSets("t").Get(t.Context(), "a-pool-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, got.Annotations, v1.RolloutAnnotation)
+	require.NotNil(t, got.Spec.UpdateStrategy.RollingUpdate)
+	assert.Equal(t, int32(1), *got.Spec.UpdateStrategy.RollingUpdate.Partition, "held: the rollout replaces them one at a time")
+
+	rolled, err := c.rollImage(t.Context(), &v1.ObjectStore{ObjectMeta: store.ObjectMeta, Spec: v1.ObjectStoreSpec{Image: "minio:newer"}})
+	require.NoError(t, err)
+	assert.Len(t, rolled, 2)
+	got, err = cs.AppsV1().StatefulSets("t").Get(t.Context(), "a-pool-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, got.Annotations, v1.RolloutAnnotation, "a rolling fallback replaces OnDelete pods too, through the rollout")
 }
 
 func TestRollingAStoreWithoutStatefulSetsOrMinIOContainerFails(t *testing.T) {

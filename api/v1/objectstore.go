@@ -8,8 +8,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -58,6 +60,19 @@ func StatefulSetSelector(name string) labels.Selector {
 // holds every referenced certificate.
 const ConditionCertificatesReady = "CertificatesReady"
 
+// ConditionPodsCurrent tells whether every pod the operator had to
+// replace runs the current template (package rollout).
+const ConditionPodsCurrent = "PodsCurrent"
+
+// ObjectStoreOf names the ObjectStore a labelled object (a StatefulSet)
+// belongs to: the annotation holds a name too long for the label.
+func ObjectStoreOf(m metav1.Object) string {
+	if name := m.GetAnnotations()[ObjectStoreNameAnnotation]; name != "" {
+		return name
+	}
+	return m.GetLabels()[ObjectStoreLabel]
+}
+
 // ConditionVersionCurrent tells whether every MinIO node runs the release
 // of spec.image.
 const ConditionVersionCurrent = "VersionCurrent"
@@ -102,6 +117,19 @@ type ObjectStoreSpec struct {
 	// credentials; the operator needs it to ask MinIO to update.
 	Configuration *SecretRef `json:"configuration,omitempty"`
 	Updates       Updates    `json:"updates,omitempty"`
+	Restarts      *Restarts  `json:"restarts,omitempty"`
+}
+
+// Restarts says how the operator replaces the pods when it must: one
+// pod at a time by default, each serving pod only when MinIO agrees one
+// more node may go down (package rollout).
+type Restarts struct {
+	// MaxUnavailable is how many pods may be down at once (0: the
+	// operator's default).
+	MaxUnavailable int32 `json:"maxUnavailable,omitempty"`
+	// PodTimeout is how long a replaced pod has to become Ready, as Go
+	// writes durations ("10m"); "": the operator's default.
+	PodTimeout string `json:"podTimeout,omitempty"`
 }
 
 // Updates says how the operator reaches the tenant for in-place updates.
@@ -287,4 +315,37 @@ func SecretIndex(secrets func(*ObjectStore) []string) func(obj any) ([]string, e
 		}
 		return keys, nil
 	}
+}
+
+// RolloutAnnotation on a StatefulSet says the operator replaces its pods
+// itself (package rollout) until every one runs the current template. Its
+// value is the rollingUpdate.partition the tenant had before ("" for
+// none), given back when the rollout ends.
+const RolloutAnnotation = "aistor.min.io/rollout"
+
+// HoldRollout is what a writer of a StatefulSet's pod template adds to
+// the same strategic merge patch so that the operator's rollout, not the
+// statefulset controller, replaces the pods, one at a time and
+// health-gated: the rollout annotation and, under RollingUpdate, the
+// partition held at the replicas. A StatefulSet held already keeps the
+// partition to give back that it recorded then.
+func HoldRollout(s *appsv1.StatefulSet) (annotations map[string]string, spec map[string]any) {
+	restore, held := s.Annotations[RolloutAnnotation]
+	if !held {
+		restore = ""
+		if p := s.Spec.UpdateStrategy.RollingUpdate; p != nil && p.Partition != nil {
+			restore = strconv.Itoa(int(*p.Partition))
+		}
+	}
+	annotations = map[string]string{RolloutAnnotation: restore}
+	if s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+		return annotations, nil
+	}
+	replicas := int32(1)
+	if s.Spec.Replicas != nil {
+		replicas = *s.Spec.Replicas
+	}
+	return annotations, map[string]any{"updateStrategy": map[string]any{
+		"rollingUpdate": map[string]any{"partition": replicas},
+	}}
 }

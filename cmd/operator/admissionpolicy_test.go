@@ -79,8 +79,16 @@ func TestAdmissionPolicyComparesEveryField(t *testing.T) {
 		all.WriteString(v.Expression + "\n")
 	}
 	expr := all.String()
-	for _, f := range jsonFields(appsv1.StatefulSetSpec{}, "template") {
+	for _, f := range jsonFields(appsv1.StatefulSetSpec{}, "template", "updateStrategy") {
 		assert.Contains(t, expr, "object.spec.?"+f+" == oldObject.spec.?"+f, "StatefulSetSpec.%s", f)
+	}
+	// Of the update strategy, the partition alone may change: the
+	// rollout holds it while it replaces the pods itself.
+	for _, f := range jsonFields(appsv1.StatefulSetUpdateStrategy{}, "rollingUpdate") {
+		assert.Contains(t, expr, "object.spec.?updateStrategy.?"+f+" == oldObject.spec.?updateStrategy.?"+f, "StatefulSetUpdateStrategy.%s", f)
+	}
+	for _, f := range jsonFields(appsv1.RollingUpdateStatefulSetStrategy{}, "partition") {
+		assert.Contains(t, expr, "object.spec.?updateStrategy.?rollingUpdate.?"+f+" == oldObject.spec.?updateStrategy.?rollingUpdate.?"+f, "RollingUpdateStatefulSetStrategy.%s", f)
 	}
 	for _, f := range jsonFields(metav1.ObjectMeta{}, "annotations") {
 		assert.Contains(t, expr, "object.spec.template.metadata.?"+f+" == oldObject.spec.template.metadata.?"+f, "pod template ObjectMeta.%s", f)
@@ -94,7 +102,7 @@ func TestAdmissionPolicyComparesEveryField(t *testing.T) {
 	// The names the policy holds the operator to are the ones the code
 	// uses ("minio" is the updater's containerName, "-generated" the
 	// suffix of apiv1.GeneratedSecretName).
-	for _, s := range []string{mountsecret.RestartAnnotation, apiv1.ObjectStoreLabel, "'minio'", "'" + apiv1.GeneratedSecretName("") + "'",
+	for _, s := range []string{mountsecret.RestartAnnotation, apiv1.RolloutAnnotation, apiv1.ObjectStoreLabel, "'minio'", "'" + apiv1.GeneratedSecretName("") + "'",
 		autocert.ManagedByLabel, autocert.ManagedByValue} {
 		assert.Contains(t, expr, s)
 	}

@@ -95,6 +95,8 @@ type config struct {
 	shareUnit                                  tenant.Units
 	maxRestarts                                int
 	restartTimeout                             time.Duration
+	restartMaxUnavailable                      int
+	restartPodTimeout                          time.Duration
 	binaryWorkers                              int
 	updateCallsNS                              int
 	maxUpdates                                 int
@@ -241,6 +243,8 @@ func (c *config) controllerSettings() []setting {
 		{"mountsecret-workers", "OPERATOR_MOUNTSECRET_WORKERS", "8", "ObjectStores whose generated Secret is rebuilt at once", atLeast(&c.mountWorkers, 1)},
 		{"max-concurrent-restarts", "OPERATOR_MAX_CONCURRENT_RESTARTS", "10", "tenants whose pods restart for new certificates at once, each until its pods are ready again (0: no limit)", atLeast(&c.maxRestarts, 0)},
 		{"restart-timeout", "OPERATOR_RESTART_TIMEOUT", "10m", "longest one tenant's certificate restart holds its slot: pods not ready by then let the next tenant restart", duration(&c.restartTimeout, time.Second)},
+		{"restart-max-unavailable", "OPERATOR_RESTART_MAX_UNAVAILABLE", "1", "pods of one ObjectStore the operator takes down at once when it replaces them (new certificates, a rolling fallback), each serving one only when MinIO's maintenance check answers 200; an ObjectStore's spec.restarts.maxUnavailable overrides it", atLeast(&c.restartMaxUnavailable, 1)},
+		{"restart-pod-timeout", "OPERATOR_RESTART_POD_TIMEOUT", "10m", "how long a pod the operator replaced has to become Ready; past it no other pod of that ObjectStore is taken down until it is (reason PodTimeout); spec.restarts.podTimeout overrides it", duration(&c.restartPodTimeout, time.Second)},
 		{"binsource-workers", "OPERATOR_BINSOURCE_WORKERS", "4", "ObjectStores whose image the binary source resolves at once (pulls run beside them, see OPERATOR_PULL_CONCURRENCY)", atLeast(&c.binaryWorkers, 1)},
 		{"update-workers", "OPERATOR_UPDATE_WORKERS", "4", "ObjectStores the in-place updater looks at at once (update calls run beside them)", atLeast(&c.updateWorkers, 1)},
 		{"update-calls-per-namespace", "OPERATOR_UPDATE_CALLS_PER_NAMESPACE", "1", "in-place update calls one unit's ObjectStores may have running at once (a unit: the namespace, its tenant with OPERATOR_TENANT_LABEL, or each ObjectStore with OPERATOR_SHARE_UNIT=objectstore)", atLeast(&c.updateCallsNS, 1)},

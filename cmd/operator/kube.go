@@ -38,6 +38,7 @@ import (
 	"github.com/object-store-operator/operator/internal/tenant"
 	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/placement"
+	"github.com/object-store-operator/operator/rollout"
 	objstatus "github.com/object-store-operator/operator/status"
 	"github.com/object-store-operator/operator/trust"
 	"github.com/object-store-operator/operator/trustbundle"
@@ -104,6 +105,7 @@ type leaderWork struct {
 	binaries *binsource.Controller
 	mount    *mountsecret.Controller
 	updates  *updates.Controller
+	rollout  *rollout.Controller
 	// bundle is nil when there is no CA to publish or publishing is off.
 	bundle *trustbundle.Publisher
 }
@@ -191,6 +193,9 @@ func startKubernetesParts(ctx context.Context, g *errgroup.Group, p parts) (upgr
 		return nil, err
 	}
 	if w.updates, err = p.updater(inf, where, secretData, recorder); err != nil {
+		return nil, err
+	}
+	if w.rollout, err = p.rollout(inf, w.updates, recorder); err != nil {
 		return nil, err
 	}
 	p.checks.Add("binaries", w.binaries.Ready)
@@ -390,6 +395,36 @@ func (p parts) updater(inf informerSet, where *placement.Source, secretData *sec
 	})
 }
 
+// quorumPoll is how soon a tenant whose MinIO said no node may go down
+// is asked again.
+const quorumPoll = 5 * time.Second
+
+func (p parts) rollout(inf informerSet, u *updates.Controller, recorder record.EventRecorder) (*rollout.Controller, error) {
+	return rollout.New(rollout.Config{
+		Kube: p.k.client, Dynamic: p.k.dynamic, StatefulSets: inf.sets.Informer(), Pods: inf.pods, ObjectStores: inf.stores,
+		Health: maintenanceCheck{u}, MaxUnavailable: p.cfg.restartMaxUnavailable, PodTimeout: p.cfg.restartPodTimeout, QuorumPoll: quorumPoll,
+		Recorder: recorder, Reasons: p.cfg.why.rollout, Log: p.log, Registerer: p.reg, Workers: p.cfg.mountWorkers,
+	})
+}
+
+// maintenanceCheck asks a tenant's MinIO through the updater's endpoint
+// rules, in the words the rollout reads: MinIO's "not now" is
+// rollout.ErrNotNow.
+type maintenanceCheck struct{ u *updates.Controller }
+
+func (m maintenanceCheck) MayTakeDown(ctx context.Context, store *apiv1.ObjectStore) error {
+	err := m.u.MayTakeDown(ctx, store)
+	if errors.Is(err, updates.ErrNotNow) {
+		return notNow{err}
+	}
+	return err
+}
+
+type notNow struct{ error }
+
+func (notNow) Is(target error) bool { return target == rollout.ErrNotNow }
+func (n notNow) Unwrap() error      { return n.error }
+
 // start runs the namespace claim's keeper and, once this install holds
 // its namespaces, the informers and the Manager: the parts that need no
 // leadership on every replica, the leader's work during leadership terms.
@@ -463,7 +498,7 @@ func (w *leaderWork) runnables(pool *trust.Pool) []controller.Runnable {
 	rs := []controller.Runnable{
 		// The trust pool serves every replica's pulls.
 		controller.RunnableFunc{Fn: pool.Run},
-		w.binaries, w.binaries.Reporter(), w.mount, w.updates,
+		w.binaries, w.binaries.Reporter(), w.mount, w.updates, w.rollout,
 	}
 	if w.issuer != nil {
 		rs = append(rs, w.issuer)

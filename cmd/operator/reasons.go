@@ -7,13 +7,14 @@ import (
 	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/object-store-operator/operator/mountsecret"
+	"github.com/object-store-operator/operator/rollout"
 	"github.com/object-store-operator/operator/updates"
 )
 
 // reasonSets are the packages' reasons with the settings their remedies
 // name spelled as this operator's environment variables.
 type reasonSets struct {
-	binaries, updates, mount, certs reason.Set
+	binaries, updates, mount, certs, rollout reason.Set
 }
 
 // spell names a setting, by its flag, as the environment variable users
@@ -40,6 +41,7 @@ func (c *config) reasons() (reasonSets, error) {
 		{"updates", updates.Reasons(), &sets.updates},
 		{"mountsecret", mountsecret.Reasons(), &sets.mount},
 		{"autocert", autocert.Reasons(), &sets.certs},
+		{"rollout", rollout.Reasons(), &sets.rollout},
 	} {
 		set, err := reason.Spell(p.list, c.spell)
 		if err != nil {

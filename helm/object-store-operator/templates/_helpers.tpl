@@ -176,18 +176,23 @@ when it watches every namespace, else in a Role per watched namespace. */}}
   resources: [secrets]
   verbs: [get, list, watch, create, update]
 # Roll pods by annotating the pod template; set the minio container's
-# image after an in-place update, or to roll when it cannot be done (the
-# admission policy holds patches to exactly these two fields).
+# image after an in-place update, or to roll when it cannot be done; hold
+# the rolling update's partition (and say so in an annotation) while the
+# operator replaces the pods itself, one at a time (the admission policy
+# holds patches to exactly these fields).
 - apiGroups: [apps]
   resources: [statefulsets]
   verbs: [list, watch, patch]
-# Where tenants' pods run, for the platform of their binary: StatefulSet
-# pods only (label statefulset.kubernetes.io/pod-name), cached trimmed to
-# names, labels, owners and spec.nodeName. get: the Pod an admin
-# endpoint's EndpointSlice names, to check it has that address.
+# Where tenants' pods run, for the platform of their binary, and which
+# run the current template: StatefulSet pods only (label
+# statefulset.kubernetes.io/pod-name), cached trimmed to names, labels,
+# owners, spec.nodeName and Ready. get: the Pod an admin endpoint's
+# EndpointSlice names, to check it has that address. delete: the rollout
+# replaces a pod under OnDelete, one at a time, when MinIO agrees (the
+# admission policy allows deletes of StatefulSet pods only).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch]
+  verbs: [get, list, watch, delete]
 # Where an admin endpoint <service>.<namespace>.svc leads, read when the
 # operator connects instead of asking DNS: the Service (an ExternalName is
 # refused) and its EndpointSlices (docs/updates.md).

@@ -1,0 +1,323 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/reason"
+	"github.com/object-store-operator/operator/status"
+)
+
+// ErrNotNow is what Health's error is (errors.Is) when MinIO says no node
+// may go down now (412 to the maintenance check, or not healthy).
+var ErrNotNow = errors.New("MinIO says no node may go down now")
+
+// Health asks an ObjectStore's MinIO whether one more of its nodes may go
+// down now.
+type Health interface {
+	// MayTakeDown is nil when MinIO answers 200 to the maintenance check,
+	// an error that is ErrNotNow when it says no, and another error when
+	// it cannot be asked.
+	MayTakeDown(ctx context.Context, store *v1.ObjectStore) error
+}
+
+// Config configures the controller.
+type Config struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	// StatefulSets holds those labelled v1.ObjectStoreLabel; Pods the
+	// StatefulSets' pods, with their UID, creation and deletion times,
+	// revision label and Ready condition (placement.TrimPod keeps them).
+	StatefulSets cache.SharedIndexInformer
+	Pods         cache.SharedIndexInformer
+	ObjectStores cache.SharedIndexInformer
+	Health       Health
+	// MaxUnavailable and PodTimeout apply where an ObjectStore sets
+	// neither (spec.restarts).
+	MaxUnavailable int
+	PodTimeout     time.Duration
+	// QuorumPoll is how soon a tenant whose MinIO refused is asked again.
+	QuorumPoll time.Duration
+	Recorder   record.EventRecorder
+	Reasons    reason.Set
+	Log        zerolog.Logger
+	Registerer prometheus.Registerer
+	Workers    int
+	Clock      clock.PassiveClock
+}
+
+// Controller replaces the pods of the StatefulSets the operator holds
+// (v1.RolloutAnnotation), as the package comment says. It needs leadership:
+// two replicas must never each take a pod down.
+type Controller struct {
+	cfg    Config
+	log    zerolog.Logger
+	loop   *controller.Loop[*v1.ObjectStore]
+	sets   appslisters.StatefulSetLister
+	pods   cache.Indexer
+	status *status.Writer
+	// replaced counts pods this controller took down.
+	replaced prometheus.Counter
+}
+
+// FieldManager owns the PodsCurrent condition.
+const FieldManager = "object-store-operator-rollout"
+
+// New wires the controller's event handlers; call Run to work.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	c := &Controller{
+		cfg:    cfg,
+		log:    cfg.Log.With().Str("component", "rollout").Logger(),
+		sets:   appslisters.NewStatefulSetLister(cfg.StatefulSets.GetIndexer()),
+		pods:   cfg.Pods.GetIndexer(),
+		status: &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons, Clock: cfg.Clock},
+		replaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "objectstore_operator_rollout_pods_replaced_total",
+			Help: "Pods the operator took down to run a new template (certificate restarts, rolling fallbacks), one at a time.",
+		}),
+	}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(c.replaced)
+	}
+	var err error
+	c.loop, err = controller.NewLoop(controller.Options[*v1.ObjectStore]{
+		Name: "rollout", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Workers: cfg.Workers,
+		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
+		Synced:      []cache.InformerSynced{cfg.StatefulSets.HasSynced, cfg.Pods.HasSynced},
+		OnError: func(key string, err error) {
+			c.log.Warn().Str("objectstore", key).Err(err).Msg("sync failed; retrying with backoff")
+		},
+		Registerer: cfg.Registerer, Log: cfg.Log,
+	}, c)
+	if err != nil {
+		return nil, err
+	}
+	// A StatefulSet's or a pod's change is all that moves a rollout on.
+	queue := func(obj any) {
+		obj = controller.Unwrap(obj)
+		m, err := metaOf(obj)
+		if err != nil {
+			return
+		}
+		if key := c.storeKey(m); key != "" {
+			c.loop.Queue().Add(key)
+		}
+	}
+	for _, inf := range []cache.SharedIndexInformer{cfg.StatefulSets, cfg.Pods} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: queue, UpdateFunc: func(_, obj any) { queue(obj) }, DeleteFunc: queue,
+		}); err != nil {
+			return nil, fmt.Errorf("rollout event handler: %w", err)
+		}
+	}
+	return c, nil
+}
+
+func metaOf(obj any) (metav1.Object, error) {
+	switch o := obj.(type) {
+	case *appsv1.StatefulSet:
+		return o, nil
+	case *corev1.Pod:
+		return o, nil
+	}
+	return nil, fmt.Errorf("unexpected %T", obj)
+}
+
+// storeKey is the ObjectStore a labelled StatefulSet, or a pod of one,
+// belongs to ("" for none).
+func (c *Controller) storeKey(m metav1.Object) string {
+	if p, ok := m.(*corev1.Pod); ok {
+		ref := metav1.GetControllerOf(p)
+		if ref == nil || ref.Kind != "StatefulSet" {
+			return ""
+		}
+		s, err := c.sets.StatefulSets(p.Namespace).Get(ref.Name)
+		if err != nil {
+			return ""
+		}
+		m = s
+	}
+	if name := v1.ObjectStoreOf(m); name != "" {
+		return m.GetNamespace() + "/" + name
+	}
+	return ""
+}
+
+// NeedLeaderElection: only the leader takes pods down.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Run works until ctx ends.
+func (c *Controller) Run(ctx context.Context) error { return c.loop.Run(ctx) }
+
+// Reconcile moves one ObjectStore's rollout on by at most one pod.
+func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) (controller.Result, error) {
+	key := store.Namespace + "/" + store.Name
+	sets, err := c.sets.StatefulSets(store.Namespace).List(v1.StatefulSetSelector(store.Name))
+	if err != nil {
+		return controller.Result{}, fmt.Errorf("list StatefulSets of %s: %w", key, err)
+	}
+	held := false
+	for _, s := range sets {
+		_, ours := s.Annotations[v1.RolloutAnnotation]
+		held = held || ours
+	}
+	if !held {
+		return controller.Result{}, nil
+	}
+	maxUnavailable, timeout := c.settings(store)
+	st := plan(sets, c.podsOf(store.Namespace), maxUnavailable, timeout, c.cfg.Clock.Now())
+	switch st.verb {
+	case done:
+		if err := c.release(ctx, sets); err != nil {
+			return controller.Result{}, err
+		}
+		return controller.Result{}, c.condition(ctx, u, metav1.ConditionTrue, ReasonPodsCurrent, st.message)
+	case wait:
+		return controller.Result{RequeueAfter: st.after}, c.condition(ctx, u, metav1.ConditionFalse, ReasonReplacingPod, st.message)
+	case stuck:
+		c.log.Warn().Str("objectstore", key).Str("pod", store.Namespace+"/"+st.pod).Str("reason", ReasonPodTimeout).Msg(st.message)
+		return controller.Result{}, c.condition(ctx, u, metav1.ConditionFalse, ReasonPodTimeout, st.message)
+	}
+	return c.replace(ctx, key, store, u, st)
+}
+
+// replace takes st.pod down, after the maintenance check when it serves.
+func (c *Controller) replace(ctx context.Context, key string, store *v1.ObjectStore, u *unstructured.Unstructured, st step) (controller.Result, error) {
+	unchecked := ""
+	if st.ready {
+		err := c.cfg.Health.MayTakeDown(ctx, store)
+		switch {
+		case errors.Is(err, ErrNotNow):
+			msg := fmt.Sprintf("pod %s waits: %v (%s)", st.pod, err, progress(st))
+			return controller.Result{RequeueAfter: c.cfg.QuorumPoll}, c.condition(ctx, u, metav1.ConditionFalse, ReasonWaitingForQuorum, msg)
+		case err != nil:
+			// The pods are the tenant's; a MinIO the operator cannot ask
+			// is replaced on readiness alone, as the statefulset
+			// controller would, rather than never (its certificates may
+			// be what keeps it unreachable).
+			unchecked = fmt.Sprintf(" without the maintenance check (%v)", err)
+		}
+	}
+	if err := c.takeDown(ctx, st); err != nil {
+		return controller.Result{}, err
+	}
+	c.replaced.Inc()
+	msg := fmt.Sprintf("replacing pod %s%s (%s)", st.pod, unchecked, progress(st))
+	c.log.Info().Str("objectstore", key).Str("pod", store.Namespace+"/"+st.pod).Str("reason", ReasonReplacingPod).Msg(msg)
+	return controller.Result{}, c.condition(ctx, u, metav1.ConditionFalse, ReasonReplacingPod, msg)
+}
+
+// takeDown deletes the pod (OnDelete), or lowers the partition to its
+// ordinal so the statefulset controller replaces it (RollingUpdate).
+func (c *Controller) takeDown(ctx context.Context, st step) error {
+	s := st.set
+	if onDelete(s) {
+		pod, ok := c.pod(s.Namespace, st.pod)
+		opts := metav1.DeleteOptions{}
+		if ok {
+			// Not a pod that replaced it meanwhile.
+			opts.Preconditions = &metav1.Preconditions{UID: &pod.UID}
+		}
+		err := c.cfg.Kube.CoreV1().Pods(s.Namespace).Delete(ctx, st.pod, opts)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete pod %s/%s: %w", s.Namespace, st.pod, err)
+		}
+		return nil
+	}
+	if partition(s) <= int32(st.ordinal) {
+		return nil // the statefulset controller has it already
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"spec":{"updateStrategy":{"rollingUpdate":{"partition":%d}}}}`, s.ResourceVersion, st.ordinal)
+	if _, err := c.cfg.Kube.AppsV1().StatefulSets(s.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("lower the partition of StatefulSet %s/%s to %d: %w", s.Namespace, s.Name, st.ordinal, err)
+	}
+	return nil
+}
+
+// release gives each held StatefulSet its own partition back and drops
+// the rollout annotation: every pod is current.
+func (c *Controller) release(ctx context.Context, sets []*appsv1.StatefulSet) error {
+	for _, s := range sets {
+		restore, ours := s.Annotations[v1.RolloutAnnotation]
+		if !ours {
+			continue
+		}
+		spec := ""
+		if !onDelete(s) {
+			p := "null"
+			if n, err := strconv.Atoi(restore); err == nil && n > 0 {
+				p = strconv.Itoa(n)
+			}
+			spec = fmt.Sprintf(`,"spec":{"updateStrategy":{"rollingUpdate":{"partition":%s}}}`, p)
+		}
+		patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"annotations":{%q:null}}%s}`, s.ResourceVersion, v1.RolloutAnnotation, spec)
+		if _, err := c.cfg.Kube.AppsV1().StatefulSets(s.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("end the rollout of StatefulSet %s/%s: %w", s.Namespace, s.Name, err)
+		}
+	}
+	return nil
+}
+
+// settings are the ObjectStore's spec.restarts, or the operator's.
+func (c *Controller) settings(store *v1.ObjectStore) (int, time.Duration) {
+	maxUnavailable, timeout := c.cfg.MaxUnavailable, c.cfg.PodTimeout
+	if r := store.Spec.Restarts; r != nil {
+		if r.MaxUnavailable > 0 {
+			maxUnavailable = int(r.MaxUnavailable)
+		}
+		if d, err := time.ParseDuration(r.PodTimeout); err == nil && d > 0 {
+			timeout = d
+		}
+	}
+	return maxUnavailable, timeout
+}
+
+// podsOf are the namespace's StatefulSet pods by name.
+func (c *Controller) podsOf(namespace string) map[string]*corev1.Pod {
+	objs, _ := c.pods.ByIndex(cache.NamespaceIndex, namespace)
+	pods := make(map[string]*corev1.Pod, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods[p.Name] = p
+		}
+	}
+	return pods
+}
+
+func (c *Controller) pod(namespace, name string) (*corev1.Pod, bool) {
+	o, ok, err := c.pods.GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	p, ok := o.(*corev1.Pod)
+	return p, ok
+}
+
+func (c *Controller) condition(ctx context.Context, u *unstructured.Unstructured, s metav1.ConditionStatus, r, msg string) error {
+	_, err := c.status.SetCondition(ctx, u, metav1.Condition{Type: v1.ConditionPodsCurrent, Status: s, Reason: r, Message: msg})
+	return err
+}

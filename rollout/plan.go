@@ -1,0 +1,222 @@
+// Package rollout replaces the pods of an ObjectStore whose StatefulSets
+// the operator changed (new certificates to mount, the image of a rolling
+// fallback): one pod at a time (spec.restarts.maxUnavailable), a Ready pod
+// only when the tenant's MinIO says one more node may go down now
+// (GET /minio/health/cluster?maintenance=true answers 200), and the next
+// only once the pod before it is Ready again.
+//
+// It works the same under both StatefulSet strategies. Under OnDelete it
+// deletes the pod, and the statefulset controller creates it again from
+// the new template. Under RollingUpdate the writer of the template change
+// holds the StatefulSet's partition at its replicas in the same patch
+// (v1.HoldRollout), so the statefulset controller replaces nothing on its own; this
+// package lowers the partition one ordinal at a time, and gives the
+// tenant's own partition back once every pod is current.
+//
+// Only StatefulSets the operator changed carry v1.RolloutAnnotation, so a
+// template change of the tenant's own (or the image set after an in-place
+// update, whose pods already run the release) restarts nothing here.
+package rollout
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/reason"
+)
+
+// Reasons of the PodsCurrent condition.
+const (
+	ReasonPodsCurrent = "PodsCurrent"
+	// ReasonReplacingPod: a pod is being replaced, or is being waited for
+	// to become Ready.
+	ReasonReplacingPod = "ReplacingPod"
+	// ReasonWaitingForQuorum: MinIO answered 412 to the maintenance
+	// check; taking a node down now would lose quorum.
+	ReasonWaitingForQuorum = "WaitingForQuorum"
+	// ReasonPodTimeout: a replaced pod did not become Ready in time; no
+	// other pod is taken down until it is.
+	ReasonPodTimeout = "PodTimeout"
+)
+
+// verb is what a step does.
+type verb int
+
+const (
+	// done: every pod runs the current template.
+	done verb = iota
+	// wait: a pod is not Ready yet, or the statefulset controller has not
+	// caught up; the pods' next event looks again.
+	wait
+	// replace: take pod down (delete it, or lower the partition to its
+	// ordinal), after the maintenance check when it is Ready.
+	replace
+	// stuck: a replaced pod is not Ready after the timeout.
+	stuck
+)
+
+// step is what to do next for one ObjectStore's pods.
+type step struct {
+	verb verb
+	// set and pod are the pod to replace (replace) or waited for.
+	set     *appsv1.StatefulSet
+	pod     string
+	ordinal int
+	// ready: the pod to replace serves now, so MinIO is asked first.
+	ready bool
+	// after: look again then, for a timeout (wait).
+	after   time.Duration
+	message string
+	// current / total: pods on the current template, for the message.
+	current, total int
+}
+
+// podState is one ordinal of a StatefulSet as the pod informer holds it.
+type podState struct {
+	set     *appsv1.StatefulSet
+	name    string
+	ordinal int
+	pod     *corev1.Pod // nil: not created (yet)
+}
+
+func (p podState) ready() bool {
+	if p.pod == nil || p.pod.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// current: the pod exists and was created from the StatefulSet's update
+// revision.
+func (p podState) current() bool {
+	return p.pod != nil && p.pod.DeletionTimestamp == nil &&
+		p.pod.Labels[appsv1.StatefulSetRevisionLabel] == p.set.Status.UpdateRevision
+}
+
+// plan decides the next step for the StatefulSets the operator rolls
+// (those with v1.RolloutAnnotation) from their pods. maxUnavailable bounds
+// the pods not Ready at once; timeout how long a pod replaced from the
+// current template has to become Ready.
+func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailable int, timeout time.Duration, now time.Time) step {
+	var all []podState
+	for _, s := range sets {
+		if _, ours := s.Annotations[v1.RolloutAnnotation]; !ours {
+			continue
+		}
+		if s.Status.ObservedGeneration < s.Generation || s.Status.UpdateRevision == "" {
+			return step{verb: wait, set: s, message: fmt.Sprintf("StatefulSet %s: waiting for the statefulset controller to see its new template", s.Name)}
+		}
+		for i := range int(replicas(s)) {
+			name := fmt.Sprintf("%s-%d", s.Name, i)
+			all = append(all, podState{set: s, name: name, ordinal: i, pod: pods[name]})
+		}
+	}
+	st := step{total: len(all)}
+	var unready []podState
+	for _, p := range all {
+		if p.current() {
+			st.current++
+		}
+		if !p.ready() {
+			unready = append(unready, p)
+		}
+	}
+	// A pod replaced from the current template that does not get Ready:
+	// taking another one down could lose quorum for good.
+	for _, p := range unready {
+		if p.current() && timeout > 0 {
+			if age := now.Sub(p.pod.CreationTimestamp.Time); age >= timeout {
+				st.verb, st.set, st.pod = stuck, p.set, p.name
+				st.message = fmt.Sprintf("pod %s was replaced %s ago and is not Ready; no other pod is taken down until it is", p.name, age.Round(time.Second))
+				return st
+			} else if st.after == 0 || timeout-age < st.after {
+				st.after = timeout - age
+			}
+		}
+	}
+	behind := slices.DeleteFunc(slices.Clone(all), podState.current)
+	if len(behind) == 0 {
+		if len(unready) > 0 {
+			st.verb, st.set, st.pod = wait, unready[0].set, unready[0].name
+			st.message = fmt.Sprintf("waiting for pod %s to become Ready", unready[0].name)
+			return st
+		}
+		st.verb, st.message = done, fmt.Sprintf("all %d pods run the current template", st.total)
+		return st
+	}
+	next := pick(behind)
+	// A pod that serves nothing may go whatever the others do: it cannot
+	// cost quorum, and it may be down for the very certificates it waits
+	// for.
+	if next.ready() && len(unready) >= max(maxUnavailable, 1) {
+		st.verb, st.set, st.pod = wait, unready[0].set, unready[0].name
+		st.message = fmt.Sprintf("waiting for pod %s to become Ready before the next one (%s)", unready[0].name, progress(st))
+		return st
+	}
+	st.verb, st.set, st.pod, st.ordinal, st.ready = replace, next.set, next.name, next.ordinal, next.ready()
+	return st
+}
+
+// pick chooses the pod to replace next. Under RollingUpdate the partition
+// replaces ordinals from the highest down, so the highest behind goes
+// first; under OnDelete a pod not Ready goes first (it serves nothing),
+// then the highest ordinal, as the statefulset controller would.
+func pick(behind []podState) podState {
+	slices.SortStableFunc(behind, func(a, b podState) int {
+		if a.set.Name != b.set.Name {
+			return strings.Compare(a.set.Name, b.set.Name)
+		}
+		if onDelete(a.set) && a.ready() != b.ready() {
+			if !a.ready() {
+				return -1
+			}
+			return 1
+		}
+		return b.ordinal - a.ordinal
+	})
+	return behind[0]
+}
+
+func progress(st step) string {
+	return fmt.Sprintf("%d/%d pods current", st.current, st.total)
+}
+
+func replicas(s *appsv1.StatefulSet) int32 {
+	if s.Spec.Replicas == nil {
+		return 1
+	}
+	return *s.Spec.Replicas
+}
+
+func onDelete(s *appsv1.StatefulSet) bool {
+	return s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
+}
+
+// partition is the StatefulSet's rollingUpdate.partition (0 when unset).
+func partition(s *appsv1.StatefulSet) int32 {
+	if ru := s.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
+		return *ru.Partition
+	}
+	return 0
+}
+
+// Reasons are the reasons this package reports, with their remedies.
+func Reasons() []reason.Reason {
+	return []reason.Reason{
+		{Name: ReasonPodsCurrent, Severity: reason.Normal},
+		{Name: ReasonReplacingPod, Severity: reason.Normal},
+		{Name: ReasonWaitingForQuorum, Severity: reason.Normal, Remedy: "nothing to do if MinIO is healing; otherwise see which of its nodes or drives are offline (mc admin info)"},
+		{Name: ReasonPodTimeout, Severity: reason.Warning, Remedy: "see why the pod is not Ready (kubectl describe pod); once it is, or once you delete it, the rollout goes on; spec.restarts.podTimeout or {restart-pod-timeout} sets the time"},
+	}
+}

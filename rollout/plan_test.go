@@ -1,0 +1,179 @@
+package rollout
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/object-store-operator/operator/api/v1"
+)
+
+var t0 = time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
+
+// heldSet is a StatefulSet of n pods whose template the operator changed
+// (revision "new"), under strategy.
+func heldSet(name string, n int32, strategy appsv1.StatefulSetUpdateStrategyType) *appsv1.StatefulSet {
+	s := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "t", Generation: 2, ResourceVersion: "7",
+			Labels: map[string]string{v1.ObjectStoreLabel: "s"}, Annotations: map[string]string{v1.RolloutAnnotation: ""}},
+		Spec:   appsv1.StatefulSetSpec{Replicas: &n, UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: strategy}},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, CurrentRevision: "old", UpdateRevision: "new"},
+	}
+	if strategy == appsv1.RollingUpdateStatefulSetStrategyType {
+		s.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: &n}
+	}
+	return s
+}
+
+// podsOf are the set's pods, all Ready on revision "old".
+func podsOf(s *appsv1.StatefulSet) map[string]*corev1.Pod {
+	pods := map[string]*corev1.Pod{}
+	for i := range int(*s.Spec.Replicas) {
+		name := fmt.Sprintf("%s-%d", s.Name, i)
+		pods[name] = &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "t", UID: types.UID("uid-old-" + name), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour)),
+				Labels: map[string]string{appsv1.StatefulSetRevisionLabel: "old"}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+		}
+	}
+	return pods
+}
+
+// replaced is pod name as the statefulset controller created it again
+// at created from revision "new", Ready or not.
+func replaced(pods map[string]*corev1.Pod, name string, created time.Time, ready bool) {
+	p := pods[name].DeepCopy()
+	p.UID = types.UID("uid-new-" + name)
+	p.CreationTimestamp = metav1.NewTime(created)
+	p.Labels = map[string]string{appsv1.StatefulSetRevisionLabel: "new"}
+	p.Status.Conditions[0].Status = corev1.ConditionFalse
+	if ready {
+		p.Status.Conditions[0].Status = corev1.ConditionTrue
+	}
+	pods[name] = p
+}
+
+func notReady(pods map[string]*corev1.Pod, name string) {
+	pods[name].Status.Conditions[0].Status = corev1.ConditionFalse
+}
+
+func TestOnePodAtATimeFromTheHighestOrdinalEachAfterTheOneBeforeIsReady(t *testing.T) {
+	for _, strategy := range []appsv1.StatefulSetUpdateStrategyType{appsv1.OnDeleteStatefulSetStrategyType, appsv1.RollingUpdateStatefulSetStrategyType} {
+		t.Run(string(strategy), func(t *testing.T) {
+			s := heldSet("s-pool-0", 4, strategy)
+			pods := podsOf(s)
+			sets := []*appsv1.StatefulSet{s}
+			var order []string
+			for i := 3; i >= 0; i-- {
+				st := plan(sets, pods, 1, 10*time.Minute, t0)
+				if !assert.Equal(t, replace, st.verb, st.message) {
+					return
+				}
+				assert.True(t, st.ready, "a serving pod is taken down only after MinIO is asked")
+				order = append(order, st.pod)
+
+				replaced(pods, st.pod, t0, false)
+				st = plan(sets, pods, 1, 10*time.Minute, t0.Add(time.Minute))
+				assert.Equal(t, wait, st.verb, "no second pod while %s is not Ready", st.pod)
+				assert.Contains(t, st.message, st.pod)
+				assert.Equal(t, 9*time.Minute, st.after, "looked at again when its timeout runs out")
+				replaced(pods, st.pod, t0, true)
+			}
+			assert.Equal(t, []string{"s-pool-0-3", "s-pool-0-2", "s-pool-0-1", "s-pool-0-0"}, order)
+			st := plan(sets, pods, 1, 10*time.Minute, t0)
+			assert.Equal(t, done, st.verb)
+			assert.Equal(t, "all 4 pods run the current template", st.message)
+		})
+	}
+}
+
+func TestAPodThatServesNothingGoesFirstAndWithoutAsking(t *testing.T) {
+	s := heldSet("s-pool-0", 4, appsv1.OnDeleteStatefulSetStrategyType)
+	pods := podsOf(s)
+	notReady(pods, "s-pool-0-1")
+	st := plan([]*appsv1.StatefulSet{s}, pods, 1, 10*time.Minute, t0)
+	assert.Equal(t, replace, st.verb, "a down pod costs no quorum, and may be down for the certificates it waits for")
+	assert.Equal(t, "s-pool-0-1", st.pod)
+	assert.False(t, st.ready, "MinIO is not asked about a pod that serves nothing")
+}
+
+func TestAServingPodWaitsWhileAnotherIsDown(t *testing.T) {
+	s := heldSet("s-pool-0", 4, appsv1.RollingUpdateStatefulSetStrategyType)
+	pods := podsOf(s)
+	replaced(pods, "s-pool-0-3", t0, true)
+	notReady(pods, "s-pool-0-0") // the tenant's own trouble, on the old template
+	st := plan([]*appsv1.StatefulSet{s}, pods, 1, 10*time.Minute, t0)
+	assert.Equal(t, wait, st.verb, "maxUnavailable 1: one pod down already")
+	assert.Contains(t, st.message, "s-pool-0-0")
+
+	st = plan([]*appsv1.StatefulSet{s}, pods, 2, 10*time.Minute, t0)
+	assert.Equal(t, replace, st.verb, "maxUnavailable 2 lets one more go")
+	assert.Equal(t, "s-pool-0-2", st.pod, "the partition replaces the highest ordinal behind")
+}
+
+func TestAReplacedPodThatNeverGetsReadyStopsTheRollout(t *testing.T) {
+	s := heldSet("s-pool-0", 4, appsv1.OnDeleteStatefulSetStrategyType)
+	pods := podsOf(s)
+	replaced(pods, "s-pool-0-3", t0, false)
+	st := plan([]*appsv1.StatefulSet{s}, pods, 1, 10*time.Minute, t0.Add(10*time.Minute))
+	assert.Equal(t, stuck, st.verb)
+	assert.Equal(t, "s-pool-0-3", st.pod)
+	assert.Equal(t, "pod s-pool-0-3 was replaced 10m0s ago and is not Ready; no other pod is taken down until it is", st.message)
+
+	st = plan([]*appsv1.StatefulSet{s}, pods, 3, 10*time.Minute, t0.Add(10*time.Minute))
+	assert.Equal(t, stuck, st.verb, "whatever maxUnavailable allows")
+}
+
+func TestOnlyStatefulSetsTheOperatorChangedAreRolled(t *testing.T) {
+	ours := heldSet("s-pool-0", 2, appsv1.OnDeleteStatefulSetStrategyType)
+	theirs := heldSet("s-pool-1", 2, appsv1.OnDeleteStatefulSetStrategyType)
+	delete(theirs.Annotations, v1.RolloutAnnotation) // an image set after an in-place update, or the tenant's own edit
+	pods := podsOf(ours)
+	for k, p := range podsOf(theirs) {
+		pods[k] = p
+	}
+	st := plan([]*appsv1.StatefulSet{ours, theirs}, pods, 1, time.Minute, t0)
+	assert.Equal(t, "s-pool-0-1", st.pod)
+	replaced(pods, "s-pool-0-1", t0, true)
+	replaced(pods, "s-pool-0-0", t0, true)
+	st = plan([]*appsv1.StatefulSet{ours, theirs}, pods, 1, time.Minute, t0)
+	assert.Equal(t, done, st.verb, "pods of a StatefulSet the operator did not change are left running")
+	assert.Equal(t, 2, st.total)
+}
+
+func TestNothingIsTakenDownBeforeTheStatefulSetControllerSawTheTemplate(t *testing.T) {
+	s := heldSet("s-pool-0", 2, appsv1.OnDeleteStatefulSetStrategyType)
+	s.Status.ObservedGeneration = 1
+	st := plan([]*appsv1.StatefulSet{s}, podsOf(s), 1, time.Minute, t0)
+	assert.Equal(t, wait, st.verb, "its update revision is not the new template's yet")
+}
+
+func TestHoldKeepsTheStatefulSetControllerFromRollingAndRemembersThePartition(t *testing.T) {
+	four := int32(4)
+	rolling := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: &four,
+		UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}}}
+	annotations, spec := v1.HoldRollout(rolling)
+	assert.Equal(t, map[string]string{v1.RolloutAnnotation: ""}, annotations, "no partition of the tenant's to give back")
+	assert.Equal(t, map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"partition": int32(4)}}}, spec)
+
+	two := int32(2)
+	rolling.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: &two}
+	annotations, _ = v1.HoldRollout(rolling)
+	assert.Equal(t, "2", annotations[v1.RolloutAnnotation], "the tenant's own partition is given back at the end")
+
+	rolling.Annotations = map[string]string{v1.RolloutAnnotation: "1"}
+	annotations, _ = v1.HoldRollout(rolling)
+	assert.Equal(t, "1", annotations[v1.RolloutAnnotation], "held already: what it recorded first stays")
+
+	onDelete := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: &four,
+		UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}}}
+	annotations, spec = v1.HoldRollout(onDelete)
+	assert.Equal(t, map[string]string{v1.RolloutAnnotation: ""}, annotations)
+	assert.Nil(t, spec, "under OnDelete nothing rolls on its own")
+}
