@@ -23,38 +23,30 @@ import (
 	"github.com/object-store-operator/operator/internal/reason"
 )
 
-// Reasons a release could not be made available; each is a condition
-// reason on the ObjectStore. Reasons about the binary itself (checksum,
-// signature, conflict, size) come from binstore.
+// Reasons a release could not be made available, as condition reasons.
 var (
-	errInvalidImage  = reason.Sentinel("InvalidImage")
-	errNotFound      = reason.Sentinel("ImageNotFound")
-	errAuth          = reason.Sentinel("AuthFailed")
-	errUntrusted     = reason.Sentinel("RegistryNotTrusted")
-	errNoBinary      = reason.Sentinel("NoMinIOBinary")
-	errChecksum      = reason.Sentinel(binstore.ReasonChecksumMismatch)
-	errPullSecret    = reason.Sentinel("PullSecretUnusable")
-	errImageTooLarge = reason.Sentinel("ImageTooLarge")
-	errTimeout       = reason.Sentinel("PullTimeout")
-	errPull          = reason.Sentinel("PullFailed")
-	// errNoPlatform: the image has no binary for a platform the tenant's
-	// pods run on.
-	errNoPlatform = reason.Sentinel("NoBinaryForPlatform")
-	errStoreFull  = reason.Sentinel("StoreFull")
-	// errReleaseInFuture: the release name is a time more than an hour
-	// ahead of the operator's clock.
+	errInvalidImage    = reason.Sentinel("InvalidImage")
+	errNotFound        = reason.Sentinel("ImageNotFound")
+	errAuth            = reason.Sentinel("AuthFailed")
+	errUntrusted       = reason.Sentinel("RegistryNotTrusted")
+	errNoBinary        = reason.Sentinel("NoMinIOBinary")
+	errChecksum        = reason.Sentinel(binstore.ReasonChecksumMismatch)
+	errPullSecret      = reason.Sentinel("PullSecretUnusable")
+	errImageTooLarge   = reason.Sentinel("ImageTooLarge")
+	errTimeout         = reason.Sentinel("PullTimeout")
+	errPull            = reason.Sentinel("PullFailed")
+	errNoPlatform      = reason.Sentinel("NoBinaryForPlatform") // none for a platform the pods run on
+	errStoreFull       = reason.Sentinel("StoreFull")
 	errReleaseInFuture = reason.Sentinel("ReleaseInFuture")
-	// The store's own refusals (errChecksum among them).
-	errUnsigned       = reason.Sentinel(binstore.ReasonUnsigned)
-	errSignature      = reason.Sentinel(binstore.ReasonSignatureInvalid)
-	errBinaryTooLarge = reason.Sentinel(binstore.ReasonTooLarge)
+	errUnsigned        = reason.Sentinel(binstore.ReasonUnsigned)
+	errSignature       = reason.Sentinel(binstore.ReasonSignatureInvalid)
+	errBinaryTooLarge  = reason.Sentinel(binstore.ReasonTooLarge)
 )
 
-// failures are the reasons a release is not available, with what the
-// user can do, in the order reasonOf looks for them: PullTimeout first (a
-// pull out of time failed for that, whatever its last request met); a
-// refusal inside a PullFailed (a redirect's, say) stays that refusal. The
-// store's own refusals (binstore.Reason*) come last.
+// failures are the reasons a release is not available, with what the user
+// can do, in the order reasonOf looks for them: PullTimeout first (a pull
+// out of time failed for that, whatever its last request met); a refusal
+// inside a PullFailed (a redirect's, say) stays that refusal.
 var failures = []struct {
 	err    *reason.Error
 	remedy string
@@ -77,9 +69,8 @@ var failures = []struct {
 }
 
 // Reasons is every reason of the BinaryAvailable condition, with its
-// Event severity and what the user can do about it: the failures,
-// PullFailed (any other), StoreError (the store's failures of no reason of
-// its own, docs/binaries.md), Available and InternalError.
+// Event severity and remedy; StoreError is the store's failures of no
+// reason of their own (docs/binaries.md).
 func Reasons() []reason.Reason {
 	list := []reason.Reason{{Name: ReasonAvailable, Severity: reason.Normal}, {Name: errPull.Reason, Severity: reason.Warning},
 		{Name: "StoreError", Severity: reason.Warning}, {Name: controller.ReasonInternalError, Severity: reason.Warning}}
@@ -92,9 +83,8 @@ func Reasons() []reason.Reason {
 // ReasonAvailable: the release of spec.image is in the store and served.
 const ReasonAvailable = "Available"
 
-// reasonOf returns the condition reason for err: the first failure it
-// carries anywhere in its chain, else PullTimeout for a deadline, else
-// PullFailed.
+// reasonOf returns the condition reason for err: the first failure in its
+// chain, else PullTimeout for a deadline, else PullFailed.
 func reasonOf(err error) string {
 	for _, f := range failures {
 		if errors.Is(err, f.err) {
@@ -107,29 +97,25 @@ func reasonOf(err error) string {
 	return errPull.Reason
 }
 
-// What reaches a tenant: whoever reads the ObjectStore reads its
-// conditions and Events, while the operator reaches networks the tenant
-// cannot (a registry may be, redirect to or name as its token service an
-// in-cluster server). So a message holds only the operator's words, values
-// it computed or was given, and the pull's own registry's errors[] codes
-// and messages, bounded. Raw bodies, other hosts' answers and
+// The operator reaches networks the tenant cannot (a registry may be,
+// redirect to or name as its token service an in-cluster server), so a
+// condition holds only the operator's words and the pull's own registry's
+// errors[], bounded. Raw bodies, other hosts' answers and
 // go-containerregistry's texts (which quote bodies) go to the log only.
 
 // reasonf is a failure the operator words itself, safe to show whole:
-// "<reason>: <message>". Its arguments must be the operator's own values
-// or names the tenant gave (the image), never text a server sent.
+// its arguments are never text a server sent.
 func reasonf(r *reason.Error, format string, args ...any) error {
 	return &reason.Error{Reason: r.Reason, Message: r.Reason + ": " + fmt.Sprintf(format, args...)}
 }
 
-// pullError is a failure from a registry, a mirror or the network, with
-// what a tenant may read about it (public) apart from all of it (cause).
+// pullError is a failure with what a tenant may read (public) apart from
+// all of it (cause).
 func pullError(r *reason.Error, public string, cause error) *reason.Error {
 	return &reason.Error{Reason: r.Reason, Message: public, Err: cause}
 }
 
-// detail is everything known about err, for the operator's log: the cause
-// of the first failure in it that has one, bounded.
+// detail is everything known about err, bounded, for the operator's log.
 func detail(err error) string {
 	var re *reason.Error
 	if errors.As(err, &re) && re.Err != nil {
@@ -138,14 +124,12 @@ func detail(err error) string {
 	return bounded(err.Error(), 4096)
 }
 
-// classify turns an error of what (the operator's words: "get <image>")
-// into a pullError with a reason and words a tenant may read.
+// classify turns an error of what ("get <image>") into a pullError.
 func classify(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	// Errors worded here already (limits, checksums, refusals) keep their
-	// words, whatever go-containerregistry wrapped them in.
+	// Errors worded here already keep their words, whatever wrapped them.
 	var re *reason.Error
 	if errors.As(err, &re) {
 		return &reason.Error{Reason: re.Reason, Message: what + ": " + re.Error(), Err: err}
@@ -154,8 +138,7 @@ func classify(what string, err error) error {
 	return pullError(r, what+": "+public, err)
 }
 
-// describe says what went wrong in the operator's words, quoting at most
-// the registry's own bounded error codes and messages.
+// describe says what went wrong in the operator's words.
 func describe(err error) (*reason.Error, string) {
 	var terr *transport.Error
 	var uerr *url.Error
@@ -203,11 +186,8 @@ func describe(err error) (*reason.Error, string) {
 
 // statusReason maps a registry's answer onto a reason.
 func statusReason(terr *transport.Error) *reason.Error {
-	switch terr.StatusCode {
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return errAuth
-	case http.StatusNotFound:
-		return errNotFound
+	if r := codeReason(terr.StatusCode); r != errPull {
+		return r
 	}
 	for _, d := range terr.Errors {
 		switch d.Code {
@@ -220,6 +200,17 @@ func statusReason(terr *transport.Error) *reason.Error {
 	return errPull
 }
 
+// codeReason maps an HTTP status onto a reason.
+func codeReason(code int) *reason.Error {
+	switch code {
+	case http.StatusNotFound:
+		return errNotFound
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return errAuth
+	}
+	return errPull
+}
+
 // Bounds of what a registry's errors[] contributes to a message.
 const (
 	maxRegistryErrors   = 3
@@ -227,19 +218,15 @@ const (
 	maxRegistryErrorMsg = 256
 )
 
-// describeStatus is "<host> answered <status>", followed by the code and
-// message of the first few errors[] entries when the answer came from the
-// pull's registry itself (never their detail, never a raw body).
+// describeStatus is "<host> answered <status>", with the first few
+// errors[] codes and messages when the pull's registry itself answered.
 func describeStatus(terr *transport.Error) string {
 	host, fromRegistry := "the registry", false
 	if req := terr.Request; req != nil {
 		host = bounded(req.URL.Host, 256)
 		fromRegistry = isRegistryRequest(req)
 	}
-	if !fromRegistry {
-		// Not a redirect (quietElsewhere ends those): the token service
-		// the registry named. Its status says whether the credentials
-		// were refused; its body was never read.
+	if !fromRegistry { // the token service (quietElsewhere ends redirects); its body was never read
 		return fmt.Sprintf("the registry's token service %s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
 	}
 	s := fmt.Sprintf("%s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
@@ -261,8 +248,7 @@ func describeStatus(terr *transport.Error) string {
 	return s
 }
 
-// bounded keeps the first max runes of s that print, as one line; longer
-// text ends in "...".
+// bounded keeps the first max runes of s that print, as one line.
 func bounded(s string, max int) string {
 	var b strings.Builder
 	n := 0

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -25,24 +26,20 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 )
 
-// binaryPaths are where MinIO images keep the server binary, in order of
-// preference.
+// binaryPaths are where MinIO images keep the binary, preferred first.
 var binaryPaths = []string{"opt/bin/minio", "usr/bin/minio"}
 
 const maxSidecarSize = 4096
 
 // extract reads the image's layers, newest first, until one holds the
-// MinIO binary, and commits it (with the .sha256sum and .minisig beside
-// it in the layer) once the whole blob matched its digest.
+// MinIO binary, and commits it with its sidecars once the whole blob
+// matched its digest.
 func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel string, src binstore.Source) (*binstore.Binary, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return nil, classify("list layers", err)
 	}
-	limit := f.cfg.MaxPullBytes
-	if limit <= 0 {
-		limit = math.MaxInt64 // no bound
-	}
+	limit := cmp.Or(max(f.cfg.MaxPullBytes, 0), math.MaxInt64)
 	budget := &pullBudget{compressed: limit, uncompressed: limit}
 	for i := len(layers) - 1; i >= 0; i-- {
 		found, err := f.readLayer(layers[i], p, rel, budget)
@@ -54,9 +51,7 @@ func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel
 		}
 		src.LayerDigest = found.layer
 		return f.commit(ctx, p, rel, found.staged, binstore.Candidate{
-			WantSHA256: found.wantSHA256, Minisig: found.sig, Source: src,
-			// The layer was read whole and matched its digest.
-			Signable: true,
+			WantSHA256: found.wantSHA256, Minisig: found.sig, Source: src, Signable: true, // read whole against its digest
 		})
 	}
 	return nil, reasonf(errNoBinary, "no %s in any layer", strings.Join(binaryPaths, " or "))
@@ -65,33 +60,29 @@ func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel
 // pullBudget is what one pull may still read.
 type pullBudget struct{ compressed, uncompressed int64 }
 
-// capped fails a read past *left bytes with errImageTooLarge.
+// capped fails a read past *left bytes with errImageTooLarge (nil left:
+// no bound), and counts what it read.
 type capped struct {
-	r    io.Reader
-	left *int64
-	what string
-}
-
-func (c capped) Read(p []byte) (int, error) {
-	if *c.left <= 0 {
-		return 0, reasonf(errImageTooLarge, "more than the pull's limit of %s bytes", c.what)
-	}
-	if int64(len(p)) > *c.left {
-		p = p[:*c.left]
-	}
-	n, err := c.r.Read(p)
-	*c.left -= int64(n)
-	return n, err
-}
-
-type countingReader struct {
 	r     io.Reader
+	left  *int64
+	what  string
 	count func(int64)
 }
 
-func (c countingReader) Read(p []byte) (int, error) {
+func (c capped) Read(p []byte) (int, error) {
+	if c.left != nil && *c.left <= 0 {
+		return 0, reasonf(errImageTooLarge, "more than the pull's limit of %s bytes", c.what)
+	}
+	if c.left != nil && int64(len(p)) > *c.left {
+		p = p[:*c.left]
+	}
 	n, err := c.r.Read(p)
-	c.count(int64(n))
+	if c.left != nil {
+		*c.left -= int64(n)
+	}
+	if c.count != nil {
+		c.count(int64(n))
+	}
 	return n, err
 }
 
@@ -103,10 +94,9 @@ type layerFind struct {
 	sig        []byte
 }
 
-// readLayer streams one layer blob: it decompresses it, stages the binary
-// if the layer has one, then reads the blob to its end and checks its
-// SHA-256 against the layer digest, so a registry that swaps a blob under
-// a pinned digest lands nothing.
+// readLayer streams one layer blob, staging the binary if it has one, then
+// reads the blob to its end against the layer digest, so a registry that
+// swaps a blob under a pinned digest lands nothing.
 func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *pullBudget) (found *layerFind, err error) {
 	digest, err := layer.Digest()
 	if err != nil {
@@ -118,7 +108,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 	}
 	defer rc.Close()
 	sum := sha256.New()
-	raw := bufio.NewReaderSize(io.TeeReader(capped{countingReader{rc, func(n int64) { f.bytes.Add(float64(n)) }}, &budget.compressed, "compressed"}, sum), 64<<10)
+	raw := bufio.NewReaderSize(io.TeeReader(capped{rc, &budget.compressed, "compressed", f.count}, sum), 64<<10)
 	content, err := decompress(raw)
 	if err != nil {
 		return nil, f.layerError(digest, sum, raw, "layer "+digest.String(), err)
@@ -132,7 +122,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 	}()
 	var binaryDir string
 	sidecars := map[string][]byte{}
-	tr := tar.NewReader(capped{content, &budget.uncompressed, "uncompressed"})
+	tr := tar.NewReader(capped{content, &budget.uncompressed, "uncompressed", nil})
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -165,8 +155,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 			sidecars[name] = data
 		}
 	}
-	// The tar end marker is not the end of the blob: read to its end so
-	// the digest covers every byte the registry sent.
+	// The digest covers every byte sent, past the tar end marker too.
 	if _, err := io.Copy(io.Discard, raw); err != nil {
 		return nil, f.layerError(digest, sum, raw, "read layer "+digest.String()+" to its end", err)
 	}
@@ -187,10 +176,9 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 	return found, nil
 }
 
-// layerError reports a failed layer read. A registry that swaps a blob
-// usually shows up as a read error at its end (go-containerregistry checks
-// the digest too) or a corrupt stream: when the bytes read so far cannot
-// be the blob the manifest names, the reason is the checksum.
+// layerError reports a failed layer read: a swapped blob usually shows as
+// a read error or a corrupt stream, so when the bytes cannot be the blob
+// the manifest names, the reason is the checksum.
 func (f *Fetcher) layerError(digest ggcrv1.Hash, sum hash.Hash, raw io.Reader, what string, err error) error {
 	if errors.Is(err, errImageTooLarge) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return classify(what, err)
@@ -211,9 +199,9 @@ func (f *Fetcher) layerError(digest ggcrv1.Hash, sum hash.Hash, raw io.Reader, w
 const maxZstdWindow = 8 << 20
 
 // decompress recognises gzip and zstd layers by their magic bytes; other
-// layers are plain tar. gzip's window is 32 KiB by its format; zstd's is
-// maxZstdWindow, checked in the first frame's header before the decoder
-// exists (so the message can name it), in later ones by the decoder.
+// layers are plain tar. zstd's window is checked in the first frame's
+// header before the decoder exists (so the message can name it), in later
+// ones by the decoder.
 func decompress(r *bufio.Reader) (io.ReadCloser, error) {
 	magic, _ := r.Peek(4)
 	switch {
@@ -222,8 +210,7 @@ func decompress(r *bufio.Reader) (io.ReadCloser, error) {
 		if err != nil {
 			return nil, err
 		}
-		// One member: the blob's end is read and hashed by the caller.
-		zr.Multistream(false)
+		zr.Multistream(false) // the caller reads and hashes the blob's end
 		return zr, nil
 	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		head, _ := r.Peek(zstd.HeaderMaxSize)
@@ -262,8 +249,7 @@ func (z zstdReader) Close() error {
 	return nil
 }
 
-// mib renders a size in whole MiB when it is one (536870912 is "512
-// MiB"), else in bytes.
+// mib renders a size in whole MiB when it is one, else in bytes.
 func mib(n uint64) string {
 	if n%(1<<20) == 0 {
 		return strconv.FormatUint(n>>20, 10) + " MiB"
@@ -271,9 +257,8 @@ func mib(n uint64) string {
 	return strconv.FormatUint(n, 10) + " bytes"
 }
 
-// isSidecarPath reports whether p is the checksum or signature beside one
-// of the binary paths. Only those are kept: a layer of many small files
-// named like sidecars elsewhere holds no more than four in memory.
+// isSidecarPath reports whether p is a sidecar of a binary path: a layer
+// of many lookalikes elsewhere holds no more than four in memory.
 func isSidecarPath(p string) bool {
 	for _, b := range binaryPaths {
 		if p == b+".sha256sum" || p == b+".minisig" {
@@ -286,21 +271,16 @@ func isSidecarPath(p string) bool {
 // preferred reports whether p beats a binary already found in dir.
 func preferred(p, dir string) bool { return p == binaryPaths[0] && dir != path.Dir(binaryPaths[0]) }
 
-// The release mirror is the fallback for releases no image provides: it
-// serves <os>-<arch>/minio.<RELEASE>[.sha256sum|.minisig], as MinIO's
-// release directories do. A binary from it is bound to its URL.
-
 // fromMirror makes res's release available from the mirror for
-// platforms, adding them to res; it reports whether it read anything.
+// platforms, adding them to res; it reports whether it read anything. A
+// binary from the mirror is bound to its URL.
 func (f *Fetcher) fromMirror(ctx context.Context, res *Result, platforms []Platform) (bool, error) {
-	// The mirror is the platform's, not the pull's registry: dialled as is.
-	ctx = withPullTarget(ctx, nil)
+	ctx = withPullTarget(ctx, nil) // the platform's, not the pull's registry: dialled as is
 	binName, err := binstore.BinaryName(res.Release)
 	if err != nil {
 		return false, reasonf(errInvalidImage, "%v", err)
 	}
-	// The mirror is the platform's: it may redirect to its object storage,
-	// over HTTPS when it is HTTPS, three times at most.
+	// It may redirect to its object storage, over HTTPS when it is HTTPS.
 	client := &http.Client{Transport: f.cfg.Transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) >= 3 || (via[0].URL.Scheme == "https" && req.URL.Scheme != "https") {
 			return fmt.Errorf("the release mirror redirected to %s: followed only over HTTPS, three times at most", req.URL.Redacted())
@@ -343,7 +323,7 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 		return nil, true, err
 	}
 	defer body.Close()
-	staged, err := f.cfg.Store.Stage(p.dir(), rel, countingReader{body, func(n int64) { f.bytes.Add(float64(n)) }}, f.cfg.MaxSize)
+	staged, err := f.cfg.Store.Stage(p.dir(), rel, capped{r: body, count: f.count}, f.cfg.MaxSize)
 	if err != nil {
 		return nil, true, classify("download "+base, err)
 	}
@@ -356,7 +336,7 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 	return b, true, nil
 }
 
-// open GETs url from the mirror: the body of its 200 answer.
+// open is the body of the mirror's 200 answer for url.
 func open(ctx context.Context, client *http.Client, url string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -379,20 +359,15 @@ func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limi
 		return nil, err
 	}
 	defer body.Close()
-	data, err := io.ReadAll(io.LimitReader(body, limit))
+	data, err := io.ReadAll(capped{r: io.LimitReader(body, limit), count: f.count})
 	if err != nil {
 		return nil, classify("read "+url, err)
 	}
-	f.bytes.Add(float64(len(data)))
 	return data, nil
 }
 
 func httpStatusError(url string, code int) error {
-	switch code {
-	case http.StatusNotFound:
-		return reasonf(errNotFound, "%s answered 404", url)
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return reasonf(errAuth, "%s answered %d", url, code)
-	}
-	return reasonf(errPull, "%s answered %d", url, code)
+	return reasonf(codeReason(code), "%s answered %d", url, code)
 }
+
+func (f *Fetcher) count(n int64) { f.bytes.Add(float64(n)) }

@@ -12,33 +12,29 @@ import (
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-// Manifests, indexes and image configs are read whole (layers stream to
-// disk within the pull budget), so they are capped here: go-containerregistry
-// reads a manifest of up to 100 MiB and a config of any size its manifest
-// declares (-1: no bound). Registries accept manifests of at least 4 MiB
-// (OCI distribution spec); MinIO's are a few KiB, their configs tens.
+// Manifests and configs are read whole, so they are capped here:
+// go-containerregistry reads a manifest of up to 100 MiB and a config of
+// any size declared. Registries accept manifests of at least 4 MiB (OCI
+// distribution spec); MinIO's are a few KiB.
 const (
 	maxManifestSize = 4 << 20
 	maxConfigSize   = 4 << 20
 )
 
-// What a manifest or index may hold, counted before it is decoded: 4 MiB
-// of "{}," is 1.4 million descriptors, about 480 MiB decoded. A MinIO
-// index lists a handful of platforms, a manifest a handful of layers.
+// What a manifest may hold, counted before it is decoded: 4 MiB of "{},"
+// is 1.4 million descriptors, about 480 MiB decoded.
 const (
 	maxManifestArray  = 1024    // elements of any one array (manifests, layers, ...)
 	maxManifestValues = 1 << 16 // JSON values of the whole document
 	maxManifestDepth  = 32
 )
 
-// boundedManifests caps manifest and index responses at maxManifestSize:
-// a larger declared Content-Length is refused before any byte is read, and
-// a body that runs past the cap fails the read.
+// boundedManifests caps manifest responses at maxManifestSize, refusing a
+// larger Content-Length before any byte is read.
 func boundedManifests(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := next.RoundTrip(req)
-		// A manifest request redirected elsewhere is still a manifest.
-		orig := originalRequest(req)
+		orig := originalRequest(req) // redirected, still a manifest
 		if err != nil || !strings.Contains(orig.URL.Path, "/manifests/") {
 			return resp, err
 		}
@@ -48,13 +44,11 @@ func boundedManifests(next http.RoundTripper) http.RoundTripper {
 			return nil, reasonf(errImageTooLarge, "%s is %d bytes; at most %d are read", what, resp.ContentLength, maxManifestSize)
 		}
 		capped := http.MaxBytesReader(nil, resp.Body, maxManifestSize)
-		if resp.StatusCode != http.StatusOK || req.Method == http.MethodHead {
-			// An error answer: go-containerregistry reads 64 KiB of it.
+		if resp.StatusCode != http.StatusOK || req.Method == http.MethodHead { // errors: 64 KiB read
 			resp.Body = capped
 			return resp, nil
 		}
-		// Read whole here (go-containerregistry would anyway) so that what
-		// it holds is counted before anything decodes it.
+		// Read whole (as go-containerregistry would) to count it before decoding.
 		body, err := io.ReadAll(capped)
 		resp.Body.Close()
 		if errors.As(err, new(*http.MaxBytesError)) {
@@ -71,10 +65,9 @@ func boundedManifests(next http.RoundTripper) http.RoundTripper {
 	})
 }
 
-// checkManifestShape refuses, as ImageTooLarge, a manifest or index whose
-// arrays, values or nesting exceed what one of MinIO's could hold. It
-// streams tokens, holding nothing but the nesting, and stops at the first
-// excess. Malformed JSON is left to the parser that follows.
+// checkManifestShape refuses a manifest whose arrays, values or nesting
+// exceed what one of MinIO's could hold, streaming tokens and holding
+// nothing but the nesting. Malformed JSON is left to the parser.
 func checkManifestShape(body []byte, what string) error {
 	type level struct {
 		array     bool
@@ -128,8 +121,8 @@ func checkManifestShape(body []byte, what string) error {
 	}
 }
 
-// configFile reads the image's config, refusing one larger than
-// maxConfigSize or of undeclared size before a byte of it is read.
+// configFile reads the image's config, refusing one too large or of
+// undeclared size before a byte of it is read.
 func configFile(img ggcrv1.Image) (*ggcrv1.ConfigFile, error) {
 	m, err := img.Manifest()
 	if err != nil {

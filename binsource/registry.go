@@ -20,9 +20,8 @@ import (
 	"github.com/object-store-operator/operator/internal/netguard"
 )
 
-// canonicalHost is the form of a registry host (host[:port]) that two
-// spellings of one registry share: lower case, no trailing dot, the
-// scheme's default port spelled out, IP addresses in their shortest form.
+// canonicalHost is the one spelling of a registry host[:port]: lower
+// case, no trailing dot, the default port spelled out, IPs shortest.
 func canonicalHost(host string, plainHTTP bool) string {
 	h := strings.ToLower(strings.TrimSpace(host))
 	name, port, err := net.SplitHostPort(h)
@@ -47,13 +46,12 @@ type Resolver interface {
 	LookupHost(ctx context.Context, host string) ([]string, error)
 }
 
-// registryKey is what a pull from the registry at canonical host counts
-// against for the per-registry share of slots, and the one address it
-// dials (RegistryDialer): the lowest address the name resolves to, on the
-// registry's port. Two names of one server so meet on one key, and a name
+// registryKey is the one address a pull from the registry dials and
+// counts against for its registry's share of slots: the lowest address the
+// name resolves to, so two names of one server meet on one key, and a name
 // that also claims other servers' addresses (DNS is the tenant's) counts
-// against only the one it connects to. A name that does not resolve
-// within timeout, or an address, counts as itself.
+// against only the one it connects to. A name that does not resolve in
+// time counts as itself.
 func registryKey(ctx context.Context, r Resolver, timeout time.Duration, canonical string) string {
 	name, port, err := net.SplitHostPort(canonical)
 	if err != nil || net.ParseIP(name) != nil || r == nil {
@@ -79,9 +77,8 @@ func registryKey(ctx context.Context, r Resolver, timeout time.Duration, canonic
 }
 
 // pullTarget marks a pull's requests and connections with its registry's
-// canonical host, so the transport, the dialer and the error words tell
-// the registry's answers from other hosts', and the address that host was
-// counted against (registryKey; the host itself when it did not resolve).
+// canonical host and the address it was counted against, so the
+// transport, the dialer and the error words tell the registry from others.
 type pullTarget struct{ host, addr string }
 
 type pullTargetKey struct{}
@@ -96,14 +93,11 @@ func targetOf(ctx context.Context) *pullTarget {
 	return t
 }
 
-// RegistryDialer is the DialContext of the transport registries are pulled
-// through. For a pull's connections it dials the registry's host at the
-// address its slot was counted against, so a pull holds the share of the
-// server it talks to; and refuses, for any other host the registry sends
-// the operator to (a redirect, a token service), a loopback, link-local
-// (cloud metadata), unspecified or multicast address other than the
-// registry's own: the tenant chose the registry, not what else answers on
-// the operator's node. Connections of no pull are dialled as d would.
+// RegistryDialer dials a pull's registry at the address its slot was
+// counted against, and refuses, for any other host the registry sends the
+// operator to (a redirect, a token service), the addresses netguard names
+// other than the registry's own: the tenant chose the registry, not what
+// else answers on the operator's node. Other connections are d's.
 func RegistryDialer(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		t := targetOf(ctx)
@@ -143,16 +137,15 @@ func (e *refusedAddress) Error() string {
 	return fmt.Sprintf("refused to connect to %s, a %s address other than the registry's own", e.addr, e.kind)
 }
 
-// isRegistryRequest reports whether req went to its pull's registry
-// itself (not to a host it redirected to or named as its token service).
-// Requests of no pull (a mirror download) are the operator's own.
+// isRegistryRequest reports whether req went to its pull's registry itself
+// or is no pull's (a mirror download).
 func isRegistryRequest(req *http.Request) bool {
 	t := targetOf(req.Context())
 	return t == nil || canonicalHost(req.URL.Host, req.URL.Scheme == "http") == t.host
 }
 
-// knownTokenService is the token service known to stand for a registry on
-// another host: Docker Hub's. Any other registry's must be on its own host.
+// knownTokenService is Docker Hub's token service, the one known on
+// another host than its registry.
 func knownTokenService(registryName string) string {
 	switch registryName {
 	case "index.docker.io", "registry-1.docker.io", "docker.io":
@@ -161,12 +154,10 @@ func knownTokenService(registryName string) string {
 	return ""
 }
 
-// ownTokenService refuses a token request (a pull's request neither to
-// its registry nor a redirect: a Bearer challenge's realm) to a host
-// other than the registry's own, on any port, or its known token service.
-// The realm is the tenant's word: followed anywhere, it makes the
-// operator fetch a token from a server only it reaches and hand it to the
-// tenant's registry.
+// ownTokenService refuses a token request (a Bearer challenge's realm) to
+// a host other than the registry's own (any port) or its known token
+// service: followed anywhere, the tenant's realm makes the operator fetch
+// a token from a server only it reaches and hand it to the registry.
 func ownTokenService(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.Response != nil || isRegistryRequest(req) {
@@ -183,12 +174,10 @@ func ownTokenService(next http.RoundTripper) http.RoundTripper {
 }
 
 // quietElsewhere keeps what hosts other than the pull's registry answer
-// (a redirect's, the token service's: maybe servers only the operator
-// reaches) out of conditions: a redirect that fails ends the pull with the
-// same words whatever happened, so a condition cannot probe what answers
-// where; an error answer of the token service keeps its status (a 401 is
-// AuthFailed) but loses its body. Successful answers are read as data,
-// never quoted.
+// (maybe servers only the operator reaches) out of conditions, so a
+// condition cannot probe what answers where: a failed redirect ends the
+// pull with the same words whatever happened; the token service's error
+// keeps its status (a 401 is AuthFailed), not its body.
 func quietElsewhere(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := next.RoundTrip(req)
@@ -229,20 +218,16 @@ func withBound(ctx context.Context, d time.Duration) (context.Context, context.C
 	return context.WithTimeout(ctx, d)
 }
 
-// keychain resolves registry credentials from image pull Secrets, the
-// same Secrets a PodSpec's imagePullSecrets names, with kubelet's rules
-// (go-containerregistry's Kubernetes keychain): wildcard hosts
-// (*.example.com), path-scoped entries (registry/team), the most specific
-// match first.
+// keychain resolves registry credentials from image pull Secrets with
+// kubelet's rules (go-containerregistry's Kubernetes keychain).
 type keychain struct {
 	authn.Keychain
 	id string // stable identity of the credentials, for sharing fetches
 }
 
-// newKeychain reads kubernetes.io/dockerconfigjson (and legacy
-// kubernetes.io/dockercfg) Secrets. As kubelet does, it goes by the
-// Secret's type; a Secret of another type is an error here rather than
-// silently anonymous, so the ObjectStore's condition can name it.
+// newKeychain reads dockerconfigjson (and legacy dockercfg) Secrets by
+// their type, as kubelet does; another type is an error rather than
+// silently anonymous, so the condition can name it.
 func newKeychain(secrets []*corev1.Secret) (*keychain, error) {
 	var names []string
 	pull := make([]corev1.Secret, 0, len(secrets))
@@ -266,9 +251,7 @@ func newKeychain(secrets []*corev1.Secret) (*keychain, error) {
 }
 
 // usesCredentials reports whether a pull of repo is made with credentials
-// from the ObjectStore's pull Secrets (anything but anonymous). Only such
-// a pull can be private; see Fetcher.needsCredentials. An error resolving
-// the credentials counts as credentials.
+// (an error resolving them counts as credentials).
 func usesCredentials(kc authn.Keychain, repo name.Repository) bool {
 	auth, err := kc.Resolve(repo)
 	if err != nil {
