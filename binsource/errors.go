@@ -13,28 +13,27 @@ import (
 	"net/url"
 	"strings"
 	"syscall"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/reason"
+	"github.com/object-store-operator/operator/internal/registryguard"
 )
 
 // Reasons a release could not be made available, as condition reasons.
 var (
 	errInvalidImage    = reason.Sentinel("InvalidImage")
 	errNotFound        = reason.Sentinel("ImageNotFound")
-	errAuth            = reason.Sentinel("AuthFailed")
-	errUntrusted       = reason.Sentinel("RegistryNotTrusted")
+	errAuth            = reason.Sentinel(registryguard.ReasonAuthFailed)
+	errUntrusted       = reason.Sentinel(registryguard.ReasonNotTrusted)
 	errNoBinary        = reason.Sentinel("NoMinIOBinary")
 	errChecksum        = reason.Sentinel(binstore.ReasonChecksumMismatch)
 	errPullSecret      = reason.Sentinel("PullSecretUnusable")
-	errImageTooLarge   = reason.Sentinel("ImageTooLarge")
+	errImageTooLarge   = reason.Sentinel(registryguard.ReasonTooLarge)
 	errTimeout         = reason.Sentinel("PullTimeout")
-	errPull            = reason.Sentinel("PullFailed")
+	errPull            = reason.Sentinel(registryguard.ReasonPullFailed)
 	errNoPlatform      = reason.Sentinel("NoBinaryForPlatform") // none for a platform the pods run on
 	errStoreFull       = reason.Sentinel("StoreFull")
 	errReleaseInFuture = reason.Sentinel("ReleaseInFuture")
@@ -119,9 +118,9 @@ func pullError(r *reason.Error, public string, cause error) *reason.Error {
 func detail(err error) string {
 	var re *reason.Error
 	if errors.As(err, &re) && re.Err != nil {
-		return bounded(re.Err.Error(), 4096)
+		return registryguard.Bounded(re.Err.Error(), 4096)
 	}
-	return bounded(err.Error(), 4096)
+	return registryguard.Bounded(err.Error(), 4096)
 }
 
 // classify turns an error of what ("get <image>") into a pullError.
@@ -146,7 +145,7 @@ func describe(err error) (*reason.Error, string) {
 	host := "the registry"
 	if errors.As(err, &uerr) {
 		if u, perr := url.Parse(uerr.URL); perr == nil && u.Host != "" {
-			host = bounded(u.Host, 256)
+			host = registryguard.Bounded(u.Host, 256)
 		}
 	}
 	switch {
@@ -223,10 +222,10 @@ const (
 func describeStatus(terr *transport.Error) string {
 	host, fromRegistry := "the registry", false
 	if req := terr.Request; req != nil {
-		host = bounded(req.URL.Host, 256)
-		fromRegistry = isRegistryRequest(req)
+		host = registryguard.Bounded(req.URL.Host, 256)
+		fromRegistry = registryguard.FromRegistry(req)
 	}
-	if !fromRegistry { // the token service (quietElsewhere ends redirects); its body was never read
+	if !fromRegistry { // the token service (QuietElsewhere ends redirects); its body was never read
 		return fmt.Sprintf("the registry's token service %s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
 	}
 	s := fmt.Sprintf("%s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
@@ -236,8 +235,8 @@ func describeStatus(terr *transport.Error) string {
 			said = append(said, fmt.Sprintf("and %d more", len(terr.Errors)-maxRegistryErrors))
 			break
 		}
-		code := bounded(string(d.Code), maxRegistryCode)
-		if msg := bounded(d.Message, maxRegistryErrorMsg); msg != "" {
+		code := registryguard.Bounded(string(d.Code), maxRegistryCode)
+		if msg := registryguard.Bounded(d.Message, maxRegistryErrorMsg); msg != "" {
 			code += ": " + msg
 		}
 		said = append(said, code)
@@ -246,25 +245,4 @@ func describeStatus(terr *transport.Error) string {
 		s += " (" + strings.Join(said, "; ") + ")"
 	}
 	return s
-}
-
-// bounded keeps the first max runes of s that print, as one line.
-func bounded(s string, max int) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if r == utf8.RuneError {
-			continue
-		}
-		if n == max {
-			b.WriteString("...")
-			break
-		}
-		if !unicode.IsPrint(r) {
-			r = ' '
-		}
-		b.WriteRune(r)
-		n++
-	}
-	return strings.TrimSpace(b.String())
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/internal/registryguard"
 )
 
 // binaryPaths are where MinIO images keep the binary, preferred first.
@@ -275,7 +276,7 @@ func preferred(p, dir string) bool { return p == binaryPaths[0] && dir != path.D
 // platforms, adding them to res; it reports whether it read anything. A
 // binary from the mirror is bound to its URL.
 func (f *Fetcher) fromMirror(ctx context.Context, res *Result, platforms []Platform) (bool, error) {
-	ctx = withPullTarget(ctx, nil) // the platform's, not the pull's registry: dialled as is
+	ctx = registryguard.WithTarget(ctx, nil) // the platform's, not the pull's registry: dialled as is
 	binName, err := binstore.BinaryName(res.Release)
 	if err != nil {
 		return false, reasonf(errInvalidImage, "%v", err)

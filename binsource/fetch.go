@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/internal/registryguard"
 )
 
 // Platform is an os/arch pair the store serves.
@@ -75,7 +76,7 @@ type FetcherConfig struct {
 	// Resolver finds the addresses behind a registry's name, so two names
 	// of one server share its slots; a name not resolved within
 	// ResolveTimeout counts as itself.
-	Resolver       Resolver
+	Resolver       registryguard.Resolver
 	ResolveTimeout time.Duration
 	Clock          clock.PassiveClock // default the real clock
 	Registerer     prometheus.Registerer
@@ -127,7 +128,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		cfg:      cfg,
 		log:      cfg.Log.With().Str("component", "binsource").Logger(),
 		queue:    newPullQueue(cfg.Concurrency, cfg.PerNamespace, cfg.Concurrency/2),
-		registry: boundedManifests(ownTokenService(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries)))),
+		registry: registryguard.BoundedManifests(registryguard.OwnTokenService(registryguard.QuietElsewhere(registryguard.HTTPSOnly(cfg.Transport, cfg.InsecureRegistries)))),
 		refs:     map[string]references{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_pulls_total",
@@ -173,22 +174,6 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	return f, nil
 }
 
-// httpsOnly refuses plain HTTP to registries not listed as insecure:
-// go-containerregistry falls back to it for private addresses whenever
-// HTTPS fails, certificate errors included.
-func httpsOnly(next http.RoundTripper, insecure []string) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Scheme != "https" && !slices.Contains(insecure, req.URL.Host) {
-			return nil, reasonf(errUntrusted, "refusing plain HTTP to registry %s (it is not listed as insecure)", bounded(req.URL.Host, 256))
-		}
-		return next.RoundTrip(req)
-	})
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // Submit queues a pull of image with kc for an ObjectStore of namespace
 // ns and returns at once; done gets the result, unless withdrawn. unit
 // ("": ns) is whose slots and store share it counts against. The same
@@ -201,22 +186,22 @@ func (f *Fetcher) Submit(ctx context.Context, ns, unit, image string, kc *keycha
 	canonical := ""
 	if ref, err := name.ParseReference(image); err == nil {
 		registry := ref.Context().RegistryStr()
-		canonical = canonicalHost(registry, slices.Contains(f.cfg.InsecureRegistries, registry))
+		canonical = registryguard.CanonicalHost(registry, slices.Contains(f.cfg.InsecureRegistries, registry))
 	}
 	// The pull dials the address it counts against (set before run).
-	target := &pullTarget{host: canonical}
+	target := &registryguard.Target{Host: canonical}
 	resolve := func(ctx context.Context) []string {
 		if canonical == "" {
 			return nil // not an image reference: the pull fails at once
 		}
-		target.addr = registryKey(ctx, f.cfg.Resolver, f.cfg.ResolveTimeout, canonical)
-		return []string{target.addr}
+		target.Addr = registryguard.Key(ctx, f.cfg.Resolver, f.cfg.ResolveTimeout, canonical)
+		return []string{target.Addr}
 	}
 	run := func(ctx context.Context) (*Result, error) {
 		ctx, cancel := withBound(ctx, f.cfg.PullTimeout)
 		defer cancel()
 		if canonical != "" {
-			ctx = withPullTarget(ctx, target)
+			ctx = registryguard.WithTarget(ctx, target)
 		}
 		ctx = withUnit(ctx, unit)
 		start := time.Now()
@@ -335,7 +320,7 @@ func (f *Fetcher) releaseInFuture(rel string) error {
 	now := f.cfg.Clock.Now()
 	if at.After(now.Add(maxReleaseSkew)) {
 		return reasonf(errReleaseInFuture, "%s names %s, more than %s after the operator's clock (%s)",
-			bounded(rel, 128), at.Format(time.RFC3339), maxReleaseSkew, now.UTC().Format(time.RFC3339))
+			registryguard.Bounded(rel, 128), at.Format(time.RFC3339), maxReleaseSkew, now.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
@@ -499,4 +484,25 @@ func (f *Fetcher) platformNames() []string {
 		out = append(out, p.String())
 	}
 	return out
+}
+
+// maxConfigSize caps an image config: go-containerregistry reads one of
+// any size its manifest declares. MinIO's are tens of KiB.
+const maxConfigSize = 4 << 20
+
+// configFile reads the image's config, refusing one too large or of
+// undeclared size before a byte of it is read.
+func configFile(img ggcrv1.Image) (*ggcrv1.ConfigFile, error) {
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, classify("read manifest", err)
+	}
+	if m.Config.Data == nil && (m.Config.Size < 0 || m.Config.Size > maxConfigSize) {
+		return nil, reasonf(errImageTooLarge, "the image config %s declares %d bytes; at most %d are read", m.Config.Digest, m.Config.Size, maxConfigSize)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, classify("read image config", err)
+	}
+	return cfg, nil
 }
