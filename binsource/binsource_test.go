@@ -244,7 +244,7 @@ func TestRegistriesAreReachedOverHTTPSOnly(t *testing.T) {
 			continue
 		}
 		require.Error(t, err, tt.url)
-		assert.Equal(t, "RegistryNotTrusted", reasonOf(classify("get", err)), tt.url)
+		assert.Equal(t, "RegistryNotTrusted", reasonOf(registryguard.Classify("get", err)), tt.url)
 	}
 	assert.Equal(t, []string{"https://10.0.0.8:5000/v2/", "http://10.0.0.9:5000/v2/"}, reached)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/reason"
+	"github.com/object-store-operator/operator/internal/registryguard"
 	"github.com/object-store-operator/operator/status"
 )
 
@@ -376,7 +377,7 @@ func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, ima
 	if remedy := c.cfg.Reasons.Remedy(r); remedy != "" {
 		msg += ". " + remedy
 	}
-	c.log.Error().Str("objectstore", key).Str("image", image).Str("reason", r).Err(cause).Str("detail", detail(cause)).
+	c.log.Error().Str("objectstore", key).Str("image", image).Str("reason", r).Err(cause).Str("detail", registryguard.Detail(cause)).
 		Msg("release not available; nothing added to the store")
 	// A failure (a registry outage, say) keeps what the same image resolved
 	// to before, so housekeeping does not remove it meanwhile.

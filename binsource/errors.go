@@ -2,19 +2,8 @@ package binsource
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"strings"
-	"syscall"
-
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
@@ -25,14 +14,14 @@ import (
 // Reasons a release could not be made available, as condition reasons.
 var (
 	errInvalidImage    = reason.Sentinel("InvalidImage")
-	errNotFound        = reason.Sentinel("ImageNotFound")
+	errNotFound        = reason.Sentinel(registryguard.ReasonNotFound)
 	errAuth            = reason.Sentinel(registryguard.ReasonAuthFailed)
 	errUntrusted       = reason.Sentinel(registryguard.ReasonNotTrusted)
 	errNoBinary        = reason.Sentinel("NoMinIOBinary")
 	errChecksum        = reason.Sentinel(binstore.ReasonChecksumMismatch)
 	errPullSecret      = reason.Sentinel("PullSecretUnusable")
 	errImageTooLarge   = reason.Sentinel(registryguard.ReasonTooLarge)
-	errTimeout         = reason.Sentinel("PullTimeout")
+	errTimeout         = reason.Sentinel(registryguard.ReasonTimeout)
 	errPull            = reason.Sentinel(registryguard.ReasonPullFailed)
 	errNoPlatform      = reason.Sentinel("NoBinaryForPlatform") // none for a platform the pods run on
 	errStoreFull       = reason.Sentinel("StoreFull")
@@ -96,12 +85,6 @@ func reasonOf(err error) string {
 	return errPull.Reason
 }
 
-// The operator reaches networks the tenant cannot (a registry may be,
-// redirect to or name as its token service an in-cluster server), so a
-// condition holds only the operator's words and the pull's own registry's
-// errors[], bounded. Raw bodies, other hosts' answers and
-// go-containerregistry's texts (which quote bodies) go to the log only.
-
 // reasonf is a failure the operator words itself, safe to show whole:
 // its arguments are never text a server sent.
 func reasonf(r *reason.Error, format string, args ...any) error {
@@ -112,137 +95,4 @@ func reasonf(r *reason.Error, format string, args ...any) error {
 // all of it (cause).
 func pullError(r *reason.Error, public string, cause error) *reason.Error {
 	return &reason.Error{Reason: r.Reason, Message: public, Err: cause}
-}
-
-// detail is everything known about err, bounded, for the operator's log.
-func detail(err error) string {
-	var re *reason.Error
-	if errors.As(err, &re) && re.Err != nil {
-		return registryguard.Bounded(re.Err.Error(), 4096)
-	}
-	return registryguard.Bounded(err.Error(), 4096)
-}
-
-// classify turns an error of what ("get <image>") into a pullError.
-func classify(what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	// Errors worded here already keep their words, whatever wrapped them.
-	var re *reason.Error
-	if errors.As(err, &re) {
-		return &reason.Error{Reason: re.Reason, Message: what + ": " + re.Error(), Err: err}
-	}
-	r, public := describe(err)
-	return pullError(r, what+": "+public, err)
-}
-
-// describe says what went wrong in the operator's words.
-func describe(err error) (*reason.Error, string) {
-	var terr *transport.Error
-	var uerr *url.Error
-	var nerr net.Error
-	host := "the registry"
-	if errors.As(err, &uerr) {
-		if u, perr := url.Parse(uerr.URL); perr == nil && u.Host != "" {
-			host = registryguard.Bounded(u.Host, 256)
-		}
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return errTimeout, "timed out waiting for " + host
-	case errors.Is(err, context.Canceled):
-		return errPull, "canceled"
-	case errors.As(err, &terr):
-		return statusReason(terr), describeStatus(terr)
-	case errors.As(err, new(x509.UnknownAuthorityError)):
-		return errUntrusted, "the certificate of " + host + " is signed by an authority the operator does not trust"
-	case errors.As(err, new(x509.HostnameError)):
-		return errUntrusted, "the certificate of " + host + " is not valid for that name"
-	case errors.As(err, new(x509.CertificateInvalidError)):
-		return errUntrusted, "the certificate of " + host + " is not valid (expired, not yet valid, or not for serving)"
-	case errors.As(err, new(*tls.CertificateVerificationError)):
-		return errUntrusted, "the certificate of " + host + " does not verify"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return errPull, host + " refused the connection"
-	case errors.As(err, new(*net.DNSError)):
-		return errPull, "the name of " + host + " does not resolve"
-	case errors.As(err, &nerr) && nerr.Timeout():
-		return errPull, "timed out talking to " + host
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
-		return errPull, host + " closed the connection early"
-	case errors.As(err, new(tls.RecordHeaderError)):
-		return errPull, host + " does not answer TLS"
-	case errors.As(err, new(*json.SyntaxError)), errors.As(err, new(*json.UnmarshalTypeError)):
-		return errPull, "an answer of " + host + " is not the JSON a registry sends"
-	case strings.Contains(err.Error(), "does not match requested digest"), strings.Contains(err.Error(), "error verifying sha256 checksum"):
-		return errChecksum, "what " + host + " sent does not match its digest"
-	case uerr != nil:
-		return errPull, "could not talk to " + host
-	}
-	return errPull, "the answer of " + host + " could not be used (the operator's log has the detail)"
-}
-
-// statusReason maps a registry's answer onto a reason.
-func statusReason(terr *transport.Error) *reason.Error {
-	if r := codeReason(terr.StatusCode); r != errPull {
-		return r
-	}
-	for _, d := range terr.Errors {
-		switch d.Code {
-		case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode:
-			return errNotFound
-		case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
-			return errAuth
-		}
-	}
-	return errPull
-}
-
-// codeReason maps an HTTP status onto a reason.
-func codeReason(code int) *reason.Error {
-	switch code {
-	case http.StatusNotFound:
-		return errNotFound
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return errAuth
-	}
-	return errPull
-}
-
-// Bounds of what a registry's errors[] contributes to a message.
-const (
-	maxRegistryErrors   = 3
-	maxRegistryCode     = 64
-	maxRegistryErrorMsg = 256
-)
-
-// describeStatus is "<host> answered <status>", with the first few
-// errors[] codes and messages when the pull's registry itself answered.
-func describeStatus(terr *transport.Error) string {
-	host, fromRegistry := "the registry", false
-	if req := terr.Request; req != nil {
-		host = registryguard.Bounded(req.URL.Host, 256)
-		fromRegistry = registryguard.FromRegistry(req)
-	}
-	if !fromRegistry { // the token service (QuietElsewhere ends redirects); its body was never read
-		return fmt.Sprintf("the registry's token service %s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
-	}
-	s := fmt.Sprintf("%s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
-	var said []string
-	for _, d := range terr.Errors {
-		if len(said) == maxRegistryErrors {
-			said = append(said, fmt.Sprintf("and %d more", len(terr.Errors)-maxRegistryErrors))
-			break
-		}
-		code := registryguard.Bounded(string(d.Code), maxRegistryCode)
-		if msg := registryguard.Bounded(d.Message, maxRegistryErrorMsg); msg != "" {
-			code += ": " + msg
-		}
-		said = append(said, code)
-	}
-	if len(said) > 0 {
-		s += " (" + strings.Join(said, "; ") + ")"
-	}
-	return s
 }

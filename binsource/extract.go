@@ -24,6 +24,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/internal/reason"
 	"github.com/object-store-operator/operator/internal/registryguard"
 )
 
@@ -38,7 +39,7 @@ const maxSidecarSize = 4096
 func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel string, src binstore.Source) (*binstore.Binary, error) {
 	layers, err := img.Layers()
 	if err != nil {
-		return nil, classify("list layers", err)
+		return nil, registryguard.Classify("list layers", err)
 	}
 	limit := cmp.Or(max(f.cfg.MaxPullBytes, 0), math.MaxInt64)
 	budget := &pullBudget{compressed: limit, uncompressed: limit}
@@ -101,11 +102,11 @@ type layerFind struct {
 func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *pullBudget) (found *layerFind, err error) {
 	digest, err := layer.Digest()
 	if err != nil {
-		return nil, classify("layer digest", err)
+		return nil, registryguard.Classify("layer digest", err)
 	}
 	rc, err := layer.Compressed()
 	if err != nil {
-		return nil, classify("fetch layer "+digest.String(), err)
+		return nil, registryguard.Classify("fetch layer "+digest.String(), err)
 	}
 	defer rc.Close()
 	sum := sha256.New()
@@ -182,14 +183,14 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 // the manifest names, the reason is the checksum.
 func (f *Fetcher) layerError(digest ggcrv1.Hash, sum hash.Hash, raw io.Reader, what string, err error) error {
 	if errors.Is(err, errImageTooLarge) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return classify(what, err)
+		return registryguard.Classify(what, err)
 	}
 	// The rest of a small blob settles it; a large one is not read on.
 	_, _ = io.Copy(io.Discard, io.LimitReader(raw, 1<<20))
 	if got := "sha256:" + hex.EncodeToString(sum.Sum(nil)); got != digest.String() {
 		return pullError(errChecksum, what+": "+reasonf(errChecksum, "layer blob does not match its digest %s", digest).Error(), err)
 	}
-	return classify(what, err)
+	return registryguard.Classify(what, err)
 }
 
 // maxZstdWindow is the largest zstd window a layer may declare: the
@@ -326,7 +327,7 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 	defer body.Close()
 	staged, err := f.cfg.Store.Stage(p.dir(), rel, capped{r: body, count: f.count}, f.cfg.MaxSize)
 	if err != nil {
-		return nil, true, classify("download "+base, err)
+		return nil, true, registryguard.Classify("download "+base, err)
 	}
 	b, err := f.commit(ctx, p, rel, staged, binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
 	if err != nil {
@@ -345,7 +346,7 @@ func open(ctx context.Context, client *http.Client, url string) (io.ReadCloser, 
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, classify("get "+url, err)
+		return nil, registryguard.Classify("get "+url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
@@ -362,13 +363,13 @@ func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limi
 	defer body.Close()
 	data, err := io.ReadAll(capped{r: io.LimitReader(body, limit), count: f.count})
 	if err != nil {
-		return nil, classify("read "+url, err)
+		return nil, registryguard.Classify("read "+url, err)
 	}
 	return data, nil
 }
 
 func httpStatusError(url string, code int) error {
-	return reasonf(codeReason(code), "%s answered %d", url, code)
+	return reasonf(reason.Sentinel(registryguard.StatusReason(code)), "%s answered %d", url, code)
 }
 
 func (f *Fetcher) count(n int64) { f.bytes.Add(float64(n)) }

@@ -237,7 +237,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 	}
 	desc, err := remote.Get(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithTransport(f.registry))
 	if err != nil {
-		err = classify("get "+image, err)
+		err = registryguard.Classify("get "+image, err)
 		if f.cfg.MirrorURL != "" && strings.HasPrefix(tag, "RELEASE.") && (errors.Is(err, errNotFound) || errors.Is(err, errPull)) {
 			if err := f.releaseInFuture(tag); err != nil {
 				return nil, false, err
@@ -373,7 +373,7 @@ func (r *Result) add(p Platform, b *binstore.Binary) {
 func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image string, img ggcrv1.Image, p Platform, rel string, private bool) (*binstore.Binary, bool, error) {
 	digest, err := img.Digest()
 	if err != nil {
-		return nil, false, classify("digest of the "+p.String()+" image", err)
+		return nil, false, registryguard.Classify("digest of the "+p.String()+" image", err)
 	}
 	if b := f.servedFor(p, rel, digest.String(), private); b != nil {
 		return b, false, nil
@@ -419,11 +419,11 @@ func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.I
 	if desc.MediaType.IsIndex() {
 		idx, err := desc.ImageIndex()
 		if err != nil {
-			return nil, classify("read index", err)
+			return nil, registryguard.Classify("read index", err)
 		}
 		manifest, err := idx.IndexManifest()
 		if err != nil {
-			return nil, classify("read index manifest", err)
+			return nil, registryguard.Classify("read index manifest", err)
 		}
 		for _, m := range manifest.Manifests {
 			if m.Platform == nil {
@@ -438,7 +438,7 @@ func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.I
 			}
 			img, err := idx.Image(m.Digest)
 			if err != nil {
-				return nil, classify("read "+p.String()+" image", err)
+				return nil, registryguard.Classify("read "+p.String()+" image", err)
 			}
 			out[p] = img
 		}
@@ -446,7 +446,7 @@ func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.I
 	}
 	img, err := desc.Image()
 	if err != nil {
-		return nil, classify("read image", err)
+		return nil, registryguard.Classify("read image", err)
 	}
 	cfg, err := configFile(img)
 	if err != nil {
@@ -495,14 +495,14 @@ const maxConfigSize = 4 << 20
 func configFile(img ggcrv1.Image) (*ggcrv1.ConfigFile, error) {
 	m, err := img.Manifest()
 	if err != nil {
-		return nil, classify("read manifest", err)
+		return nil, registryguard.Classify("read manifest", err)
 	}
 	if m.Config.Data == nil && (m.Config.Size < 0 || m.Config.Size > maxConfigSize) {
 		return nil, reasonf(errImageTooLarge, "the image config %s declares %d bytes; at most %d are read", m.Config.Digest, m.Config.Size, maxConfigSize)
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
-		return nil, classify("read image config", err)
+		return nil, registryguard.Classify("read image config", err)
 	}
 	return cfg, nil
 }

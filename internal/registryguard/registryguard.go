@@ -2,13 +2,16 @@
 // chose without the registry reaching anything else through it: HTTPS
 // only, unless listed as insecure; one address dialled per pull and no
 // local address for the hosts it sends the operator to; tokens asked of
-// its own host only; other hosts' answers kept out of what a tenant reads;
-// manifests bounded before they are decoded.
+// its own host only; manifests bounded before they are decoded; and of its
+// failures, only the operator's words and the registry's own bounded
+// errors[] reach what a tenant reads (Classify).
 package registryguard
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"syscall"
@@ -23,16 +27,22 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
 	"github.com/object-store-operator/operator/internal/netguard"
 	"github.com/object-store-operator/operator/internal/reason"
 )
 
-// The reasons a guard refuses for (the Reason of its *reason.Error).
+// The reasons a guard refuses for, or Classify files a failure under (the
+// Reason of the *reason.Error).
 const (
-	ReasonNotTrusted = "RegistryNotTrusted"
-	ReasonAuthFailed = "AuthFailed"
-	ReasonPullFailed = "PullFailed"
-	ReasonTooLarge   = "ImageTooLarge"
+	ReasonNotTrusted     = "RegistryNotTrusted"
+	ReasonAuthFailed     = "AuthFailed"
+	ReasonNotFound       = "ImageNotFound"
+	ReasonTimeout        = "PullTimeout"
+	ReasonDigestMismatch = "ChecksumMismatch" // binstore.ReasonChecksumMismatch, met in transit
+	ReasonPullFailed     = "PullFailed"
+	ReasonTooLarge       = "ImageTooLarge"
 )
 
 // refuse is a refusal worded by the operator, safe to show whole.
@@ -378,4 +388,145 @@ func Bounded(s string, max int) string {
 		n++
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// The operator reaches networks the tenant cannot (a registry may be,
+// redirect to or name as its token service an in-cluster server), so a
+// condition holds only the operator's words and the pull's own registry's
+// errors[], bounded. Raw bodies, other hosts' answers and
+// go-containerregistry's texts (which quote bodies) go to the log only.
+
+// Detail is everything known about err, bounded, for the operator's log.
+func Detail(err error) string {
+	var re *reason.Error
+	if errors.As(err, &re) && re.Err != nil {
+		return Bounded(re.Err.Error(), 4096)
+	}
+	return Bounded(err.Error(), 4096)
+}
+
+// Classify turns an error of what (the operator's words: "get <image>")
+// into a *reason.Error whose message a tenant may read and whose cause
+// the log has.
+func Classify(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	// Errors worded here already keep their words, whatever wrapped them.
+	var re *reason.Error
+	if errors.As(err, &re) {
+		return &reason.Error{Reason: re.Reason, Message: what + ": " + re.Error(), Err: err}
+	}
+	r, public := describe(err)
+	return &reason.Error{Reason: r, Message: what + ": " + public, Err: err}
+}
+
+// describe says what went wrong in the operator's words.
+func describe(err error) (string, string) {
+	var terr *transport.Error
+	var uerr *url.Error
+	var nerr net.Error
+	host := "the registry"
+	if errors.As(err, &uerr) {
+		if u, perr := url.Parse(uerr.URL); perr == nil && u.Host != "" {
+			host = Bounded(u.Host, 256)
+		}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return ReasonTimeout, "timed out waiting for " + host
+	case errors.Is(err, context.Canceled):
+		return ReasonPullFailed, "canceled"
+	case errors.As(err, &terr):
+		return statusReason(terr), describeStatus(terr)
+	case errors.As(err, new(x509.UnknownAuthorityError)):
+		return ReasonNotTrusted, "the certificate of " + host + " is signed by an authority the operator does not trust"
+	case errors.As(err, new(x509.HostnameError)):
+		return ReasonNotTrusted, "the certificate of " + host + " is not valid for that name"
+	case errors.As(err, new(x509.CertificateInvalidError)):
+		return ReasonNotTrusted, "the certificate of " + host + " is not valid (expired, not yet valid, or not for serving)"
+	case errors.As(err, new(*tls.CertificateVerificationError)):
+		return ReasonNotTrusted, "the certificate of " + host + " does not verify"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return ReasonPullFailed, host + " refused the connection"
+	case errors.As(err, new(*net.DNSError)):
+		return ReasonPullFailed, "the name of " + host + " does not resolve"
+	case errors.As(err, &nerr) && nerr.Timeout():
+		return ReasonPullFailed, "timed out talking to " + host
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+		return ReasonPullFailed, host + " closed the connection early"
+	case errors.As(err, new(tls.RecordHeaderError)):
+		return ReasonPullFailed, host + " does not answer TLS"
+	case errors.As(err, new(*json.SyntaxError)), errors.As(err, new(*json.UnmarshalTypeError)):
+		return ReasonPullFailed, "an answer of " + host + " is not the JSON a registry sends"
+	case strings.Contains(err.Error(), "does not match requested digest"), strings.Contains(err.Error(), "error verifying sha256 checksum"):
+		return ReasonDigestMismatch, "what " + host + " sent does not match its digest"
+	case uerr != nil:
+		return ReasonPullFailed, "could not talk to " + host
+	}
+	return ReasonPullFailed, "the answer of " + host + " could not be used (the operator's log has the detail)"
+}
+
+// statusReason maps a registry's answer onto a reason.
+func statusReason(terr *transport.Error) string {
+	if r := StatusReason(terr.StatusCode); r != ReasonPullFailed {
+		return r
+	}
+	for _, d := range terr.Errors {
+		switch d.Code {
+		case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode:
+			return ReasonNotFound
+		case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
+			return ReasonAuthFailed
+		}
+	}
+	return ReasonPullFailed
+}
+
+// StatusReason maps an HTTP status onto a reason.
+func StatusReason(code int) string {
+	switch code {
+	case http.StatusNotFound:
+		return ReasonNotFound
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return ReasonAuthFailed
+	}
+	return ReasonPullFailed
+}
+
+// Bounds of what a registry's errors[] contributes to a message.
+const (
+	maxRegistryErrors   = 3
+	maxRegistryCode     = 64
+	maxRegistryErrorMsg = 256
+)
+
+// describeStatus is "<host> answered <status>", with the first few
+// errors[] codes and messages when the pull's registry itself answered.
+func describeStatus(terr *transport.Error) string {
+	host, fromRegistry := "the registry", false
+	if req := terr.Request; req != nil {
+		host = Bounded(req.URL.Host, 256)
+		fromRegistry = FromRegistry(req)
+	}
+	if !fromRegistry { // the token service (QuietElsewhere ends redirects); its body was never read
+		return fmt.Sprintf("the registry's token service %s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
+	}
+	s := fmt.Sprintf("%s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
+	var said []string
+	for _, d := range terr.Errors {
+		if len(said) == maxRegistryErrors {
+			said = append(said, fmt.Sprintf("and %d more", len(terr.Errors)-maxRegistryErrors))
+			break
+		}
+		code := Bounded(string(d.Code), maxRegistryCode)
+		if msg := Bounded(d.Message, maxRegistryErrorMsg); msg != "" {
+			code += ": " + msg
+		}
+		said = append(said, code)
+	}
+	if len(said) > 0 {
+		s += " (" + strings.Join(said, "; ") + ")"
+	}
+	return s
 }
