@@ -3,9 +3,7 @@ package binsource
 import (
 	"archive/tar"
 	"bufio"
-	"bytes"
 	"cmp"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,11 +15,9 @@ import (
 	"net/http"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/reason"
@@ -62,8 +58,7 @@ func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel
 // pullBudget is what one pull may still read.
 type pullBudget struct{ compressed, uncompressed int64 }
 
-// capped fails a read past *left bytes with errImageTooLarge (nil left:
-// no bound), and counts what it read.
+// capped fails a read past *left bytes (nil: no bound), counting them.
 type capped struct {
 	r     io.Reader
 	left  *int64
@@ -90,10 +85,9 @@ func (c capped) Read(p []byte) (int, error) {
 
 // layerFind is a binary staged from one layer, with its sidecars.
 type layerFind struct {
-	staged     *binstore.Staged
-	layer      string
-	wantSHA256 string
-	sig        []byte
+	staged            *binstore.Staged
+	layer, wantSHA256 string
+	sig               []byte
 }
 
 // readLayer streams one layer blob, staging the binary if it has one, then
@@ -111,7 +105,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 	defer rc.Close()
 	sum := sha256.New()
 	raw := bufio.NewReaderSize(io.TeeReader(capped{rc, &budget.compressed, "compressed", f.count}, sum), 64<<10)
-	content, err := decompress(raw)
+	content, err := registryguard.Decompress(raw)
 	if err != nil {
 		return nil, f.layerError(digest, sum, raw, "layer "+digest.String(), err)
 	}
@@ -193,89 +187,17 @@ func (f *Fetcher) layerError(digest ggcrv1.Hash, sum hash.Hash, raw io.Reader, w
 	return registryguard.Classify(what, err)
 }
 
-// maxZstdWindow is the largest zstd window a layer may declare: the
-// decoder holds the window a frame header chooses (a 16 KiB layer
-// declaring 512 MiB made every replica allocate that). 8 MiB is what the
-// format asks every decoder to support and zstd levels up to 19 use; only
-// --long or --ultra needs more.
-const maxZstdWindow = 8 << 20
-
-// decompress recognises gzip and zstd layers by their magic bytes; other
-// layers are plain tar. zstd's window is checked in the first frame's
-// header before the decoder exists (so the message can name it), in later
-// ones by the decoder.
-func decompress(r *bufio.Reader) (io.ReadCloser, error) {
-	magic, _ := r.Peek(4)
-	switch {
-	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
-		zr, err := gzip.NewReader(r)
-		if err != nil {
-			return nil, err
-		}
-		zr.Multistream(false) // the caller reads and hashes the blob's end
-		return zr, nil
-	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		head, _ := r.Peek(zstd.HeaderMaxSize)
-		var h zstd.Header
-		if err := h.Decode(head); err == nil && !h.Skippable {
-			window := h.WindowSize
-			if h.SingleSegment {
-				window = h.FrameContentSize
-			}
-			if window > maxZstdWindow {
-				return nil, reasonf(errImageTooLarge, "its zstd frame declares a window of %s; at most %s is decoded", mib(window), mib(maxZstdWindow))
-			}
-		}
-		zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(maxZstdWindow), zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
-		if err != nil {
-			return nil, err
-		}
-		return zstdReader{zr}, nil
-	}
-	return io.NopCloser(r), nil
-}
-
-// zstdReader words the decoder's refusal of a later frame's window.
-type zstdReader struct{ *zstd.Decoder }
-
-func (z zstdReader) Read(p []byte) (int, error) {
-	n, err := z.Decoder.Read(p)
-	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
-		err = reasonf(errImageTooLarge, "a zstd frame declares a window over %s; at most %s is decoded", mib(maxZstdWindow), mib(maxZstdWindow))
-	}
-	return n, err
-}
-
-func (z zstdReader) Close() error {
-	z.Decoder.Close()
-	return nil
-}
-
-// mib renders a size in whole MiB when it is one, else in bytes.
-func mib(n uint64) string {
-	if n%(1<<20) == 0 {
-		return strconv.FormatUint(n>>20, 10) + " MiB"
-	}
-	return strconv.FormatUint(n, 10) + " bytes"
-}
-
 // isSidecarPath reports whether p is a sidecar of a binary path: a layer
 // of many lookalikes elsewhere holds no more than four in memory.
 func isSidecarPath(p string) bool {
-	for _, b := range binaryPaths {
-		if p == b+".sha256sum" || p == b+".minisig" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(binaryPaths, func(b string) bool { return p == b+".sha256sum" || p == b+".minisig" })
 }
 
 // preferred reports whether p beats a binary already found in dir.
 func preferred(p, dir string) bool { return p == binaryPaths[0] && dir != path.Dir(binaryPaths[0]) }
 
-// fromMirror makes res's release available from the mirror for
-// platforms, adding them to res; it reports whether it read anything. A
-// binary from the mirror is bound to its URL.
+// fromMirror adds res's release from the mirror for platforms to res,
+// and reports whether it read anything.
 func (f *Fetcher) fromMirror(ctx context.Context, res *Result, platforms []Platform) (bool, error) {
 	ctx = registryguard.WithTarget(ctx, nil) // the platform's, not the pull's registry: dialled as is
 	binName, err := binstore.BinaryName(res.Release)
@@ -350,7 +272,7 @@ func open(ctx context.Context, client *http.Client, url string) (io.ReadCloser, 
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
-		return nil, httpStatusError(url, resp.StatusCode)
+		return nil, reasonf(reason.Sentinel(registryguard.StatusReason(resp.StatusCode)), "%s answered %d", url, resp.StatusCode)
 	}
 	return resp.Body, nil
 }
@@ -366,10 +288,6 @@ func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limi
 		return nil, registryguard.Classify("read "+url, err)
 	}
 	return data, nil
-}
-
-func httpStatusError(url string, code int) error {
-	return reasonf(reason.Sentinel(registryguard.StatusReason(code)), "%s answered %d", url, code)
 }
 
 func (f *Fetcher) count(n int64) { f.bytes.Add(float64(n)) }

@@ -2,13 +2,16 @@
 // chose without the registry reaching anything else through it: HTTPS
 // only, unless listed as insecure; one address dialled per pull and no
 // local address for the hosts it sends the operator to; tokens asked of
-// its own host only; manifests bounded before they are decoded; and of its
+// its own host only; manifests and layers bounded before they are decoded;
+// and of its
 // failures, only the operator's words and the registry's own bounded
 // errors[] reach what a tenant reads (Classify).
 package registryguard
 
 import (
+	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -21,6 +24,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +32,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/object-store-operator/operator/internal/netguard"
 	"github.com/object-store-operator/operator/internal/reason"
@@ -348,6 +353,72 @@ func checkManifestShape(body []byte, what string) error {
 			stack = append(stack, level{array: d == '[', key: key, expectKey: d == '{'})
 		}
 	}
+}
+
+// MaxZstdWindow is the largest zstd window a layer may declare: the
+// decoder holds the window a frame header chooses (a 16 KiB layer
+// declaring 512 MiB made every replica allocate that). 8 MiB is what the
+// format asks every decoder to support and zstd levels up to 19 use; only
+// --long or --ultra needs more.
+const MaxZstdWindow = 8 << 20
+
+// Decompress recognises gzip and zstd layers by their magic bytes; other
+// layers are plain tar. zstd's window is checked in the first frame's
+// header before the decoder exists (so the message can name it), in later
+// ones by the decoder.
+func Decompress(r *bufio.Reader) (io.ReadCloser, error) {
+	magic, _ := r.Peek(4)
+	switch {
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, err
+		}
+		zr.Multistream(false) // the caller reads and hashes the blob's end
+		return zr, nil
+	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		head, _ := r.Peek(zstd.HeaderMaxSize)
+		var h zstd.Header
+		if err := h.Decode(head); err == nil && !h.Skippable {
+			window := h.WindowSize
+			if h.SingleSegment {
+				window = h.FrameContentSize
+			}
+			if window > MaxZstdWindow {
+				return nil, refuse(ReasonTooLarge, "its zstd frame declares a window of %s; at most %s is decoded", mib(window), mib(MaxZstdWindow))
+			}
+		}
+		zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(MaxZstdWindow), zstd.WithDecoderMaxMemory(MaxZstdWindow), zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			return nil, err
+		}
+		return zstdReader{zr}, nil
+	}
+	return io.NopCloser(r), nil
+}
+
+// zstdReader words the decoder's refusal of a later frame's window.
+type zstdReader struct{ *zstd.Decoder }
+
+func (z zstdReader) Read(p []byte) (int, error) {
+	n, err := z.Decoder.Read(p)
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		err = refuse(ReasonTooLarge, "a zstd frame declares a window over %s; at most %s is decoded", mib(MaxZstdWindow), mib(MaxZstdWindow))
+	}
+	return n, err
+}
+
+func (z zstdReader) Close() error {
+	z.Decoder.Close()
+	return nil
+}
+
+// mib renders a size in whole MiB when it is one, else in bytes.
+func mib(n uint64) string {
+	if n%(1<<20) == 0 {
+		return strconv.FormatUint(n>>20, 10) + " MiB"
+	}
+	return strconv.FormatUint(n, 10) + " bytes"
 }
 
 // HTTPSOnly refuses plain HTTP to registries not listed as insecure:
