@@ -45,9 +45,8 @@ type ControllerConfig struct {
 	// Leading is the leadership term's context, nil while following:
 	// conditions and Events are written only with it.
 	Leading func() context.Context
-	// Keep is how many newer releases must exist before an unreferenced
-	// release is removed; Grace how long a binary stays unreferenced first
-	// (an image that flips back and forth is not pulled again).
+	// Keep newer releases must exist before an unreferenced one goes, and
+	// Grace pass (an image that flips back and forth is not pulled again).
 	Keep     int
 	Grace    time.Duration
 	Clock    clock.WithDelayedExecution // default the real clock
@@ -56,10 +55,8 @@ type ControllerConfig struct {
 	Reasons reason.Set
 	// URLKey derives a tenant's URL component (component), the same on
 	// every replica. Empty: a private binary is not published.
-	URLKey []byte
-	// UpdateURL is the upgrade server's base URL as pods reach it;
-	// status.binary.url is the digest URL below it.
-	UpdateURL string
+	URLKey    []byte
+	UpdateURL string // the upgrade server's, as pods reach it
 	// Platforms returns the platforms ("os/arch", sorted) the ObjectStore's
 	// pods run on (placement.Source; see ownBinary). No sync runs before
 	// PlatformsSynced, so a restart does not flip status.binary to
@@ -69,9 +66,7 @@ type ControllerConfig struct {
 	PlatformsSynced   cache.InformerSynced
 	Log               zerolog.Logger
 	Workers           int
-	// SyncsPerTenant bounds how many of one tenant's ObjectStores are
-	// synced at once (0: no bound beyond Workers).
-	SyncsPerTenant int
+	SyncsPerTenant    int // syncs of one unit at once (0: Workers)
 	// UnitOf names the unit (tenant.Resolver.Unit) an ObjectStore key
 	// counts against in every share: syncs, pull slots, store share; nil:
 	// its namespace.
@@ -79,8 +74,7 @@ type ControllerConfig struct {
 	Registerer prometheus.Registerer
 }
 
-// Secrets reads a Secret with its data; the Secret is shared, not to be
-// modified.
+// Secrets reads a shared Secret with its data: not to be modified.
 type Secrets interface {
 	Get(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 }
@@ -158,8 +152,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	return c, nil
 }
 
-// NeedLeaderElection is false: every replica fills its own store; only
-// the leader writes (leading).
+// NeedLeaderElection is false: every replica fills its own store.
 func (c *Controller) NeedLeaderElection() bool { return false }
 
 // Run works until ctx ends; the collector runs beside the loop.
@@ -218,8 +211,7 @@ func (c *Controller) Ready() error {
 	return nil
 }
 
-// Forget drops what was kept for a deleted ObjectStore, and the binaries
-// only it wanted.
+// Forget drops a deleted ObjectStore's outcome, and binaries only it wanted.
 func (c *Controller) Forget(key string) {
 	if c.forget(key) {
 		c.gc.Kick()
@@ -367,8 +359,7 @@ func ownBinary(binaries []*binstore.Binary, platforms []string, res *Result) (*b
 		strings.Join(platforms, ", "), res.Release, strings.Join(platforms, " nor "), strings.Join(res.Platforms, ", "))
 }
 
-// fail records a failure for the ObjectStore, reports it and returns it
-// for a retry with backoff.
+// fail records and reports a failure, and returns it for a retry.
 func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, image string, cause error) error {
 	key := u.GetNamespace() + "/" + u.GetName()
 	r := reasonOf(cause)
@@ -396,7 +387,7 @@ func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, ima
 	return cause
 }
 
-// report writes the recorded condition while this replica leads.
+// report writes the recorded outcome while this replica leads.
 func (c *Controller) report(u *unstructured.Unstructured) error {
 	ctx := c.leading()
 	if ctx == nil {
@@ -415,8 +406,7 @@ func (c *Controller) report(u *unstructured.Unstructured) error {
 // FieldManager owns the BinaryAvailable condition and status.binary.
 const FieldManager = "object-store-operator-binsource"
 
-// record keeps an ObjectStore's outcome and reports whether the release it
-// wants changed.
+// record keeps an outcome and reports whether the release wanted changed.
 func (c *Controller) record(key string, o outcome) bool {
 	c.mu.Lock()
 	before, had := c.outcomes[key]
@@ -431,8 +421,7 @@ func (c *Controller) record(key string, o outcome) bool {
 	return !had || before.release != o.release || sha(before.binary) != sha(o.binary)
 }
 
-// forget drops an ObjectStore's outcome and withdraws its pull; it reports
-// whether it wanted a release.
+// forget drops an outcome and its pull; it reports whether it wanted a release.
 func (c *Controller) forget(key string) bool {
 	c.mu.Lock()
 	before, had := c.outcomes[key]

@@ -117,6 +117,7 @@ type Result struct {
 	Unsigned                   []bool
 }
 
+// NewFetcher returns a Fetcher with its metrics registered.
 func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.Transport == nil {
 		cfg.Transport = http.DefaultTransport
@@ -149,15 +150,13 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	for _, o := range []string{pullFetched, pullCached, pullFailed} {
 		f.took.WithLabelValues(o)
 	}
-	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	collectors := []prometheus.Collector{f.pulls, f.bytes, f.took, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objectstore_operator_pulls_running",
 		Help: "Pulls running now (at most the pull concurrency setting).",
-	}, func() float64 { r, _ := f.queue.stats(); return float64(r) })
-	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	}, func() float64 { r, _ := f.queue.stats(); return float64(r) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objectstore_operator_pulls_queued",
 		Help: "Pulls waiting for a slot (their unit's or registry's share is taken, or every slot is).",
-	}, func() float64 { _, q := f.queue.stats(); return float64(q) })
-	collectors := []prometheus.Collector{f.pulls, f.bytes, f.took, running, queued}
+	}, func() float64 { _, q := f.queue.stats(); return float64(q) })}
 	if cfg.StoreMaxBytes > 0 { // a size/limit ratio never divides by 0
 		collectors = append(collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "objectstore_operator_store_max_bytes",
@@ -402,8 +401,8 @@ func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *bi
 	return staged.Commit(c)
 }
 
-// servedFor returns the stored binary known to be the platform
-// manifest's: other images may claim the release with other bytes.
+// servedFor returns the stored binary known to be the manifest's: other
+// images may claim the release with other bytes.
 func (f *Fetcher) servedFor(p Platform, rel, manifest string, private bool) *binstore.Binary {
 	for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
 		if known, _ := b.FromManifest(manifest); known && (private || !b.Private()) {
@@ -458,8 +457,7 @@ func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.I
 	return out, nil
 }
 
-// releaseOf reads the release from a "release" or "version" label, else
-// from the tag.
+// releaseOf reads the release from a "release" or "version" label, or the tag.
 func releaseOf(images map[Platform]ggcrv1.Image, tag string) (string, error) {
 	for _, img := range images {
 		cfg, err := configFile(img)

@@ -14,8 +14,7 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 )
 
-// wanted is what the ObjectStores' last syncs resolved to: releases,
-// sha256/release pairs, and their views' URL paths.
+// wanted is what the ObjectStores' last syncs resolved to.
 type wanted struct {
 	releases, pairs, published map[string]bool
 }
@@ -67,8 +66,7 @@ func (g *collector) Run(ctx context.Context) error {
 	}
 }
 
-// collect removes what is unwanted, old enough and past its grace, and
-// sets a timer for the first grace still running.
+// collect removes what is unwanted, old enough and past its grace.
 func (g *collector) collect() {
 	want, known := g.wants()
 	if !known {

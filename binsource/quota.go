@@ -42,8 +42,8 @@ func (f *Fetcher) reference(key, unit string, binaries []*binstore.Binary) {
 		refs.binaries[binaryKey(b.Platform, b.SHA256)] = b.Size
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.refs[key] = refs
+	f.mu.Unlock()
 }
 
 func (f *Fetcher) unreference(key string) {

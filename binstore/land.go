@@ -32,8 +32,7 @@ type Staged struct {
 	Size                    int64
 }
 
-// hashCopy copies r to w and returns its SHA-256 and minisign prehash: a
-// binary is read once, whatever it is checked for.
+// hashCopy copies r to w, reading it once for its SHA-256 and prehash.
 func hashCopy(w io.Writer, r io.Reader) (n int64, sha string, prehash *minisign.Reader, err error) {
 	h := sha256.New()
 	prehash = minisign.NewReader(io.TeeReader(r, h))
@@ -41,8 +40,7 @@ func hashCopy(w io.Writer, r io.Reader) (n int64, sha string, prehash *minisign.
 	return n, hex.EncodeToString(h.Sum(nil)), prehash, err
 }
 
-// Stage streams r (at most maxSize bytes) into a temporary file for the
-// release's binary under platform.
+// Stage streams r (at most maxSize bytes) into a temporary file.
 func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*Staged, error) {
 	<-s.scanned
 	name, err := BinaryName(release)
@@ -81,8 +79,7 @@ func (st *Staged) Discard() {
 	st.tmp = nil
 }
 
-// Candidate is what a source says about a staged binary: the digest of
-// its checksum file and its signature (each empty when it has none).
+// Candidate is what a source says about a staged binary (empty: nothing).
 type Candidate struct {
 	WantSHA256 string
 	Minisig    []byte
@@ -148,8 +145,7 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	return b, nil
 }
 
-// rememberFor records that the manifest from holds stored's bytes, and
-// returns the binary as the index now has it; the caller holds mu.
+// rememberFor records that from holds stored's bytes (under mu).
 func (s *Store) rememberFor(stored *Binary, from fromManifest) *Binary {
 	if known, unsigned := stored.FromManifest(from.manifest); from.manifest == "" || (known && unsigned == from.unsigned) {
 		return stored
@@ -316,7 +312,6 @@ func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Bi
 	return &view, nil
 }
 
-// signFor signs b's bytes with the platform key for one ObjectStore.
 func (s *Store) signFor(b *Binary, src Source) ([]byte, error) {
 	f, err := s.Open(b)
 	if err != nil {
@@ -330,8 +325,8 @@ func (s *Store) signFor(b *Binary, src Source) ([]byte, error) {
 	return s.sign(prehash, b.Name, b.SHA256, src, src.ObjectStore), nil
 }
 
-// writeSidecars writes a binary's .minisig, provenance and .sha256sum
-// (last: it makes the binary whole) into dir, each atomically.
+// writeSidecars writes each sidecar atomically, the .sha256sum (which
+// makes the binary whole) last.
 func writeSidecars(tmpDir, dir, name, sha string, sig []byte, src Source) error {
 	provenance, err := json.MarshalIndent(src, "", "  ")
 	if err != nil {
@@ -379,13 +374,11 @@ type Source struct {
 	ManifestDigest string `json:"manifestDigest,omitempty"`
 	LayerDigest    string `json:"layerDigest,omitempty"`
 	MirrorURL      string `json:"mirrorUrl,omitempty"`
-	// SignedBy is the platform key's id when it signed what the source did not.
-	SignedBy string `json:"signedBy,omitempty"`
+	SignedBy       string `json:"signedBy,omitempty"` // the platform key's, when the source did not sign
 	// Private: pulled with the ObjectStore's credentials, so served only
 	// at the URLs of the ObjectStores it was published for.
-	Private bool `json:"private,omitempty"`
-	// ObjectStore is the namespace/name a view was published for.
-	ObjectStore string `json:"objectStore,omitempty"`
+	Private     bool   `json:"private,omitempty"`
+	ObjectStore string `json:"objectStore,omitempty"` // the namespace/name a view was published for
 	// LandedFor is the unit whose pull landed the binary: its share is
 	// charged for it until it is removed, across restarts.
 	LandedFor string `json:"landedFor,omitempty"`
@@ -399,7 +392,7 @@ func (s Source) String() string {
 	return fmt.Sprintf("image %s (manifest %s, layer %s)", s.Image, s.ManifestDigest, s.LayerDigest)
 }
 
-// FormatKeyID prints a minisign key id the way minisign does.
+// FormatKeyID prints a minisign key id as minisign does.
 func FormatKeyID(id uint64) string { return strings.ToUpper(strconv.FormatUint(id, 16)) }
 
 // ParsePublicKeys reads minisign public keys in their one-line base64 form

@@ -70,8 +70,7 @@ func (s *Store) readDir(dir string) []fs.DirEntry {
 	return entries
 }
 
-// load reads and verifies one binary file of dir against its sidecars,
-// reading it once for its SHA-256 and its signature together.
+// load reads and verifies one binary file of dir against its sidecars.
 func (s *Store) load(platform, dir, name string) (*Binary, error) {
 	rel := path.Join(dir, name)
 	sum, err := s.readSmall(rel+SHA256SumSuffix, maxSumFileSize)
@@ -194,8 +193,7 @@ func (s *Store) removeLeftovers(platform string) {
 	}
 }
 
-// logChanges logs the releases newly withheld, and the binaries indexed
-// anew (or with other bytes or signature) and no longer served.
+// logChanges logs what prev and next serve differently.
 func (s *Store) logChanges(prev, next *Snapshot) {
 	for _, w := range next.withheld {
 		if !slices.ContainsFunc(prev.withheld, func(p Withheld) bool {

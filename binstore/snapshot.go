@@ -14,24 +14,16 @@ import (
 // Binary is a MinIO binary the store serves: its bytes matched its
 // .sha256sum and its .minisig verified when it was indexed.
 type Binary struct {
-	// Name is the file name, minio.<RELEASE>; Release is without "minio.".
-	Name, Release string
-	// Platform is the <os>-<arch> subdirectory, or "" at the store's root.
-	Platform string
-	// OS and Arch come from the subdirectory or, at the root, from the
-	// binary's ELF header; empty when neither tells.
+	Name, Release string // minio.<RELEASE>, <RELEASE>
+	Platform      string // the <os>-<arch> subdirectory, "" at the root
+	// OS and Arch come from the subdirectory or, at the root, from the ELF
+	// header; empty when neither tells.
 	OS, Arch string
 	Size     int64
 	ModTime  time.Time
-	// SHA256 is the lower-case hex digest, verified against the .sha256sum
-	// (and, in a digest directory, against the directory's name).
-	SHA256 string
-	// KeyID is the id of the trusted minisign key that verified the
-	// .minisig, as minisign prints it.
-	KeyID string
-	// Source is where the operator took the binary from; nil for a binary
-	// put into the directory by other means.
-	Source *Source
+	SHA256   string  // lower-case hex, verified (and against a digest directory's name)
+	KeyID    string  // the trusted key's that verified the .minisig, as minisign prints it
+	Source   *Source // nil for a binary put into the directory by other means
 
 	rel string // the file's path below the store root
 	// component is the tenant's part of the URL of a view published for
@@ -45,11 +37,10 @@ type Binary struct {
 	also []fromManifest
 }
 
-// fromManifest is an image's platform manifest known to hold a binary, and
-// whether that image shipped no signature for it.
+// fromManifest is an image's platform manifest known to hold a binary.
 type fromManifest struct {
 	manifest string
-	unsigned bool
+	unsigned bool // the image shipped no signature for it
 }
 
 // maxAlso bounds the manifests remembered per binary: tenants choose
@@ -93,8 +84,7 @@ func (b *Binary) Path() string { return b.rel }
 // store's own) rather than at a plain path (possibly placed by hand).
 func (b *Binary) inDigestDir() bool { return path.Dir(b.rel) != path.Clean(b.Platform) }
 
-// private reports whether the binary came only from a source that needed
-// credentials.
+// private: the binary came only from a source that needed credentials.
 func (b *Binary) private() bool { return b.Source != nil && b.Source.Private }
 
 // Private reports whether the binary is served only at its tenants' URLs.
@@ -104,8 +94,7 @@ func (b *Binary) Private() bool { return b.component != "" || b.private() }
 // signature (its source shipped none).
 func (b *Binary) PlatformSigned() bool { return b.Source != nil && b.Source.SignedBy != "" }
 
-// Published reports whether the binary is a view published for one
-// ObjectStore (Store.Publish).
+// Published reports whether the binary is a view (Store.Publish).
 func (b *Binary) Published() bool { return b.component != "" }
 
 // URLPath is where this file is served below the update path: a view's
@@ -121,8 +110,7 @@ func (b *Binary) URLPath() string {
 // <os>-<arch>/minio.<RELEASE>, when every source of it agrees on its bytes.
 func (b *Binary) PlainPath() string { return path.Join(b.Platform, b.Name) }
 
-// DigestPath is where exactly these bytes are served under this release
-// name: sha256/<hex>/minio.<RELEASE>.
+// DigestPath is where these bytes are served under this release name.
 func (b *Binary) DigestPath() string { return DigestPath(b.SHA256, b.Release) }
 
 // SHA256Sum is the content of the binary's .sha256sum file.
@@ -170,8 +158,8 @@ type Snapshot struct {
 	tenant   map[string][]*Binary // <hex>/minio.<RELEASE> -> its views
 }
 
-// Binaries returns the releases served at their plain paths, sorted by
-// platform and name. The slice and its elements must not be modified.
+// Binaries returns the releases served at their plain paths, sorted; not
+// to be modified.
 func (s *Snapshot) Binaries() []*Binary { return s.plain }
 
 // All returns every indexed binary file and view.
@@ -234,8 +222,7 @@ func (s *Snapshot) Claims(platform, release string) []*Binary {
 	return s.claims[path.Join(platform, "minio."+release)]
 }
 
-// stored returns the store's own binary of these bytes under this name
-// in the platform's digest directory (not a view), or nil.
+// stored returns the store's own binary of these bytes and name, or nil.
 func (s *Snapshot) stored(platform, digest, name string) *Binary {
 	want := path.Join(platform, digestDirName, digest, name)
 	for _, b := range s.claims[path.Join(platform, name)] {
@@ -247,7 +234,7 @@ func (s *Snapshot) stored(platform, digest, name string) *Binary {
 }
 
 // StoredBytes is the size of the distinct binaries (each digest and
-// platform once, however many names point at it).
+// platform once).
 func (s *Snapshot) StoredBytes() int64 {
 	seen := map[string]bool{}
 	var total int64

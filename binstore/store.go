@@ -1,7 +1,6 @@
 // Package binstore owns the binary store: a directory of MinIO binaries,
 // each under <os>-<arch>/sha256/<hex>/ with its .sha256sum and .minisig
-// (the layout MinIO's in-place update client reads), with where each came
-// from.
+// (as MinIO's in-place update client reads them) and where it came from.
 //
 // The store is content-addressed and has one writer, this process: the
 // directory is read once, at start (Run); then the index changes in
@@ -54,8 +53,7 @@ type Store struct {
 	trusted []minisign.PublicKey
 
 	current atomic.Pointer[Snapshot]
-	// mu is held while the directory or the index changes, so a
-	// comparison and the landing it decides are one step.
+	// mu makes a comparison and the landing it decides one step.
 	mu       sync.Mutex
 	rejected map[string]string // file -> why it was refused
 	// scanned is closed once the start's scan removed what an
@@ -64,8 +62,7 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-// New opens (and creates if needed) the store directory. Call Run to index
-// it.
+// New opens (and creates if needed) the store directory; Run indexes it.
 func New(dir string, log zerolog.Logger, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create store directory %s: %w", dir, err)
@@ -134,15 +131,13 @@ func (s *Store) Ready() error {
 	return nil
 }
 
-// Run indexes the store once (Scan); from then on the writer keeps the
-// index current.
+// Run indexes the store once (Scan); the writer keeps it current.
 func (s *Store) Run(context.Context) error {
 	s.Scan()
 	return nil
 }
 
-// change swaps in the index of what edit makes of the current binaries;
-// the caller holds mu.
+// change swaps in the index of what edit makes of the binaries (under mu).
 func (s *Store) change(edit func(all []*Binary) []*Binary) {
 	prev := s.Current()
 	next := index(edit(slices.Clone(prev.all)))
@@ -156,8 +151,7 @@ func (s *Store) reject(rel string, err error) {
 	s.log.Error().Str("file", rel).Str("reason", reason.Of(err)).Err(err).Msg("binary rejected: not listed and not served")
 }
 
-// ErrChanged means a binary's file changed since it was indexed and
-// still verifies: the index has the new file; retry.
+// ErrChanged: the file changed since it was indexed and still verifies; retry.
 var ErrChanged = errors.New("binary changed since it was indexed")
 
 // Open returns the indexed binary's file. A file changed since it was
