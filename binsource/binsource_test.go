@@ -32,6 +32,7 @@ import (
 
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/binstore/binstoretest"
+	"github.com/object-store-operator/operator/internal/registryguard"
 )
 
 func TestHousekeepingKeepsReferencedAndNewestReleases(t *testing.T) {
@@ -221,11 +222,11 @@ func TestPullReadsAreCapped(t *testing.T) {
 
 func TestRegistriesAreReachedOverHTTPSOnly(t *testing.T) {
 	var reached []string
-	next := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+	next := registryguard.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		reached = append(reached, r.URL.String())
 		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 	})
-	rt := httpsOnly(next, []string{"10.0.0.9:5000"})
+	rt := registryguard.HTTPSOnly(next, []string{"10.0.0.9:5000"})
 	for _, tt := range []struct {
 		url string
 		ok  bool
@@ -243,7 +244,7 @@ func TestRegistriesAreReachedOverHTTPSOnly(t *testing.T) {
 			continue
 		}
 		require.Error(t, err, tt.url)
-		assert.Equal(t, "RegistryNotTrusted", reasonOf(classify("get", err)), tt.url)
+		assert.Equal(t, "RegistryNotTrusted", reasonOf(registryguard.Classify("get", err)), tt.url)
 	}
 	assert.Equal(t, []string{"https://10.0.0.8:5000/v2/", "http://10.0.0.9:5000/v2/"}, reached)
 }

@@ -29,75 +29,59 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/reason"
+	"github.com/object-store-operator/operator/internal/registryguard"
 	"github.com/object-store-operator/operator/status"
 )
 
 // ControllerConfig configures the controller.
 type ControllerConfig struct {
-	// Secrets reads the ObjectStores' pull Secrets from the cache every
-	// controller shares (secretcache.Reader): a sync costs no GET while a
-	// Secret's resource version stays. SecretsSynced tells when it synced.
+	// Secrets reads pull Secrets from the shared cache (secretcache.Reader):
+	// a sync costs no GET while a Secret's resource version stays.
 	Secrets       Secrets
 	SecretsSynced cache.InformerSynced
 	Dynamic       dynamic.Interface
 	ObjectStores  cache.SharedIndexInformer
 	Fetcher       *Fetcher
-	// Leading is the leadership term's context, nil while following
-	// (controller.Manager.Leading): conditions and Events are written
-	// only with it.
+	// Leading is the leadership term's context, nil while following:
+	// conditions and Events are written only with it.
 	Leading func() context.Context
-	// Keep is how many newer releases must exist before an unreferenced
-	// release is removed from the store.
-	Keep int
-	// Grace is how long a binary stays unreferenced before it is removed
-	// (an image that flips back and forth is not pulled again); 0: at once.
-	Grace time.Duration
-	// Clock times the grace; default the real clock.
-	Clock    clock.WithDelayedExecution
+	// Keep newer releases must exist before an unreferenced one goes, and
+	// Grace pass (an image that flips back and forth is not pulled again).
+	Keep     int
+	Grace    time.Duration
+	Clock    clock.WithDelayedExecution // default the real clock
 	Recorder record.EventRecorder
-	// Reasons are this package's Reasons, their remedies spelled
-	// (reason.Spell); nil: no remedies, every Event a Warning.
+	// Reasons are Reasons() with their remedies spelled; nil: no remedies.
 	Reasons reason.Set
-	// URLKey is the secret a tenant's URL component is derived from
-	// (component), the same on every replica. Empty: a private binary is
-	// not published, and its ObjectStore is told so.
-	URLKey []byte
-	// UpdateURL is the upgrade server's base URL as pods reach it (up to
-	// /webhook/v1/update); status.binary.url is the digest URL below it.
-	UpdateURL string
-	// Platforms, when set, returns the platforms ("os/arch", sorted) the
-	// ObjectStore's pods run on (placement.Source): see ownBinary.
-	// OnPlacementChange registers for a change of its answer, and
-	// PlatformsSynced tells when it synced: no sync names a binary
-	// before, so a restart does not flip status.binary to linux/amd64 and
-	// back.
+	// URLKey derives a tenant's URL component (component), the same on
+	// every replica. Empty: a private binary is not published.
+	URLKey    []byte
+	UpdateURL string // the upgrade server's, as pods reach it
+	// Platforms returns the platforms ("os/arch", sorted) the ObjectStore's
+	// pods run on (placement.Source; see ownBinary). No sync runs before
+	// PlatformsSynced, so a restart does not flip status.binary to
+	// linux/amd64 and back.
 	Platforms         func(namespace, name string) []string
 	OnPlacementChange func(changed func(key string))
 	PlatformsSynced   cache.InformerSynced
 	Log               zerolog.Logger
 	Workers           int
-	// SyncsPerTenant bounds how many of one tenant's ObjectStores are
-	// synced at once (0: no bound beyond Workers).
-	SyncsPerTenant int
-	// UnitOf names the unit an ObjectStore key (namespace/name) counts
-	// against in every share and budget (tenant.Resolver.Unit): its syncs,
-	// its pulls' slots and its store share (the Fetcher's); nil: its
-	// namespace.
-	UnitOf func(key string) string
-	// Registerer takes the count of recovered panics (nil: not exported).
+	SyncsPerTenant    int // syncs of one unit at once (0: Workers)
+	// UnitOf names the unit (tenant.Resolver.Unit) an ObjectStore key
+	// counts against in every share: syncs, pull slots, store share; nil:
+	// its namespace.
+	UnitOf     func(key string) string
 	Registerer prometheus.Registerer
 }
 
-// Secrets reads a Secret with its data; the Secret is shared, not to be
-// modified.
+// Secrets reads a shared Secret with its data: not to be modified.
 type Secrets interface {
 	Get(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 }
 
 // Controller makes every ObjectStore's release available in this
-// process's store. It reconciles on every replica, so every replica
-// serves the same verified set; only the leader writes conditions and
-// Events.
+// process's store. It reconciles on every replica, so every replica serves
+// the same verified set; only the leader writes conditions and Events.
 type Controller struct {
 	cfg    ControllerConfig
 	log    zerolog.Logger
@@ -107,13 +91,9 @@ type Controller struct {
 	status *status.Writer
 
 	mu       sync.Mutex
-	outcomes map[string]outcome // ObjectStore key -> what its last sync found
-	// pulls are the pulls syncs wait for, by ObjectStore key: one each,
-	// kept from the submission until a sync takes its result.
-	pulls map[string]*awaited
-
-	// gc removes the binaries no ObjectStore wants (gc.go).
-	gc *collector
+	outcomes map[string]outcome  // ObjectStore key -> what its last sync found
+	pulls    map[string]*awaited // ObjectStore key -> the pull its syncs wait for
+	gc       *collector
 	// settled is set once every ObjectStore had an outcome: nothing is
 	// removed before (a cold start); after, an ObjectStore without one (a
 	// new image still pulling) keeps nobody else's binaries from going.
@@ -121,9 +101,8 @@ type Controller struct {
 }
 
 // outcome is what a sync found for one ObjectStore's image, and what the
-// collector keeps for it: the release, the ObjectStore's own binary (nil
-// until one is available), the URL paths of its views, and the
-// sha256/release of every platform's binary of the image.
+// collector keeps for it: the release, its own binary (nil until one is
+// available), its views' URL paths, and every platform's sha256/release.
 type outcome struct {
 	image, release string
 	binary         *v1.BinaryStatus
@@ -147,22 +126,15 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		pulls:    map[string]*awaited{},
 		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons},
 	}
-	// A sync before the Secrets are listed would find no pull Secret.
 	synced := slices.DeleteFunc([]cache.InformerSynced{cfg.PlatformsSynced, cfg.SecretsSynced}, func(s cache.InformerSynced) bool { return s == nil })
 	var err error
-	// Status writes do not change what to fetch: the Loop's default
-	// filter (spec changes and resyncs) is this controller's.
 	c.loop, err = controller.NewLoop(controller.Options[*v1.ObjectStore]{
 		Name: "binsource", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Synced: synced, Workers: cfg.Workers, PerUnit: cfg.SyncsPerTenant, UnitOf: cfg.UnitOf,
-		// Registries come and go outside the cluster: retry from 5 s,
-		// doubling to 5 min. A sync that submits a pull and returns keeps
-		// its key's backoff: the failure it may end in is the next step.
+		// A sync that submits a pull keeps its key's backoff: the failure
+		// the pull may end in is the next step.
 		RateLimiter: keepWhilePulling{workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute), c.pulling},
-		// Failures are reported on the ObjectStore by Reconcile itself; a
-		// panic here, by the leader.
 		ReportPanic: func(_ context.Context, u *unstructured.Unstructured, message string) {
 			if ctx := c.leading(); ctx != nil {
-				// A failure to write is in the log already through the panic's line.
 				_, _ = c.status.SetCondition(ctx, u, metav1.Condition{Type: v1.ConditionBinaryAvailable,
 					Status: metav1.ConditionFalse, Reason: controller.ReasonInternalError, Message: message})
 			}
@@ -175,15 +147,12 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	c.stores, c.queue = c.loop.Stores(), c.loop.Queue()
 	c.gc = newCollector(cfg.Fetcher.cfg.Store, cfg.Keep, cfg.Grace, cfg.Clock, c.log, c.wanted)
 	if cfg.OnPlacementChange != nil {
-		// The sync resolves the image again (manifests only; layers
-		// already stored are not read).
 		cfg.OnPlacementChange(c.queue.Add)
 	}
 	return c, nil
 }
 
-// NeedLeaderElection is false: every replica fills its own store; only
-// the leader writes (leading).
+// NeedLeaderElection is false: every replica fills its own store.
 func (c *Controller) NeedLeaderElection() bool { return false }
 
 // Run works until ctx ends; the collector runs beside the loop.
@@ -192,9 +161,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	return c.loop.Run(ctx)
 }
 
-// Reporter is binsource's part that needs leadership: at the start of
-// each term it queues every ObjectStore, so the outcomes kept while
-// following are reported without a second pull.
+// Reporter queues every ObjectStore at the start of each term, so the
+// outcomes kept while following are reported without a second pull.
 func (c *Controller) Reporter() controller.Runnable {
 	return controller.RunnableFunc{Leader: true, Fn: func(context.Context) error {
 		c.loop.EnqueueAll()
@@ -210,13 +178,12 @@ func (c *Controller) leading() context.Context {
 	return c.cfg.Leading()
 }
 
-// Ready reports whether this replica's store is complete: it has its own
-// outcome for every ObjectStore whose current spec the leader reported
-// available. The Service routes the upgrade port only to complete
-// replicas, so a lagging one never answers 404 for what another serves. A
-// release nobody has resolved yet does not hold readiness: every replica
-// lacks it alike, and one tenant's hanging registry would otherwise take
-// the upgrade port from every tenant until the pull deadline.
+// Ready reports whether this replica has its own outcome for every
+// ObjectStore whose current spec the leader reported available
+// (BinaryAvailable=True for its generation), so a lagging replica never
+// answers 404 for what another serves. A release nobody resolved yet does
+// not hold readiness: one tenant's hanging registry would otherwise take
+// the upgrade port from every tenant.
 func (c *Controller) Ready() error {
 	if !c.loop.HasSynced() {
 		return errors.New("ObjectStores not listed yet")
@@ -231,7 +198,9 @@ func (c *Controller) Ready() error {
 		}
 		u := obj.(*unstructured.Unstructured)
 		image := imageOf(u)
-		if o, done := c.outcomes[key]; image != "" && (!done || o.image != image) && leaderServes(u) {
+		cond, reported := status.Condition(u, v1.ConditionBinaryAvailable)
+		leaderServes := reported && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == u.GetGeneration()
+		if o, done := c.outcomes[key]; image != "" && (!done || o.image != image) && leaderServes {
 			pending = append(pending, key)
 		}
 	}
@@ -242,15 +211,7 @@ func (c *Controller) Ready() error {
 	return nil
 }
 
-// leaderServes reports whether the leader reported the ObjectStore's
-// current spec available: BinaryAvailable=True for its generation.
-func leaderServes(u *unstructured.Unstructured) bool {
-	cond, ok := status.Condition(u, v1.ConditionBinaryAvailable)
-	return ok && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == u.GetGeneration()
-}
-
-// Forget drops what was kept for a deleted ObjectStore, and the binaries
-// only it wanted.
+// Forget drops a deleted ObjectStore's outcome, and binaries only it wanted.
 func (c *Controller) Forget(key string) {
 	if c.forget(key) {
 		c.gc.Kick()
@@ -269,8 +230,8 @@ func (c *Controller) Invalid(ctx context.Context, u *unstructured.Unstructured, 
 
 // Reconcile makes the ObjectStore's release available and reports it in
 // the BinaryAvailable condition; failures are retried with backoff (a
-// registry, a pull Secret or a CA Secret may be fixed at any time). It
-// runs on every replica, with the Loop's context: a pull outlives a term.
+// registry or Secret may be fixed at any time). It runs on every replica,
+// with the Loop's context: a pull outlives a term.
 func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) (controller.Result, error) {
 	return controller.Result{}, c.reconcile(ctx, store, u)
 }
@@ -319,14 +280,6 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	if err != nil {
 		return c.fail(ctx, u, image, err)
 	}
-	msg := fmt.Sprintf("minio.%s is served for %s (source: %s; minisign key %s)",
-		res.Release, strings.Join(res.Platforms, ", "), strings.Join(uniq(res.Sources), "; "), strings.Join(res.KeyIDs, ", "))
-	if own != nil && len(platforms) > 0 {
-		msg += fmt.Sprintf("; the ObjectStore's pods run on %s, status.binary is %s's", strings.Join(platforms, ", "), own.Platform)
-	}
-	if slices.ContainsFunc(binaries, func(b *binstore.Binary) bool { return b.Private() && b.Source != nil && b.Source.Private }) {
-		msg += "; pulled with the ObjectStore's credentials, so served only at its own URL (status.binary.url)"
-	}
 	var st *v1.BinaryStatus
 	if own != nil {
 		st = c.binaryStatus(image, own)
@@ -337,23 +290,49 @@ func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 		pairs = append(pairs, b.SHA256+"/"+b.Release)
 	}
 	changed := c.record(key, outcome{image: image, release: res.Release, binary: st, published: published, pairs: pairs, condition: metav1.Condition{
-		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: ReasonAvailable, Message: msg,
+		Type: v1.ConditionBinaryAvailable, Status: metav1.ConditionTrue, Reason: ReasonAvailable, Message: available(res, binaries, platforms, own),
 	}})
 	if err := c.report(u); err != nil {
 		return err
 	}
-	// A resync that resolves to the same release changes nothing to keep.
-	if changed {
+	if changed { // a resync to the same release changes nothing to keep
 		c.gc.Kick()
 	}
 	return nil
 }
 
-// ownBinary is the binary status.binary names: the one for the first of
-// the platforms the pods run on that the image holds (an image with none
-// of them has none for the tenant). A tenant on several platforms is
-// rolled, never updated in place (the updates package), so any of them
-// will do. With no platforms known, linux/amd64's, else the first.
+// binaryStatus names the tenant's own binary by its bytes and its URL.
+func (c *Controller) binaryStatus(image string, b *binstore.Binary) *v1.BinaryStatus {
+	st := &v1.BinaryStatus{Image: image, Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
+	if c.cfg.UpdateURL != "" {
+		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.URLPath() + binstore.SHA256SumSuffix
+	}
+	return st
+}
+
+// available is the BinaryAvailable message of a release served.
+func available(res *Result, binaries []*binstore.Binary, platforms []string, own *binstore.Binary) string {
+	var sources []string
+	for _, s := range res.Sources {
+		if !slices.Contains(sources, s) {
+			sources = append(sources, s)
+		}
+	}
+	msg := fmt.Sprintf("minio.%s is served for %s (source: %s; minisign key %s)",
+		res.Release, strings.Join(res.Platforms, ", "), strings.Join(sources, "; "), strings.Join(res.KeyIDs, ", "))
+	if own != nil && len(platforms) > 0 {
+		msg += fmt.Sprintf("; the ObjectStore's pods run on %s, status.binary is %s's", strings.Join(platforms, ", "), own.Platform)
+	}
+	if slices.ContainsFunc(binaries, func(b *binstore.Binary) bool { return b.Private() && b.Source != nil && b.Source.Private }) {
+		msg += "; pulled with the ObjectStore's credentials, so served only at its own URL (status.binary.url)"
+	}
+	return msg
+}
+
+// ownBinary is the binary status.binary names: the image's for the first
+// platform the pods run on that it holds (a tenant on several platforms is
+// rolled, never updated in place, so any will do). With no platforms
+// known, linux/amd64's, else the first.
 func ownBinary(binaries []*binstore.Binary, platforms []string, res *Result) (*binstore.Binary, error) {
 	if len(binaries) == 0 {
 		return nil, nil
@@ -380,42 +359,19 @@ func ownBinary(binaries []*binstore.Binary, platforms []string, res *Result) (*b
 		strings.Join(platforms, ", "), res.Release, strings.Join(platforms, " nor "), strings.Join(res.Platforms, ", "))
 }
 
-// binaryStatus names the tenant's own binary, resolved from image, by its
-// bytes and its URL.
-func (c *Controller) binaryStatus(image string, b *binstore.Binary) *v1.BinaryStatus {
-	st := &v1.BinaryStatus{Image: image, Release: b.Release, SHA256: b.SHA256, Platform: b.Platform}
-	if c.cfg.UpdateURL != "" {
-		st.URL = strings.TrimSuffix(c.cfg.UpdateURL, "/") + "/" + b.URLPath() + binstore.SHA256SumSuffix
-	}
-	return st
-}
-
-// uniq drops repeats, keeping the first of each.
-func uniq(s []string) []string {
-	var out []string
-	for _, v := range s {
-		if !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// fail records a failure for the ObjectStore, reports it and returns it
-// for a retry with backoff.
+// fail records and reports a failure, and returns it for a retry.
 func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, image string, cause error) error {
 	key := u.GetNamespace() + "/" + u.GetName()
 	r := reasonOf(cause)
-	// Only the operator's words reach the condition (pullError); the log
-	// has the rest.
-	msg := message(cause, r)
+	// The condition carries the reason already; the log has the detail.
+	msg := strings.Replace(cause.Error(), r+": ", "", 1)
 	if remedy := c.cfg.Reasons.Remedy(r); remedy != "" {
 		msg += ". " + remedy
 	}
-	c.log.Error().Str("objectstore", key).Str("image", image).Str("reason", r).Err(cause).Str("detail", detail(cause)).
+	c.log.Error().Str("objectstore", key).Str("image", image).Str("reason", r).Err(cause).Str("detail", registryguard.Detail(cause)).
 		Msg("release not available; nothing added to the store")
-	// A failure (a registry outage, say) keeps the release the same image
-	// resolved to before, so housekeeping does not remove it meanwhile.
+	// A failure (a registry outage, say) keeps what the same image resolved
+	// to before, so housekeeping does not remove it meanwhile.
 	c.mu.Lock()
 	var kept outcome
 	if before, ok := c.outcomes[key]; ok && before.image == image {
@@ -431,7 +387,7 @@ func (c *Controller) fail(ctx context.Context, u *unstructured.Unstructured, ima
 	return cause
 }
 
-// report writes the recorded condition while this replica leads.
+// report writes the recorded outcome while this replica leads.
 func (c *Controller) report(u *unstructured.Unstructured) error {
 	ctx := c.leading()
 	if ctx == nil {
@@ -450,25 +406,22 @@ func (c *Controller) report(u *unstructured.Unstructured) error {
 // FieldManager owns the BinaryAvailable condition and status.binary.
 const FieldManager = "object-store-operator-binsource"
 
-// record keeps an ObjectStore's outcome and reports whether the release it
-// wants changed.
+// record keeps an outcome and reports whether the release wanted changed.
 func (c *Controller) record(key string, o outcome) bool {
 	c.mu.Lock()
 	before, had := c.outcomes[key]
 	c.outcomes[key] = o
 	c.mu.Unlock()
+	sha := func(b *v1.BinaryStatus) string {
+		if b == nil {
+			return ""
+		}
+		return b.SHA256
+	}
 	return !had || before.release != o.release || sha(before.binary) != sha(o.binary)
 }
 
-func sha(b *v1.BinaryStatus) string {
-	if b == nil {
-		return ""
-	}
-	return b.SHA256
-}
-
-// forget drops an ObjectStore's outcome and withdraws its pull; it reports
-// whether it wanted a release.
+// forget drops an outcome and its pull; it reports whether it wanted a release.
 func (c *Controller) forget(key string) bool {
 	c.mu.Lock()
 	before, had := c.outcomes[key]
@@ -483,12 +436,9 @@ func (c *Controller) forget(key string) bool {
 	return had && before.release != ""
 }
 
-// wanted is what the ObjectStores want kept, for the collector: a
-// binary in a digest directory by the ObjectStores whose image resolved
-// to those bytes under that name; a file placed by hand, by any
-// ObjectStore on its release. It is not known (false) until every
-// ObjectStore with an image has been resolved once, so a restart removes
-// nothing before it has looked at every tenant.
+// wanted is what the ObjectStores want kept, for the collector. It is not
+// known (false) until every ObjectStore with an image has been resolved
+// once, so a restart removes nothing before it looked at every tenant.
 func (c *Controller) wanted() (wanted, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -525,33 +475,17 @@ func imageOf(u *unstructured.Unstructured) string {
 	return image
 }
 
-// message is cause's text without its reason r, which the condition
-// carries already ("img for linux/amd64: no opt/bin/minio ..." rather
-// than "...: NoMinIOBinary: no opt/bin/minio ...").
-func message(cause error, r string) string {
-	return strings.Replace(cause.Error(), r+": ", "", 1)
-}
-
-// A tenant's own URL, sha256/<hex>/<component>/minio.<RELEASE>, is a view
-// of a stored binary the store keeps in memory (binstore.Store.Publish):
-// the component only its ObjectStore's status carries, and the
-// provenance and signature made for it.
-
-// publish gives the ObjectStore its own view of every private binary
-// (pulled with its credentials) and of every binary its image shipped
-// unsigned (signed with the platform key for it), at
-// sha256/<hex>/<component>/, and returns the binaries it is to be served
-// with (the views in their place) and the views' URL paths. Other
-// binaries are served at their digest paths as they are.
+// publish gives the ObjectStore its own view (binstore.Store.Publish) of
+// every private binary and of every binary its image shipped unsigned, and
+// returns the binaries it is served (the views in their place) and the
+// views' URL paths.
 func (c *Controller) publish(store *v1.ObjectStore, binaries []*binstore.Binary, unsigned []bool) ([]*binstore.Binary, []string, error) {
 	out := make([]*binstore.Binary, 0, len(binaries))
 	var published []string
 	st := c.cfg.Fetcher.cfg.Store
 	for i, b := range binaries {
-		// A binary from an image that shipped no signature gets one the
-		// platform key makes for this ObjectStore alone (its trusted
-		// comment names it): a signature made for another tenant (or
-		// another image's) is never served at this one's URL.
+		// A signature made for another tenant or image is never served at
+		// this one's URL.
 		sign := i < len(unsigned) && unsigned[i] && st.Signs()
 		if !b.Private() && !sign {
 			out = append(out, b)
@@ -576,17 +510,16 @@ func (c *Controller) publish(store *v1.ObjectStore, binaries []*binstore.Binary,
 }
 
 // component is the part of a view's URL only its ObjectStore is given:
-// HMAC-SHA256 of the digest and the ObjectStore's UID under the replicas'
-// shared URL key, so nothing public derives it, every ObjectStore (a
-// recreated one too) has its own, and every replica derives the same.
+// an HMAC of the digest and UID under the replicas' shared key, so nothing
+// public derives it, a recreated ObjectStore has its own, and every
+// replica derives the same.
 func component(key []byte, digest, uid string) string {
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte("object-store-operator binary URL v1\x00" + digest + "\x00" + uid))
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-// awaited is the pull an ObjectStore's sync submitted, and its result once
-// it ended.
+// awaited is a pull an ObjectStore's sync submitted, and its result.
 type awaited struct {
 	image, credentials string
 	withdraw           func()
@@ -595,8 +528,7 @@ type awaited struct {
 	err                error
 }
 
-// unit names the unit the ObjectStore key counts against: its pull slots
-// and store share (UnitOf; nil: its namespace).
+// unit names the unit the ObjectStore key counts against.
 func (c *Controller) unit(key string) string {
 	if c.cfg.UnitOf != nil {
 		return c.cfg.UnitOf(key)
@@ -605,12 +537,11 @@ func (c *Controller) unit(key string) string {
 	return ns
 }
 
-// pull returns the result of the pull of image with kc for the
-// ObjectStore key once it ended; until then it submits the pull (once)
-// and reports it not ended, and the pull's end queues the key again. A
-// sync never waits for a registry: a registry that never answers would
-// hold its worker, and with it every other tenant's sync. A pull the
-// ObjectStore no longer wants (image or pull Secrets changed) is withdrawn.
+// pull returns the result of the pull of image with kc once it ended;
+// until then it submits the pull (once), and the pull's end queues the key
+// again. A sync never waits for a registry: one that never answers would
+// hold a worker from every other tenant. A pull no longer wanted (image or
+// pull Secrets changed) is withdrawn.
 func (c *Controller) pull(ctx context.Context, key, ns, image string, kc *keychain) (res *Result, ended bool, err error) {
 	c.mu.Lock()
 	p, ok := c.pulls[key]
@@ -642,8 +573,6 @@ func (c *Controller) pull(ctx context.Context, key, ns, image string, kc *keycha
 	return nil, false, nil
 }
 
-// pulling reports whether a pull for the ObjectStore key is submitted
-// and its result not yet taken.
 func (c *Controller) pulling(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -651,9 +580,8 @@ func (c *Controller) pulling(key string) bool {
 	return ok
 }
 
-// keepWhilePulling is a rate limiter whose Forget leaves a key's backoff
-// alone while a pull for it is in flight: the sync that submitted it
-// succeeded only in submitting.
+// keepWhilePulling leaves a key's backoff alone while its pull is in
+// flight: the sync that submitted it succeeded only in submitting.
 type keepWhilePulling struct {
 	workqueue.TypedRateLimiter[string]
 	pulling func(string) bool

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/internal/registryguard"
 )
 
 // zstdFrame is one zstd frame declaring a window of 1<<windowLog bytes
@@ -64,7 +65,7 @@ func decodeAll(t *testing.T, blob []byte) (heapGrowth uint64, err error) {
 		runtime.ReadMemStats(&now)
 		peak = max(peak, now.HeapAlloc)
 	}
-	content, err := decompress(bufio.NewReader(bytes.NewReader(blob)))
+	content, err := registryguard.Decompress(bufio.NewReader(bytes.NewReader(blob)))
 	if err == nil {
 		defer content.Close()
 		buf := make([]byte, 1<<20)
@@ -111,7 +112,7 @@ func TestLayerDecodersHaveAMemoryBound(t *testing.T) {
 	// compressors as it is written, a MiB of zeros at a time: no buffer
 	// of its size exists, to be zeroed and copied.
 	var zs, gz bytes.Buffer
-	zw, err := zstd.NewWriter(&zs, zstd.WithWindowSize(maxZstdWindow))
+	zw, err := zstd.NewWriter(&zs, zstd.WithWindowSize(registryguard.MaxZstdWindow))
 	require.NoError(t, err)
 	// The fastest level: what is tested is the decoder, whose window
 	// deflate fixes at 32 KiB whatever the level.
@@ -131,7 +132,7 @@ func TestLayerDecodersHaveAMemoryBound(t *testing.T) {
 		growth, err := decodeAll(t, blob)
 		require.NoError(t, err, name)
 		t.Logf("%s: 32 MiB decoded with %d KiB heap growth", name, growth>>10)
-		assert.Less(t, growth, uint64(maxZstdWindow+4<<20), "%s: the decoder holds at most its window and buffers", name)
+		assert.Less(t, growth, uint64(registryguard.MaxZstdWindow+4<<20), "%s: the decoder holds at most its window and buffers", name)
 	}
 }
 

@@ -2,59 +2,39 @@ package binsource
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"strings"
-	"syscall"
-	"unicode"
-	"unicode/utf8"
-
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/reason"
+	"github.com/object-store-operator/operator/internal/registryguard"
 )
 
-// Reasons a release could not be made available; each is a condition
-// reason on the ObjectStore. Reasons about the binary itself (checksum,
-// signature, conflict, size) come from binstore.
+// Reasons a release could not be made available, as condition reasons.
 var (
-	errInvalidImage  = reason.Sentinel("InvalidImage")
-	errNotFound      = reason.Sentinel("ImageNotFound")
-	errAuth          = reason.Sentinel("AuthFailed")
-	errUntrusted     = reason.Sentinel("RegistryNotTrusted")
-	errNoBinary      = reason.Sentinel("NoMinIOBinary")
-	errChecksum      = reason.Sentinel(binstore.ReasonChecksumMismatch)
-	errPullSecret    = reason.Sentinel("PullSecretUnusable")
-	errImageTooLarge = reason.Sentinel("ImageTooLarge")
-	errTimeout       = reason.Sentinel("PullTimeout")
-	errPull          = reason.Sentinel("PullFailed")
-	// errNoPlatform: the image has no binary for a platform the tenant's
-	// pods run on.
-	errNoPlatform = reason.Sentinel("NoBinaryForPlatform")
-	errStoreFull  = reason.Sentinel("StoreFull")
-	// errReleaseInFuture: the release name is a time more than an hour
-	// ahead of the operator's clock.
+	errInvalidImage    = reason.Sentinel("InvalidImage")
+	errNotFound        = reason.Sentinel(registryguard.ReasonNotFound)
+	errAuth            = reason.Sentinel(registryguard.ReasonAuthFailed)
+	errUntrusted       = reason.Sentinel(registryguard.ReasonNotTrusted)
+	errNoBinary        = reason.Sentinel("NoMinIOBinary")
+	errChecksum        = reason.Sentinel(binstore.ReasonChecksumMismatch)
+	errPullSecret      = reason.Sentinel("PullSecretUnusable")
+	errImageTooLarge   = reason.Sentinel(registryguard.ReasonTooLarge)
+	errTimeout         = reason.Sentinel(registryguard.ReasonTimeout)
+	errPull            = reason.Sentinel(registryguard.ReasonPullFailed)
+	errNoPlatform      = reason.Sentinel("NoBinaryForPlatform") // none for a platform the pods run on
+	errStoreFull       = reason.Sentinel("StoreFull")
 	errReleaseInFuture = reason.Sentinel("ReleaseInFuture")
-	// The store's own refusals (errChecksum among them).
-	errUnsigned       = reason.Sentinel(binstore.ReasonUnsigned)
-	errSignature      = reason.Sentinel(binstore.ReasonSignatureInvalid)
-	errBinaryTooLarge = reason.Sentinel(binstore.ReasonTooLarge)
+	errUnsigned        = reason.Sentinel(binstore.ReasonUnsigned)
+	errSignature       = reason.Sentinel(binstore.ReasonSignatureInvalid)
+	errBinaryTooLarge  = reason.Sentinel(binstore.ReasonTooLarge)
 )
 
-// failures are the reasons a release is not available, with what the
-// user can do, in the order reasonOf looks for them: PullTimeout first (a
-// pull out of time failed for that, whatever its last request met); a
-// refusal inside a PullFailed (a redirect's, say) stays that refusal. The
-// store's own refusals (binstore.Reason*) come last.
+// failures are the reasons a release is not available, with what the user
+// can do, in the order reasonOf looks for them: PullTimeout first (a pull
+// out of time failed for that, whatever its last request met); a refusal
+// inside a PullFailed (a redirect's, say) stays that refusal.
 var failures = []struct {
 	err    *reason.Error
 	remedy string
@@ -77,9 +57,8 @@ var failures = []struct {
 }
 
 // Reasons is every reason of the BinaryAvailable condition, with its
-// Event severity and what the user can do about it: the failures,
-// PullFailed (any other), StoreError (the store's failures of no reason of
-// its own, docs/binaries.md), Available and InternalError.
+// Event severity and remedy; StoreError is the store's failures of no
+// reason of their own (docs/binaries.md).
 func Reasons() []reason.Reason {
 	list := []reason.Reason{{Name: ReasonAvailable, Severity: reason.Normal}, {Name: errPull.Reason, Severity: reason.Warning},
 		{Name: "StoreError", Severity: reason.Warning}, {Name: controller.ReasonInternalError, Severity: reason.Warning}}
@@ -92,9 +71,8 @@ func Reasons() []reason.Reason {
 // ReasonAvailable: the release of spec.image is in the store and served.
 const ReasonAvailable = "Available"
 
-// reasonOf returns the condition reason for err: the first failure it
-// carries anywhere in its chain, else PullTimeout for a deadline, else
-// PullFailed.
+// reasonOf returns the condition reason for err: the first failure in its
+// chain, else PullTimeout for a deadline, else PullFailed.
 func reasonOf(err error) string {
 	for _, f := range failures {
 		if errors.Is(err, f.err) {
@@ -107,178 +85,14 @@ func reasonOf(err error) string {
 	return errPull.Reason
 }
 
-// What reaches a tenant: whoever reads the ObjectStore reads its
-// conditions and Events, while the operator reaches networks the tenant
-// cannot (a registry may be, redirect to or name as its token service an
-// in-cluster server). So a message holds only the operator's words, values
-// it computed or was given, and the pull's own registry's errors[] codes
-// and messages, bounded. Raw bodies, other hosts' answers and
-// go-containerregistry's texts (which quote bodies) go to the log only.
-
 // reasonf is a failure the operator words itself, safe to show whole:
-// "<reason>: <message>". Its arguments must be the operator's own values
-// or names the tenant gave (the image), never text a server sent.
+// its arguments are never text a server sent.
 func reasonf(r *reason.Error, format string, args ...any) error {
 	return &reason.Error{Reason: r.Reason, Message: r.Reason + ": " + fmt.Sprintf(format, args...)}
 }
 
-// pullError is a failure from a registry, a mirror or the network, with
-// what a tenant may read about it (public) apart from all of it (cause).
+// pullError is a failure with what a tenant may read (public) apart from
+// all of it (cause).
 func pullError(r *reason.Error, public string, cause error) *reason.Error {
 	return &reason.Error{Reason: r.Reason, Message: public, Err: cause}
-}
-
-// detail is everything known about err, for the operator's log: the cause
-// of the first failure in it that has one, bounded.
-func detail(err error) string {
-	var re *reason.Error
-	if errors.As(err, &re) && re.Err != nil {
-		return bounded(re.Err.Error(), 4096)
-	}
-	return bounded(err.Error(), 4096)
-}
-
-// classify turns an error of what (the operator's words: "get <image>")
-// into a pullError with a reason and words a tenant may read.
-func classify(what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	// Errors worded here already (limits, checksums, refusals) keep their
-	// words, whatever go-containerregistry wrapped them in.
-	var re *reason.Error
-	if errors.As(err, &re) {
-		return &reason.Error{Reason: re.Reason, Message: what + ": " + re.Error(), Err: err}
-	}
-	r, public := describe(err)
-	return pullError(r, what+": "+public, err)
-}
-
-// describe says what went wrong in the operator's words, quoting at most
-// the registry's own bounded error codes and messages.
-func describe(err error) (*reason.Error, string) {
-	var terr *transport.Error
-	var uerr *url.Error
-	var nerr net.Error
-	host := "the registry"
-	if errors.As(err, &uerr) {
-		if u, perr := url.Parse(uerr.URL); perr == nil && u.Host != "" {
-			host = bounded(u.Host, 256)
-		}
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return errTimeout, "timed out waiting for " + host
-	case errors.Is(err, context.Canceled):
-		return errPull, "canceled"
-	case errors.As(err, &terr):
-		return statusReason(terr), describeStatus(terr)
-	case errors.As(err, new(x509.UnknownAuthorityError)):
-		return errUntrusted, "the certificate of " + host + " is signed by an authority the operator does not trust"
-	case errors.As(err, new(x509.HostnameError)):
-		return errUntrusted, "the certificate of " + host + " is not valid for that name"
-	case errors.As(err, new(x509.CertificateInvalidError)):
-		return errUntrusted, "the certificate of " + host + " is not valid (expired, not yet valid, or not for serving)"
-	case errors.As(err, new(*tls.CertificateVerificationError)):
-		return errUntrusted, "the certificate of " + host + " does not verify"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return errPull, host + " refused the connection"
-	case errors.As(err, new(*net.DNSError)):
-		return errPull, "the name of " + host + " does not resolve"
-	case errors.As(err, &nerr) && nerr.Timeout():
-		return errPull, "timed out talking to " + host
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
-		return errPull, host + " closed the connection early"
-	case errors.As(err, new(tls.RecordHeaderError)):
-		return errPull, host + " does not answer TLS"
-	case errors.As(err, new(*json.SyntaxError)), errors.As(err, new(*json.UnmarshalTypeError)):
-		return errPull, "an answer of " + host + " is not the JSON a registry sends"
-	case strings.Contains(err.Error(), "does not match requested digest"), strings.Contains(err.Error(), "error verifying sha256 checksum"):
-		return errChecksum, "what " + host + " sent does not match its digest"
-	case uerr != nil:
-		return errPull, "could not talk to " + host
-	}
-	return errPull, "the answer of " + host + " could not be used (the operator's log has the detail)"
-}
-
-// statusReason maps a registry's answer onto a reason.
-func statusReason(terr *transport.Error) *reason.Error {
-	switch terr.StatusCode {
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return errAuth
-	case http.StatusNotFound:
-		return errNotFound
-	}
-	for _, d := range terr.Errors {
-		switch d.Code {
-		case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode:
-			return errNotFound
-		case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
-			return errAuth
-		}
-	}
-	return errPull
-}
-
-// Bounds of what a registry's errors[] contributes to a message.
-const (
-	maxRegistryErrors   = 3
-	maxRegistryCode     = 64
-	maxRegistryErrorMsg = 256
-)
-
-// describeStatus is "<host> answered <status>", followed by the code and
-// message of the first few errors[] entries when the answer came from the
-// pull's registry itself (never their detail, never a raw body).
-func describeStatus(terr *transport.Error) string {
-	host, fromRegistry := "the registry", false
-	if req := terr.Request; req != nil {
-		host = bounded(req.URL.Host, 256)
-		fromRegistry = isRegistryRequest(req)
-	}
-	if !fromRegistry {
-		// Not a redirect (quietElsewhere ends those): the token service
-		// the registry named. Its status says whether the credentials
-		// were refused; its body was never read.
-		return fmt.Sprintf("the registry's token service %s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
-	}
-	s := fmt.Sprintf("%s answered %d %s", host, terr.StatusCode, http.StatusText(terr.StatusCode))
-	var said []string
-	for _, d := range terr.Errors {
-		if len(said) == maxRegistryErrors {
-			said = append(said, fmt.Sprintf("and %d more", len(terr.Errors)-maxRegistryErrors))
-			break
-		}
-		code := bounded(string(d.Code), maxRegistryCode)
-		if msg := bounded(d.Message, maxRegistryErrorMsg); msg != "" {
-			code += ": " + msg
-		}
-		said = append(said, code)
-	}
-	if len(said) > 0 {
-		s += " (" + strings.Join(said, "; ") + ")"
-	}
-	return s
-}
-
-// bounded keeps the first max runes of s that print, as one line; longer
-// text ends in "...".
-func bounded(s string, max int) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if r == utf8.RuneError {
-			continue
-		}
-		if n == max {
-			b.WriteString("...")
-			break
-		}
-		if !unicode.IsPrint(r) {
-			r = ' '
-		}
-		b.WriteRune(r)
-		n++
-	}
-	return strings.TrimSpace(b.String())
 }

@@ -3,8 +3,7 @@ package binsource
 import (
 	"archive/tar"
 	"bufio"
-	"bytes"
-	"compress/gzip"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,33 +15,29 @@ import (
 	"net/http"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 
 	ggcrv1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/internal/reason"
+	"github.com/object-store-operator/operator/internal/registryguard"
 )
 
-// binaryPaths are where MinIO images keep the server binary, in order of
-// preference.
+// binaryPaths are where MinIO images keep the binary, preferred first.
 var binaryPaths = []string{"opt/bin/minio", "usr/bin/minio"}
 
 const maxSidecarSize = 4096
 
 // extract reads the image's layers, newest first, until one holds the
-// MinIO binary, and commits it (with the .sha256sum and .minisig beside
-// it in the layer) once the whole blob matched its digest.
+// MinIO binary, and commits it with its sidecars once the whole blob
+// matched its digest.
 func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel string, src binstore.Source) (*binstore.Binary, error) {
 	layers, err := img.Layers()
 	if err != nil {
-		return nil, classify("list layers", err)
+		return nil, registryguard.Classify("list layers", err)
 	}
-	limit := f.cfg.MaxPullBytes
-	if limit <= 0 {
-		limit = math.MaxInt64 // no bound
-	}
+	limit := cmp.Or(max(f.cfg.MaxPullBytes, 0), math.MaxInt64)
 	budget := &pullBudget{compressed: limit, uncompressed: limit}
 	for i := len(layers) - 1; i >= 0; i-- {
 		found, err := f.readLayer(layers[i], p, rel, budget)
@@ -54,9 +49,7 @@ func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel
 		}
 		src.LayerDigest = found.layer
 		return f.commit(ctx, p, rel, found.staged, binstore.Candidate{
-			WantSHA256: found.wantSHA256, Minisig: found.sig, Source: src,
-			// The layer was read whole and matched its digest.
-			Signable: true,
+			WantSHA256: found.wantSHA256, Minisig: found.sig, Source: src, Signable: true, // read whole against its digest
 		})
 	}
 	return nil, reasonf(errNoBinary, "no %s in any layer", strings.Join(binaryPaths, " or "))
@@ -65,61 +58,54 @@ func (f *Fetcher) extract(ctx context.Context, img ggcrv1.Image, p Platform, rel
 // pullBudget is what one pull may still read.
 type pullBudget struct{ compressed, uncompressed int64 }
 
-// capped fails a read past *left bytes with errImageTooLarge.
+// capped fails a read past *left bytes (nil: no bound), counting them.
 type capped struct {
-	r    io.Reader
-	left *int64
-	what string
-}
-
-func (c capped) Read(p []byte) (int, error) {
-	if *c.left <= 0 {
-		return 0, reasonf(errImageTooLarge, "more than the pull's limit of %s bytes", c.what)
-	}
-	if int64(len(p)) > *c.left {
-		p = p[:*c.left]
-	}
-	n, err := c.r.Read(p)
-	*c.left -= int64(n)
-	return n, err
-}
-
-type countingReader struct {
 	r     io.Reader
+	left  *int64
+	what  string
 	count func(int64)
 }
 
-func (c countingReader) Read(p []byte) (int, error) {
+func (c capped) Read(p []byte) (int, error) {
+	if c.left != nil && *c.left <= 0 {
+		return 0, reasonf(errImageTooLarge, "more than the pull's limit of %s bytes", c.what)
+	}
+	if c.left != nil && int64(len(p)) > *c.left {
+		p = p[:*c.left]
+	}
 	n, err := c.r.Read(p)
-	c.count(int64(n))
+	if c.left != nil {
+		*c.left -= int64(n)
+	}
+	if c.count != nil {
+		c.count(int64(n))
+	}
 	return n, err
 }
 
 // layerFind is a binary staged from one layer, with its sidecars.
 type layerFind struct {
-	staged     *binstore.Staged
-	layer      string
-	wantSHA256 string
-	sig        []byte
+	staged            *binstore.Staged
+	layer, wantSHA256 string
+	sig               []byte
 }
 
-// readLayer streams one layer blob: it decompresses it, stages the binary
-// if the layer has one, then reads the blob to its end and checks its
-// SHA-256 against the layer digest, so a registry that swaps a blob under
-// a pinned digest lands nothing.
+// readLayer streams one layer blob, staging the binary if it has one, then
+// reads the blob to its end against the layer digest, so a registry that
+// swaps a blob under a pinned digest lands nothing.
 func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *pullBudget) (found *layerFind, err error) {
 	digest, err := layer.Digest()
 	if err != nil {
-		return nil, classify("layer digest", err)
+		return nil, registryguard.Classify("layer digest", err)
 	}
 	rc, err := layer.Compressed()
 	if err != nil {
-		return nil, classify("fetch layer "+digest.String(), err)
+		return nil, registryguard.Classify("fetch layer "+digest.String(), err)
 	}
 	defer rc.Close()
 	sum := sha256.New()
-	raw := bufio.NewReaderSize(io.TeeReader(capped{countingReader{rc, func(n int64) { f.bytes.Add(float64(n)) }}, &budget.compressed, "compressed"}, sum), 64<<10)
-	content, err := decompress(raw)
+	raw := bufio.NewReaderSize(io.TeeReader(capped{rc, &budget.compressed, "compressed", f.count}, sum), 64<<10)
+	content, err := registryguard.Decompress(raw)
 	if err != nil {
 		return nil, f.layerError(digest, sum, raw, "layer "+digest.String(), err)
 	}
@@ -132,7 +118,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 	}()
 	var binaryDir string
 	sidecars := map[string][]byte{}
-	tr := tar.NewReader(capped{content, &budget.uncompressed, "uncompressed"})
+	tr := tar.NewReader(capped{content, &budget.uncompressed, "uncompressed", nil})
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -165,8 +151,7 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 			sidecars[name] = data
 		}
 	}
-	// The tar end marker is not the end of the blob: read to its end so
-	// the digest covers every byte the registry sent.
+	// The digest covers every byte sent, past the tar end marker too.
 	if _, err := io.Copy(io.Discard, raw); err != nil {
 		return nil, f.layerError(digest, sum, raw, "read layer "+digest.String()+" to its end", err)
 	}
@@ -187,120 +172,39 @@ func (f *Fetcher) readLayer(layer ggcrv1.Layer, p Platform, rel string, budget *
 	return found, nil
 }
 
-// layerError reports a failed layer read. A registry that swaps a blob
-// usually shows up as a read error at its end (go-containerregistry checks
-// the digest too) or a corrupt stream: when the bytes read so far cannot
-// be the blob the manifest names, the reason is the checksum.
+// layerError reports a failed layer read: a swapped blob usually shows as
+// a read error or a corrupt stream, so when the bytes cannot be the blob
+// the manifest names, the reason is the checksum.
 func (f *Fetcher) layerError(digest ggcrv1.Hash, sum hash.Hash, raw io.Reader, what string, err error) error {
 	if errors.Is(err, errImageTooLarge) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return classify(what, err)
+		return registryguard.Classify(what, err)
 	}
 	// The rest of a small blob settles it; a large one is not read on.
 	_, _ = io.Copy(io.Discard, io.LimitReader(raw, 1<<20))
 	if got := "sha256:" + hex.EncodeToString(sum.Sum(nil)); got != digest.String() {
 		return pullError(errChecksum, what+": "+reasonf(errChecksum, "layer blob does not match its digest %s", digest).Error(), err)
 	}
-	return classify(what, err)
+	return registryguard.Classify(what, err)
 }
 
-// maxZstdWindow is the largest zstd window a layer may declare: the
-// decoder holds the window a frame header chooses (a 16 KiB layer
-// declaring 512 MiB made every replica allocate that). 8 MiB is what the
-// format asks every decoder to support and zstd levels up to 19 use; only
-// --long or --ultra needs more.
-const maxZstdWindow = 8 << 20
-
-// decompress recognises gzip and zstd layers by their magic bytes; other
-// layers are plain tar. gzip's window is 32 KiB by its format; zstd's is
-// maxZstdWindow, checked in the first frame's header before the decoder
-// exists (so the message can name it), in later ones by the decoder.
-func decompress(r *bufio.Reader) (io.ReadCloser, error) {
-	magic, _ := r.Peek(4)
-	switch {
-	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
-		zr, err := gzip.NewReader(r)
-		if err != nil {
-			return nil, err
-		}
-		// One member: the blob's end is read and hashed by the caller.
-		zr.Multistream(false)
-		return zr, nil
-	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		head, _ := r.Peek(zstd.HeaderMaxSize)
-		var h zstd.Header
-		if err := h.Decode(head); err == nil && !h.Skippable {
-			window := h.WindowSize
-			if h.SingleSegment {
-				window = h.FrameContentSize
-			}
-			if window > maxZstdWindow {
-				return nil, reasonf(errImageTooLarge, "its zstd frame declares a window of %s; at most %s is decoded", mib(window), mib(maxZstdWindow))
-			}
-		}
-		zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(maxZstdWindow), zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
-		if err != nil {
-			return nil, err
-		}
-		return zstdReader{zr}, nil
-	}
-	return io.NopCloser(r), nil
-}
-
-// zstdReader words the decoder's refusal of a later frame's window.
-type zstdReader struct{ *zstd.Decoder }
-
-func (z zstdReader) Read(p []byte) (int, error) {
-	n, err := z.Decoder.Read(p)
-	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
-		err = reasonf(errImageTooLarge, "a zstd frame declares a window over %s; at most %s is decoded", mib(maxZstdWindow), mib(maxZstdWindow))
-	}
-	return n, err
-}
-
-func (z zstdReader) Close() error {
-	z.Decoder.Close()
-	return nil
-}
-
-// mib renders a size in whole MiB when it is one (536870912 is "512
-// MiB"), else in bytes.
-func mib(n uint64) string {
-	if n%(1<<20) == 0 {
-		return strconv.FormatUint(n>>20, 10) + " MiB"
-	}
-	return strconv.FormatUint(n, 10) + " bytes"
-}
-
-// isSidecarPath reports whether p is the checksum or signature beside one
-// of the binary paths. Only those are kept: a layer of many small files
-// named like sidecars elsewhere holds no more than four in memory.
+// isSidecarPath reports whether p is a sidecar of a binary path: a layer
+// of many lookalikes elsewhere holds no more than four in memory.
 func isSidecarPath(p string) bool {
-	for _, b := range binaryPaths {
-		if p == b+".sha256sum" || p == b+".minisig" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(binaryPaths, func(b string) bool { return p == b+".sha256sum" || p == b+".minisig" })
 }
 
 // preferred reports whether p beats a binary already found in dir.
 func preferred(p, dir string) bool { return p == binaryPaths[0] && dir != path.Dir(binaryPaths[0]) }
 
-// The release mirror is the fallback for releases no image provides: it
-// serves <os>-<arch>/minio.<RELEASE>[.sha256sum|.minisig], as MinIO's
-// release directories do. A binary from it is bound to its URL.
-
-// fromMirror makes res's release available from the mirror for
-// platforms, adding them to res; it reports whether it read anything.
+// fromMirror adds res's release from the mirror for platforms to res,
+// and reports whether it read anything.
 func (f *Fetcher) fromMirror(ctx context.Context, res *Result, platforms []Platform) (bool, error) {
-	// The mirror is the platform's, not the pull's registry: dialled as is.
-	ctx = withPullTarget(ctx, nil)
+	ctx = registryguard.WithTarget(ctx, nil) // the platform's, not the pull's registry: dialled as is
 	binName, err := binstore.BinaryName(res.Release)
 	if err != nil {
 		return false, reasonf(errInvalidImage, "%v", err)
 	}
-	// The mirror is the platform's: it may redirect to its object storage,
-	// over HTTPS when it is HTTPS, three times at most.
+	// It may redirect to its object storage, over HTTPS when it is HTTPS.
 	client := &http.Client{Transport: f.cfg.Transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) >= 3 || (via[0].URL.Scheme == "https" && req.URL.Scheme != "https") {
 			return fmt.Errorf("the release mirror redirected to %s: followed only over HTTPS, three times at most", req.URL.Redacted())
@@ -343,9 +247,9 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 		return nil, true, err
 	}
 	defer body.Close()
-	staged, err := f.cfg.Store.Stage(p.dir(), rel, countingReader{body, func(n int64) { f.bytes.Add(float64(n)) }}, f.cfg.MaxSize)
+	staged, err := f.cfg.Store.Stage(p.dir(), rel, capped{r: body, count: f.count}, f.cfg.MaxSize)
 	if err != nil {
-		return nil, true, classify("download "+base, err)
+		return nil, true, registryguard.Classify("download "+base, err)
 	}
 	b, err := f.commit(ctx, p, rel, staged, binstore.Candidate{WantSHA256: digest, Minisig: sig, Source: binstore.Source{MirrorURL: base}})
 	if err != nil {
@@ -356,7 +260,7 @@ func (f *Fetcher) mirrorOne(ctx context.Context, client *http.Client, p Platform
 	return b, true, nil
 }
 
-// open GETs url from the mirror: the body of its 200 answer.
+// open is the body of the mirror's 200 answer for url.
 func open(ctx context.Context, client *http.Client, url string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -364,11 +268,11 @@ func open(ctx context.Context, client *http.Client, url string) (io.ReadCloser, 
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, classify("get "+url, err)
+		return nil, registryguard.Classify("get "+url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
-		return nil, httpStatusError(url, resp.StatusCode)
+		return nil, reasonf(reason.Sentinel(registryguard.StatusReason(resp.StatusCode)), "%s answered %d", url, resp.StatusCode)
 	}
 	return resp.Body, nil
 }
@@ -379,20 +283,11 @@ func (f *Fetcher) get(ctx context.Context, client *http.Client, url string, limi
 		return nil, err
 	}
 	defer body.Close()
-	data, err := io.ReadAll(io.LimitReader(body, limit))
+	data, err := io.ReadAll(capped{r: io.LimitReader(body, limit), count: f.count})
 	if err != nil {
-		return nil, classify("read "+url, err)
+		return nil, registryguard.Classify("read "+url, err)
 	}
-	f.bytes.Add(float64(len(data)))
 	return data, nil
 }
 
-func httpStatusError(url string, code int) error {
-	switch code {
-	case http.StatusNotFound:
-		return reasonf(errNotFound, "%s answered 404", url)
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return reasonf(errAuth, "%s answered %d", url, code)
-	}
-	return reasonf(errPull, "%s answered %d", url, code)
-}
+func (f *Fetcher) count(n int64) { f.bytes.Add(float64(n)) }

@@ -1,13 +1,11 @@
 // Package binsource fills the binary store with the MinIO binaries the
 // ObjectStores want: it resolves each ObjectStore's image with its own
-// pull Secrets (through the operator's trust pool, over HTTPS), extracts
-// the binary with its checksum and signature for every platform served,
-// and hands it to binstore, which verifies and lands it. A release mirror
-// is the fallback for releases no image provides.
+// pull Secrets, extracts the binary with its checksum and signature for
+// every platform served, and hands it to binstore, which verifies and
+// lands it. A release mirror is the fallback for releases no image has.
 //
-// A release is bound to its source: a stored binary is reused only for an
-// image whose platform manifest is known to hold it; anything else is
-// pulled, and other bytes are another binary at its own digest path.
+// A stored binary is reused only for an image whose platform manifest is
+// known to hold it; anything else is pulled.
 package binsource
 
 import (
@@ -29,17 +27,16 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/internal/registryguard"
 )
 
 // Platform is an os/arch pair the store serves.
 type Platform struct{ OS, Arch string }
 
-// String is the os/arch form, e.g. linux/amd64.
 func (p Platform) String() string { return p.OS + "/" + p.Arch }
 func (p Platform) dir() string    { return binstore.PlatformDir(p.OS, p.Arch) }
 
-// ParsePlatforms reads "linux/amd64,linux/arm64": platforms the store has
-// a directory name for.
+// ParsePlatforms reads "linux/amd64,linux/arm64".
 func ParsePlatforms(s string) ([]Platform, error) {
 	var out []Platform
 	for _, item := range strings.Split(s, ",") {
@@ -53,45 +50,37 @@ func ParsePlatforms(s string) ([]Platform, error) {
 }
 
 // FetcherConfig configures a Fetcher.
+// A zero bound bounds nothing.
 type FetcherConfig struct {
 	Store *binstore.Store
 	// Transport verifies registries and mirrors against the trust pool.
 	Transport http.RoundTripper
 	Platforms []Platform
-	// MaxSize bounds one binary, protecting the disk.
-	MaxSize int64
-	// MaxPullBytes bounds what one pull reads from a registry, compressed
-	// and uncompressed alike (gzip bombs, endless layers); 0: no bound.
-	MaxPullBytes int64
-	// PullTimeout ends a pull (registry or mirror) that takes longer; 0:
-	// no deadline.
-	PullTimeout time.Duration
-	// InsecureRegistries are registry hosts (host[:port]) reached over
-	// plain HTTP; every other registry is reached over HTTPS only.
+	// MaxSize bounds one binary; MaxPullBytes what one pull reads from a
+	// registry, compressed and uncompressed alike (gzip bombs, endless
+	// layers); PullTimeout how long a pull runs.
+	MaxSize, MaxPullBytes int64
+	PullTimeout           time.Duration
+	// InsecureRegistries (host[:port]) are reached over plain HTTP; every
+	// other registry over HTTPS only.
 	InsecureRegistries []string
-	// StoreMaxBytes bounds the distinct bytes the store holds, and
-	// NamespaceMaxBytes those one unit (namespace, tenant or ObjectStore,
-	// as Submit names it) is charged for: what its ObjectStores reference
-	// and what its pulls landed until removed (see quota.go); 0 bounds
-	// nothing.
+	// StoreMaxBytes bounds the distinct bytes stored, NamespaceMaxBytes
+	// those one unit is charged for (quota.go).
 	StoreMaxBytes, NamespaceMaxBytes int64
 	// MirrorURL, if set, serves <os>-<arch>/minio.<RELEASE>[.sha256sum|.minisig].
 	MirrorURL string
-	// Concurrency is how many pulls run at once, PerNamespace how many
-	// of one unit (0 counts as 1); one registry server gets at most
-	// half, so a registry that hangs cannot hold them all.
+	// Concurrency is how many pulls run at once, PerNamespace how many of
+	// one unit (0 counts as 1); one registry server gets at most half, so
+	// one that hangs cannot hold them all.
 	Concurrency, PerNamespace int
 	// Resolver finds the addresses behind a registry's name, so two names
-	// of one server share its slots; ResolveTimeout bounds one lookup (0:
-	// no bound), after which the name counts as itself, as every name
-	// does with no Resolver.
-	Resolver       Resolver
+	// of one server share its slots; a name not resolved within
+	// ResolveTimeout counts as itself.
+	Resolver       registryguard.Resolver
 	ResolveTimeout time.Duration
-	// Clock tells whether a release names a time in the future
-	// (releaseInFuture); default the real clock.
-	Clock      clock.PassiveClock
-	Registerer prometheus.Registerer
-	Log        zerolog.Logger
+	Clock          clock.PassiveClock // default the real clock
+	Registerer     prometheus.Registerer
+	Log            zerolog.Logger
 }
 
 // Fetcher makes releases available in the store.
@@ -101,17 +90,13 @@ type Fetcher struct {
 	queue    *pullQueue
 	registry http.RoundTripper
 
-	mu sync.Mutex
-	// refs are what the quotas count beside what each unit landed
-	// (quota.go): each ObjectStore's binaries.
-	refs map[string]references
-	// quotaMu is held from a quota check until the binary landed.
-	quotaMu sync.Mutex
+	mu      sync.Mutex
+	refs    map[string]references // by ObjectStore key (quota.go)
+	quotaMu sync.Mutex            // held from a quota check until the binary landed
 
 	pulls *prometheus.CounterVec
 	bytes prometheus.Counter
-	// took is by outcome, fetched, cached or failed: the reason is on
-	// pulls (by reason, a histogram multiplies its buckets by every one).
+	// took has no reason label: a histogram multiplies its buckets by each.
 	took *prometheus.HistogramVec
 }
 
@@ -123,9 +108,8 @@ const (
 )
 
 // Result says what a pull made available: per platform, the served
-// binary, where it came from, and whether the image shipped no .minisig
-// for it (each ObjectStore is then given a copy signed for it); and the
-// keys that verified them.
+// binary, its source, and whether the image shipped no .minisig for it;
+// and the keys that verified them.
 type Result struct {
 	Release                    string
 	Platforms, Sources, KeyIDs []string
@@ -133,7 +117,7 @@ type Result struct {
 	Unsigned                   []bool
 }
 
-// NewFetcher returns a Fetcher.
+// NewFetcher returns a Fetcher with its metrics registered.
 func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.Transport == nil {
 		cfg.Transport = http.DefaultTransport
@@ -145,7 +129,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		cfg:      cfg,
 		log:      cfg.Log.With().Str("component", "binsource").Logger(),
 		queue:    newPullQueue(cfg.Concurrency, cfg.PerNamespace, cfg.Concurrency/2),
-		registry: boundedManifests(ownTokenService(quietElsewhere(httpsOnly(cfg.Transport, cfg.InsecureRegistries)))),
+		registry: registryguard.BoundedManifests(registryguard.OwnTokenService(registryguard.QuietElsewhere(registryguard.HTTPSOnly(cfg.Transport, cfg.InsecureRegistries)))),
 		refs:     map[string]references{},
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objectstore_operator_pulls_total",
@@ -158,27 +142,22 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		took: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "objectstore_operator_pull_duration_seconds",
 			Help: "How long release resolutions ran, from their slot to their end (waiting for a slot is not counted), by outcome (fetched, cached, failed).",
-			// From a cached answer (milliseconds) to a large image over a
-			// slow link (the default pull deadline is 10 minutes).
+			// From a cached answer to the default pull deadline.
 			Buckets: []float64{0.05, 0.25, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
 		}, []string{"outcome"}),
 	}
-	// Every outcome is a series from the start: a rate reads 0, not
-	// nothing, before the first pull.
+	// A rate reads 0, not nothing, before the first pull.
 	for _, o := range []string{pullFetched, pullCached, pullFailed} {
 		f.took.WithLabelValues(o)
 	}
-	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	collectors := []prometheus.Collector{f.pulls, f.bytes, f.took, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objectstore_operator_pulls_running",
 		Help: "Pulls running now (at most the pull concurrency setting).",
-	}, func() float64 { r, _ := f.queue.stats(); return float64(r) })
-	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	}, func() float64 { r, _ := f.queue.stats(); return float64(r) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objectstore_operator_pulls_queued",
 		Help: "Pulls waiting for a slot (their unit's or registry's share is taken, or every slot is).",
-	}, func() float64 { _, q := f.queue.stats(); return float64(q) })
-	collectors := []prometheus.Collector{f.pulls, f.bytes, f.took, running, queued}
-	if cfg.StoreMaxBytes > 0 {
-		// Only a bound is exported: a size/limit ratio never divides by 0.
+	}, func() float64 { _, q := f.queue.stats(); return float64(q) })}
+	if cfg.StoreMaxBytes > 0 { // a size/limit ratio never divides by 0
 		collectors = append(collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "objectstore_operator_store_max_bytes",
 			Help: "Most distinct binary bytes the store may hold; a pull past it is StoreFull.",
@@ -194,29 +173,11 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	return f, nil
 }
 
-// httpsOnly refuses plain-HTTP requests to registries not listed as
-// insecure. go-containerregistry falls back to HTTP for registries on
-// private addresses whenever HTTPS fails, certificate errors included;
-// this makes that fallback fail instead of silently downgrading.
-func httpsOnly(next http.RoundTripper, insecure []string) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Scheme != "https" && !slices.Contains(insecure, req.URL.Host) {
-			return nil, reasonf(errUntrusted, "refusing plain HTTP to registry %s (it is not listed as insecure)", bounded(req.URL.Host, 256))
-		}
-		return next.RoundTrip(req)
-	})
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // Submit queues a pull of image with kc for an ObjectStore of namespace
-// ns (pullQueue) and returns at once; done gets the result. unit is whose
-// pull slots and store share it counts against (a namespace, tenant or
-// ObjectStore; "": the namespace). The same image with the same
-// credentials in one namespace and unit is one pull. withdraw takes done
-// back. PullTimeout runs from the pull's start, not from the submission.
+// ns and returns at once; done gets the result, unless withdrawn. unit
+// ("": ns) is whose slots and store share it counts against. The same
+// image with the same credentials, namespace and unit is one pull.
+// PullTimeout runs from the pull's start.
 func (f *Fetcher) Submit(ctx context.Context, ns, unit, image string, kc *keychain, done func(*Result, error)) (withdraw func()) {
 	if unit == "" {
 		unit = ns
@@ -224,23 +185,22 @@ func (f *Fetcher) Submit(ctx context.Context, ns, unit, image string, kc *keycha
 	canonical := ""
 	if ref, err := name.ParseReference(image); err == nil {
 		registry := ref.Context().RegistryStr()
-		canonical = canonicalHost(registry, slices.Contains(f.cfg.InsecureRegistries, registry))
+		canonical = registryguard.CanonicalHost(registry, slices.Contains(f.cfg.InsecureRegistries, registry))
 	}
-	// The address the pull counts against is the one it dials (set
-	// before run starts).
-	target := &pullTarget{host: canonical}
+	// The pull dials the address it counts against (set before run).
+	target := &registryguard.Target{Host: canonical}
 	resolve := func(ctx context.Context) []string {
 		if canonical == "" {
 			return nil // not an image reference: the pull fails at once
 		}
-		target.addr = registryKey(ctx, f.cfg.Resolver, f.cfg.ResolveTimeout, canonical)
-		return []string{target.addr}
+		target.Addr = registryguard.Key(ctx, f.cfg.Resolver, f.cfg.ResolveTimeout, canonical)
+		return []string{target.Addr}
 	}
 	run := func(ctx context.Context) (*Result, error) {
 		ctx, cancel := withBound(ctx, f.cfg.PullTimeout)
 		defer cancel()
 		if canonical != "" {
-			ctx = withPullTarget(ctx, target)
+			ctx = registryguard.WithTarget(ctx, target)
 		}
 		ctx = withUnit(ctx, unit)
 		start := time.Now()
@@ -276,7 +236,7 @@ func (f *Fetcher) ensure(ctx context.Context, image string, kc *keychain) (*Resu
 	}
 	desc, err := remote.Get(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithTransport(f.registry))
 	if err != nil {
-		err = classify("get "+image, err)
+		err = registryguard.Classify("get "+image, err)
 		if f.cfg.MirrorURL != "" && strings.HasPrefix(tag, "RELEASE.") && (errors.Is(err, errNotFound) || errors.Is(err, errPull)) {
 			if err := f.releaseInFuture(tag); err != nil {
 				return nil, false, err
@@ -349,11 +309,8 @@ const maxReleaseSkew = time.Hour
 // releaseLayout is the time in a MinIO release name, RELEASE.<time>[.suffix].
 const releaseLayout = "2006-01-02T15-04-05Z"
 
-// releaseInFuture refuses a release whose name is a time more than
-// maxReleaseSkew ahead: release names sort by time, and a name from the
-// future would sort after every real release (housekeeping keeps
-// rollback targets by that order). A name that is no release time is not
-// judged here.
+// releaseInFuture refuses a release named after a time to come: names
+// sort by time, and housekeeping keeps rollback targets by that order.
 func (f *Fetcher) releaseInFuture(rel string) error {
 	at, ok := releaseTime(rel)
 	if !ok {
@@ -362,13 +319,12 @@ func (f *Fetcher) releaseInFuture(rel string) error {
 	now := f.cfg.Clock.Now()
 	if at.After(now.Add(maxReleaseSkew)) {
 		return reasonf(errReleaseInFuture, "%s names %s, more than %s after the operator's clock (%s)",
-			bounded(rel, 128), at.Format(time.RFC3339), maxReleaseSkew, now.UTC().Format(time.RFC3339))
+			registryguard.Bounded(rel, 128), at.Format(time.RFC3339), maxReleaseSkew, now.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
 
-// releaseTime is the time a release name gives, RELEASE.<time>[.suffix];
-// false for a name that gives none.
+// releaseTime is the time a release name gives; false for none.
 func releaseTime(rel string) (time.Time, bool) {
 	s, ok := strings.CutPrefix(rel, "RELEASE.")
 	if !ok || len(s) < len(releaseLayout) {
@@ -379,13 +335,10 @@ func releaseTime(rel string) (time.Time, bool) {
 }
 
 // needsCredentials reports whether the image, read with kc as digest, is
-// private: served only at the URLs of the ObjectStores it is published
-// for. It is when the pull used credentials and an anonymous HEAD of the
-// same reference does not answer with that very digest (refused, failed,
-// or another manifest): what anyone can read is public whatever
-// credentials a tenant added (registries accept them for public images,
-// against rate limits), and in doubt the binary is private. The probe
-// costs one manifest request per pull made with credentials.
+// private: the pull used credentials and an anonymous HEAD does not answer
+// with that very digest. What anyone can read is public whatever
+// credentials a tenant added (registries accept them against rate
+// limits); in doubt the binary is private.
 func (f *Fetcher) needsCredentials(ctx context.Context, ref name.Reference, kc *keychain, digest ggcrv1.Hash) bool {
 	if !usesCredentials(kc, ref.Context()) {
 		return false
@@ -413,14 +366,13 @@ func (r *Result) add(p Platform, b *binstore.Binary) {
 }
 
 // fromImage returns the served binary for the platform image, pulling it
-// unless the store already serves this very manifest's binary, and
-// whether blobs were read. A private pull lands a private binary; a
-// public pull never reuses one: it pulls the bytes and so makes them
-// public.
+// unless the store serves this very manifest's binary, and whether blobs
+// were read. A public pull never reuses a private binary: it pulls the
+// bytes and so makes them public.
 func (f *Fetcher) fromImage(ctx context.Context, ref name.Reference, image string, img ggcrv1.Image, p Platform, rel string, private bool) (*binstore.Binary, bool, error) {
 	digest, err := img.Digest()
 	if err != nil {
-		return nil, false, classify("digest of the "+p.String()+" image", err)
+		return nil, false, registryguard.Classify("digest of the "+p.String()+" image", err)
 	}
 	if b := f.servedFor(p, rel, digest.String(), private); b != nil {
 		return b, false, nil
@@ -445,14 +397,12 @@ func (f *Fetcher) commit(ctx context.Context, p Platform, rel string, staged *bi
 		staged.Discard()
 		return nil, err
 	}
-	// The store records the lander with the binary (kept when the bytes
-	// were stored already): the unit is charged for it until it goes.
 	c.Source.LandedFor = unit
 	return staged.Commit(c)
 }
 
-// servedFor returns the stored binary the index knows to be the platform
-// manifest's: other images may claim the release with other bytes.
+// servedFor returns the stored binary known to be the manifest's: other
+// images may claim the release with other bytes.
 func (f *Fetcher) servedFor(p Platform, rel, manifest string, private bool) *binstore.Binary {
 	for _, b := range f.cfg.Store.Current().Claims(p.dir(), rel) {
 		if known, _ := b.FromManifest(manifest); known && (private || !b.Private()) {
@@ -462,18 +412,17 @@ func (f *Fetcher) servedFor(p Platform, rel, manifest string, private bool) *bin
 	return nil
 }
 
-// platformImages picks the image for every served platform from an index,
-// or the one image with its own platform.
+// platformImages picks the image of every served platform.
 func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.Image, error) {
 	out := map[Platform]ggcrv1.Image{}
 	if desc.MediaType.IsIndex() {
 		idx, err := desc.ImageIndex()
 		if err != nil {
-			return nil, classify("read index", err)
+			return nil, registryguard.Classify("read index", err)
 		}
 		manifest, err := idx.IndexManifest()
 		if err != nil {
-			return nil, classify("read index manifest", err)
+			return nil, registryguard.Classify("read index manifest", err)
 		}
 		for _, m := range manifest.Manifests {
 			if m.Platform == nil {
@@ -488,7 +437,7 @@ func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.I
 			}
 			img, err := idx.Image(m.Digest)
 			if err != nil {
-				return nil, classify("read "+p.String()+" image", err)
+				return nil, registryguard.Classify("read "+p.String()+" image", err)
 			}
 			out[p] = img
 		}
@@ -496,7 +445,7 @@ func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.I
 	}
 	img, err := desc.Image()
 	if err != nil {
-		return nil, classify("read image", err)
+		return nil, registryguard.Classify("read image", err)
 	}
 	cfg, err := configFile(img)
 	if err != nil {
@@ -508,8 +457,7 @@ func (f *Fetcher) platformImages(desc *remote.Descriptor) (map[Platform]ggcrv1.I
 	return out, nil
 }
 
-// releaseOf reads the release from the image label "release" or
-// "version", else from the tag.
+// releaseOf reads the release from a "release" or "version" label, or the tag.
 func releaseOf(images map[Platform]ggcrv1.Image, tag string) (string, error) {
 	for _, img := range images {
 		cfg, err := configFile(img)
@@ -534,4 +482,25 @@ func (f *Fetcher) platformNames() []string {
 		out = append(out, p.String())
 	}
 	return out
+}
+
+// maxConfigSize caps an image config: go-containerregistry reads one of
+// any size its manifest declares. MinIO's are tens of KiB.
+const maxConfigSize = 4 << 20
+
+// configFile reads the image's config, refusing one too large or of
+// undeclared size before a byte of it is read.
+func configFile(img ggcrv1.Image) (*ggcrv1.ConfigFile, error) {
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, registryguard.Classify("read manifest", err)
+	}
+	if m.Config.Data == nil && (m.Config.Size < 0 || m.Config.Size > maxConfigSize) {
+		return nil, reasonf(errImageTooLarge, "the image config %s declares %d bytes; at most %d are read", m.Config.Digest, m.Config.Size, maxConfigSize)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, registryguard.Classify("read image config", err)
+	}
+	return cfg, nil
 }

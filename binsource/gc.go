@@ -14,22 +14,16 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 )
 
-// wanted is what the ObjectStores' last syncs resolved to: the releases,
-// the sha256/release pairs of their images' binaries, and the URL paths
-// of their tenants' views.
+// wanted is what the ObjectStores' last syncs resolved to.
 type wanted struct {
 	releases, pairs, published map[string]bool
 }
 
 // collector removes binaries no ObjectStore wants once they stayed
 // unreferenced for grace, unless they are a rollback target: older than a
-// release some ObjectStore wants, with fewer than keep newer releases
-// stored for their platform. A release newer than everything wanted is
-// no rollback target, so a name a tenant made up to sort last (a release
-// time far ahead) goes after the grace like any other. It is a runnable
-// of its own: syncs only kick it, and it asks wants for what the
-// ObjectStores want (false: not known yet, a cold start; nothing is
-// removed).
+// release wanted, with fewer than keep newer releases on their platform.
+// A release newer than everything wanted is no rollback target, so a name
+// made up to sort last goes like any other. Syncs only kick it.
 type collector struct {
 	store *binstore.Store
 	keep  int
@@ -39,10 +33,8 @@ type collector struct {
 	wants func() (wanted, bool)
 	kick  chan struct{}
 
-	mu sync.Mutex
-	// unreferenced holds when each binary in its grace was first seen
-	// unreferenced, by URL path; timer is the run that ends the first.
-	unreferenced map[string]time.Time
+	mu           sync.Mutex
+	unreferenced map[string]time.Time // URL path -> first seen unreferenced
 	timer        clock.Timer
 }
 
@@ -55,7 +47,6 @@ func newCollector(store *binstore.Store, keep int, grace time.Duration, clk cloc
 		kick: make(chan struct{}, 1), unreferenced: map[string]time.Time{}}
 }
 
-// Kick asks Run to collect soon, without waiting.
 func (g *collector) Kick() {
 	select {
 	case g.kick <- struct{}{}:
@@ -75,9 +66,7 @@ func (g *collector) Run(ctx context.Context) error {
 	}
 }
 
-// collect removes what is unwanted, old enough and past its grace, and
-// sets a timer for the first grace still running. The graces running are
-// rebuilt on every run: a binary wanted again, or gone, has none.
+// collect removes what is unwanted, old enough and past its grace.
 func (g *collector) collect() {
 	want, known := g.wants()
 	if !known {
@@ -107,9 +96,7 @@ func (g *collector) collect() {
 		if b.Path() == b.PlainPath() {
 			keep = want.releases[b.Release]
 		}
-		// A view published for one ObjectStore goes as soon as that
-		// ObjectStore no longer wants it: its URL is its tenant's only,
-		// and the bytes stay stored.
+		// A view goes as soon as its ObjectStore no longer wants it.
 		if b.Published() {
 			keep, newer = want.published[b.URLPath()], g.keep
 		}
@@ -134,8 +121,6 @@ func (g *collector) collect() {
 	}
 	g.unreferenced = unreferenced
 	if next != time.Duration(math.MaxInt64) {
-		// Run again when the first grace ends, so binaries go without
-		// waiting for another ObjectStore to change.
 		if g.timer != nil {
 			g.timer.Stop()
 		}
@@ -143,11 +128,10 @@ func (g *collector) collect() {
 	}
 }
 
-// newerReleases ranks each platform's releases by how many newer ones the
-// store holds (MinIO release names sort by time), by "<platform>/<release>".
-// Only names that are a release time not after now count as newer: any
-// tenant names its image's release, and names that are no time, or a
-// time to come, would otherwise push every tenant's rollback targets out.
+// newerReleases ranks each "<platform>/<release>" by how many newer ones
+// the store holds. Only names of a release time not after now count: any
+// tenant names its image's release, and made-up names would otherwise
+// push every tenant's rollback targets out.
 func newerReleases(snap *binstore.Snapshot, now time.Time) map[string]int {
 	byPlatform := map[string][]string{}
 	for _, b := range snap.All() {

@@ -29,20 +29,10 @@ func TestHousekeepingKeepsEachTenantsOwnBytes(t *testing.T) {
 	theirs := land(old, []byte("tenant A's bytes, since deleted"))
 	shared := land("RELEASE.2025-02-01T00-00-00Z", []byte("tenant A's bytes, since deleted"))
 	require.Equal(t, theirs, shared)
-	f, err := NewFetcher(FetcherConfig{Store: store})
-	require.NoError(t, err)
-	stores := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	for _, name := range []string{"b", "c"} {
-		require.NoError(t, stores.Add(&unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
-			"metadata": map[string]any{"name": name, "namespace": "t"},
-			"spec":     map[string]any{"image": "registry/minio:" + name},
-		}}))
-	}
-	c := testController(t, ControllerConfig{Fetcher: f, Keep: 1}, stores)
-	c.record("t/b", outcome{image: "registry/minio:b", release: old, binary: &v1.BinaryStatus{Release: old, SHA256: mine}})
+	c, _ := housekeepController(t, store, ControllerConfig{Keep: 1}, "b", "c")
+	resolved(c, "b", old, mine)
 	newest := "RELEASE.2025-02-01T00-00-00Z"
-	c.record("t/c", outcome{image: "registry/minio:c", release: newest, binary: &v1.BinaryStatus{Release: newest, SHA256: shared}})
+	resolved(c, "c", newest, shared)
 	c.gc.collect()
 
 	snap := store.Current()
@@ -60,18 +50,10 @@ func TestUnreferencedBinariesGoOnlyAfterTheGrace(t *testing.T) {
 	land := func(rel string, content []byte) string { return landOn("linux-amd64", rel, content, "x:"+rel) }
 	oldRel, newRel := "RELEASE.2025-01-01T00-00-00Z", "RELEASE.2025-02-01T00-00-00Z"
 	old, cur := land(oldRel, []byte("old")), land(newRel, []byte("new"))
-	f, err := NewFetcher(FetcherConfig{Store: store})
-	require.NoError(t, err)
-	stores := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	require.NoError(t, stores.Add(&unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
-		"metadata": map[string]any{"name": "b", "namespace": "t"},
-		"spec":     map[string]any{"image": "registry/minio:b"},
-	}}))
 	clk := clocktesting.NewFakeClock(time.Now())
-	c := testController(t, ControllerConfig{Fetcher: f, Keep: 0, Grace: 10 * time.Minute, Clock: clk}, stores)
+	c, _ := housekeepController(t, store, ControllerConfig{Keep: 0, Grace: 10 * time.Minute, Clock: clk}, "b")
 	wants := func(rel, sha string) {
-		c.record("t/b", outcome{image: "registry/minio:b", release: rel, binary: &v1.BinaryStatus{Release: rel, SHA256: sha}})
+		resolved(c, "b", rel, sha)
 		c.gc.collect()
 	}
 
@@ -107,6 +89,29 @@ func housekeepStore(t *testing.T) (*binstore.Store, func(platform, rel string, c
 	}
 }
 
+// housekeepController is a testController over store whose ObjectStores
+// t/<name> each run the image registry/minio:<name>.
+func housekeepController(t *testing.T, store *binstore.Store, cfg ControllerConfig, names ...string) (*Controller, cache.Indexer) {
+	t.Helper()
+	f, err := NewFetcher(FetcherConfig{Store: store})
+	require.NoError(t, err)
+	cfg.Fetcher = f
+	stores := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, name := range names {
+		require.NoError(t, stores.Add(&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
+			"metadata": map[string]any{"name": name, "namespace": "t"},
+			"spec":     map[string]any{"image": "registry/minio:" + name},
+		}}))
+	}
+	return testController(t, cfg, stores), stores
+}
+
+// resolved records what t/<name>'s image resolved to, as its sync would.
+func resolved(c *Controller, name, release, sha string) {
+	c.record("t/"+name, outcome{image: "registry/minio:" + name, release: release, binary: &v1.BinaryStatus{Release: release, SHA256: sha}})
+}
+
 // testController is a Controller with what its collector reads (no Loop);
 // the collector runs until the test ends, as NewController's does beside
 // the Loop.
@@ -128,18 +133,9 @@ func TestNewestReleasesStayOnlyWhileWanted(t *testing.T) {
 	land := func(rel string) string { return landOn("linux-amd64", rel, []byte("bytes of "+rel), "x:"+rel) }
 	previous, current, future := "RELEASE.2025-01-01T00-00-00Z", "RELEASE.2025-02-01T00-00-00Z", "RELEASE.2099-01-01T00-00-00Z"
 	prevSHA, curSHA, futureSHA := land(previous), land(current), land(future)
-	f, err := NewFetcher(FetcherConfig{Store: store})
-	require.NoError(t, err)
-	stores := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	os := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
-		"metadata": map[string]any{"name": "b", "namespace": "t"},
-		"spec":     map[string]any{"image": "registry/minio:b"},
-	}}
-	require.NoError(t, stores.Add(os))
 	clk := clocktesting.NewFakeClock(time.Now())
-	c := testController(t, ControllerConfig{Fetcher: f, Keep: 3, Grace: 10 * time.Minute, Clock: clk}, stores)
-	c.record("t/b", outcome{image: "registry/minio:b", release: current, binary: &v1.BinaryStatus{Release: current, SHA256: curSHA}})
+	c, stores := housekeepController(t, store, ControllerConfig{Keep: 3, Grace: 10 * time.Minute, Clock: clk}, "b")
+	resolved(c, "b", current, curSHA)
 	c.gc.collect()
 	assert.NotNil(t, store.Current().ByDigest(futureSHA, future), "unreferenced, but within the grace")
 
@@ -150,6 +146,8 @@ func TestNewestReleasesStayOnlyWhileWanted(t *testing.T) {
 	assert.NotNil(t, store.Current().ByDigest(curSHA, current), "the wanted release stays")
 
 	// The ObjectStore is deleted: nothing is a rollback target any more.
+	os, _, err := stores.GetByKey("t/b")
+	require.NoError(t, err)
 	require.NoError(t, stores.Delete(os))
 	c.forget("t/b")
 	c.gc.collect()
@@ -171,17 +169,9 @@ func TestMadeUpReleaseNamesEvictNoRollbackTarget(t *testing.T) {
 	land("zzz-1")
 	land("release.9")
 	land("RELEASE.2099-01-01T00-00-00Z")
-	f, err := NewFetcher(FetcherConfig{Store: store})
-	require.NoError(t, err)
-	stores := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	require.NoError(t, stores.Add(&unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "aistor.min.io/v1", "kind": "ObjectStore",
-		"metadata": map[string]any{"name": "b", "namespace": "t"},
-		"spec":     map[string]any{"image": "registry/minio:b"},
-	}}))
 	clk := clocktesting.NewFakeClock(time.Now())
-	c := testController(t, ControllerConfig{Fetcher: f, Keep: 3, Grace: 10 * time.Minute, Clock: clk}, stores)
-	c.record("t/b", outcome{image: "registry/minio:b", release: current, binary: &v1.BinaryStatus{Release: current, SHA256: curSHA}})
+	c, _ := housekeepController(t, store, ControllerConfig{Keep: 3, Grace: 10 * time.Minute, Clock: clk}, "b")
+	resolved(c, "b", current, curSHA)
 	c.gc.collect()
 	clk.Step(11 * time.Minute)
 	require.Eventually(t, func() bool { return len(store.Current().All()) == 2 }, 5*time.Second, 10*time.Millisecond,

@@ -9,22 +9,12 @@ import (
 )
 
 // Quotas bound what tenants make the store hold, so one cannot fill the
-// volume (and have the kubelet evict every replica): StoreMaxBytes the
-// distinct bytes stored (each SHA-256 and platform once), and
-// NamespaceMaxBytes those one unit (a namespace, tenant or ObjectStore:
-// the Controller's UnitOf) is charged for. A unit is charged for the
-// bytes its ObjectStores reference now and for every binary its pulls
-// landed, until that binary is removed: clearing spec.image or
-// re-creating an ObjectStore between pulls frees nothing, so churn cannot
-// fill the store past the share (bytes two units reference count in
-// each, since each could have made the store hold them). Who landed a
-// binary is recorded with it (binstore.Source.LandedFor), so a restart
-// still charges it; a unit whose pull finds the binary stored (the same
-// bytes under the same release name) lands nothing and is charged only
-// while it references it. Only a pull that
-// would land is checked, and nothing stored is removed to make room: the
-// tenant is told StoreFull. A unit's share frees once housekeeping
-// removed what it landed and it references it no more.
+// volume (and have every replica evicted). A unit is charged for the bytes
+// its ObjectStores reference and for every binary its pulls landed until
+// it is removed (binstore.Source.LandedFor, kept across restarts), so
+// churn frees nothing; bytes two units reference count in each. Only a
+// pull that would land is checked, and nothing stored is removed to make
+// room: the tenant is told StoreFull.
 
 // unitKey carries the unit a pull runs for to its commits.
 type unitKey struct{}
@@ -38,8 +28,7 @@ func unitOf(ctx context.Context) string {
 	return unit
 }
 
-// references is one ObjectStore's unit and its binaries' sizes, by
-// binaryKey.
+// references is one ObjectStore's unit and its binaries' sizes.
 type references struct {
 	unit     string
 	binaries map[string]int64
@@ -47,27 +36,23 @@ type references struct {
 
 func binaryKey(platform, sha string) string { return platform + "/" + sha }
 
-// reference records the binaries the ObjectStore key (of unit) is served.
 func (f *Fetcher) reference(key, unit string, binaries []*binstore.Binary) {
 	refs := references{unit: unit, binaries: map[string]int64{}}
 	for _, b := range binaries {
 		refs.binaries[binaryKey(b.Platform, b.SHA256)] = b.Size
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.refs[key] = refs
+	f.mu.Unlock()
 }
 
-// unreference forgets what the ObjectStore key referenced.
 func (f *Fetcher) unreference(key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.refs, key)
 }
 
-// unitUsage returns the distinct bytes the unit is charged for: those its
-// ObjectStores reference and those its pulls landed that are still
-// stored; and which binaries they are.
+// unitUsage returns the distinct bytes the unit is charged for, and which.
 func (f *Fetcher) unitUsage(unit string) (int64, map[string]bool) {
 	seen := map[string]bool{}
 	var total int64
@@ -79,8 +64,7 @@ func (f *Fetcher) unitUsage(unit string) (int64, map[string]bool) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	// What the unit landed, unless another unit references it now: that
-	// one is charged for it, and must not keep the lander's share full.
+	// What another unit references now is its, not the lander's.
 	others := map[string]bool{}
 	for _, r := range f.refs {
 		if r.unit != unit {
@@ -104,9 +88,8 @@ func (f *Fetcher) unitUsage(unit string) (int64, map[string]bool) {
 	return total, seen
 }
 
-// admit checks a staged binary against the quotas before it lands for
-// unit. The caller holds quotaMu until it has landed, so two landings
-// cannot both fit into the last free bytes.
+// admit checks a staged binary against the quotas; the caller holds
+// quotaMu until it landed, so two cannot both fit the last free bytes.
 func (f *Fetcher) admit(unit, platform, release string, staged *binstore.Staged) error {
 	k := binaryKey(platform, staged.SHA256)
 	snap := f.cfg.Store.Current()

@@ -9,18 +9,12 @@ import (
 	"github.com/object-store-operator/operator/internal/fairshare"
 )
 
-// pullQueue runs pulls in a fixed number of slots, shared so that one
-// tenant can hurt only itself: a unit (namespace, tenant or ObjectStore,
-// Fetcher.Submit) holds at most perUnit; the
-// server behind a registry (registryKey: the address the pull dials) at
-// most perRegistry, so a registry that hangs cannot take every slot; and
-// free slots go to the units with waiting pulls in turn.
-//
-// The slots and the turns are a fairshare.Scheduler; this adds what a
-// pull is: shared by its key, resolved before it may start, run on its
+// pullQueue runs pulls in the slots of a fairshare.Scheduler: a unit holds
+// at most perUnit, a registry server perRegistry (so one that hangs cannot
+// take every slot), and free slots go to the units in turn. It adds what
+// a pull is: shared by its key, resolved before it may start, run on its
 // own goroutine, withdrawn by its waiters. A waiting pull holds no
-// goroutine and no worker, and nothing is kept of a pull once it ended or
-// nobody waits for it.
+// goroutine, and nothing is kept of one that ended or nobody waits for.
 type pullQueue struct {
 	slots *fairshare.Scheduler
 
@@ -32,9 +26,8 @@ type pullQueue struct {
 
 type queuedPull struct {
 	key, unit string
-	// slot names the pull in the scheduler: a pull dropped while it runs
-	// leaves its key to a new pull of the same key.
-	slot    string
+	slot      string // unique: a pull dropped while it runs leaves its key to a new one
+
 	ctx     context.Context
 	cancel  context.CancelFunc
 	run     func(context.Context) (*Result, error)
@@ -57,11 +50,10 @@ func newPullQueue(total, perUnit, perRegistry int) *pullQueue {
 	}
 }
 
-// submit asks for the pull key of unit: resolve names the
-// registry keys it counts against (on its own goroutine), run pulls, and
-// done gets run's result once. A pull of the same key waiting or running
-// is shared. withdraw takes done back; a pull nobody waits for leaves the
-// queue, or is stopped if it runs.
+// submit asks for the pull key of unit: resolve names the registry keys
+// it counts against (on its own goroutine), run pulls, and done gets its
+// result. A pull of the same key is shared; one nobody waits for leaves
+// the queue, or is stopped if it runs.
 func (q *pullQueue) submit(ctx context.Context, unit, key string, resolve func(context.Context) []string,
 	run func(context.Context) (*Result, error), done func(*Result, error)) (withdraw func()) {
 	q.mu.Lock()
@@ -74,8 +66,7 @@ func (q *pullQueue) submit(ctx context.Context, unit, key string, resolve func(c
 		p.ctx, p.cancel = context.WithCancel(ctx)
 		q.pulls[key] = p
 		q.bySlot[p.slot] = p
-		// In line from now, in the submissions' order; it may start once
-		// its registry's name resolved.
+		// In line from now; it may start once its registry's name resolved.
 		q.slots.Enqueue(fairshare.Holder{Key: p.slot, Party: unit}, false)
 		go func() {
 			keys := resolve(p.ctx)
@@ -101,8 +92,7 @@ func (q *pullQueue) submit(ctx context.Context, unit, key string, resolve func(c
 	}
 }
 
-// drop forgets a pull nobody waits for: out of the queue if it waits,
-// stopped if it runs (its end then delivers to nobody).
+// drop forgets a pull nobody waits for, stopping it if it runs.
 func (q *pullQueue) drop(p *queuedPull) {
 	p.cancel()
 	if q.pulls[p.key] == p {
@@ -115,8 +105,7 @@ func (q *pullQueue) drop(p *queuedPull) {
 	q.slots.Unwait(p.slot)
 }
 
-// dispatch starts waiting pulls while slots are free, in the scheduler's
-// turns.
+// dispatch starts waiting pulls while slots are free.
 func (q *pullQueue) dispatch() {
 	for {
 		slot, ok := q.slots.Next()
@@ -130,8 +119,7 @@ func (q *pullQueue) dispatch() {
 func (q *pullQueue) start(p *queuedPull) {
 	p.state = running
 	go func() {
-		// A registry's bytes are parsed here, beside the workers: a panic on
-		// them is the pulling tenant's failure, not the process's.
+		// A panic on a registry's bytes is the tenant's failure, not the process's.
 		var res *Result
 		err := controller.Recovering(func() (err error) {
 			res, err = p.run(p.ctx)
@@ -154,7 +142,5 @@ func (q *pullQueue) start(p *queuedPull) {
 	}()
 }
 
-// stats is what the queue holds: running pulls, and pulls resolving or
-// waiting for a slot (each is in line from its submission to its start or
-// drop).
+// stats counts running pulls, and pulls resolving or waiting.
 func (q *pullQueue) stats() (runs, queued int) { return q.slots.Len() }

@@ -27,6 +27,7 @@ import (
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/binstore/binstoretest"
 	"github.com/object-store-operator/operator/internal/controller"
+	"github.com/object-store-operator/operator/internal/registryguard"
 )
 
 // slotHarness submits pulls that run until released and records the
@@ -280,7 +281,7 @@ func TestAPullCountsOnlyAgainstTheAddressItDials(t *testing.T) {
 			require.NoError(t, remote.Write(ref, img, remote.WithTransport(insecure)))
 
 			transport := insecure.Clone()
-			transport.DialContext = RegistryDialer(&net.Dialer{})
+			transport.DialContext = registryguard.Dialer(&net.Dialer{})
 			f := testFetcher(t, binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}}, FetcherConfig{
 				Transport: transport, Platforms: []Platform{{"linux", "amd64"}}, PullTimeout: time.Minute, Concurrency: 2,
 				Resolver: fakeResolver{"evil.example": {tt.hanging, tt.shared}, "shared.mirror": {tt.shared}},

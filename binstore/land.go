@@ -22,21 +22,17 @@ import (
 )
 
 // Staged is a binary written to a hidden temporary file in its platform
-// directory, hashed on the way; Commit verifies it and makes it visible,
-// Discard throws it away. Nothing staged is ever indexed.
+// directory, hashed on the way; Commit verifies it and makes it visible.
 type Staged struct {
 	s                       *Store
 	platform, release, name string
 	tmp                     *os.File
 	prehash                 *minisign.Reader
-	// SHA256 and Size describe the staged bytes.
-	SHA256 string
-	Size   int64
+	SHA256                  string
+	Size                    int64
 }
 
-// hashCopy copies r to w and returns the SHA-256 of what it copied, and
-// the minisign prehash of it to verify or sign with: a binary is read
-// once, whatever it is checked for.
+// hashCopy copies r to w, reading it once for its SHA-256 and prehash.
 func hashCopy(w io.Writer, r io.Reader) (n int64, sha string, prehash *minisign.Reader, err error) {
 	h := sha256.New()
 	prehash = minisign.NewReader(io.TeeReader(r, h))
@@ -44,8 +40,7 @@ func hashCopy(w io.Writer, r io.Reader) (n int64, sha string, prehash *minisign.
 	return n, hex.EncodeToString(h.Sum(nil)), prehash, err
 }
 
-// Stage streams r (at most maxSize bytes) into a temporary file for the
-// release's binary under platform, once the start's scan is done.
+// Stage streams r (at most maxSize bytes) into a temporary file.
 func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*Staged, error) {
 	<-s.scanned
 	name, err := BinaryName(release)
@@ -75,7 +70,6 @@ func (s *Store) Stage(platform, release string, r io.Reader, maxSize int64) (*St
 	return st, nil
 }
 
-// Discard removes the temporary file.
 func (st *Staged) Discard() {
 	if st.tmp == nil {
 		return
@@ -85,34 +79,22 @@ func (st *Staged) Discard() {
 	st.tmp = nil
 }
 
-// Candidate is what a source says about a staged binary.
+// Candidate is what a source says about a staged binary (empty: nothing).
 type Candidate struct {
-	// WantSHA256 is the digest the source's checksum file gives; empty
-	// when the source has none.
 	WantSHA256 string
-	// Minisig is the source's signature; nil when it has none.
-	Minisig []byte
-	// Source is where the bytes came from; recorded with the release.
-	Source Source
-	// Signable allows the store's Signer to sign the binary when the
-	// source has no signature: only for bytes whose provenance the caller
-	// verified (an image layer read whole against its digest).
+	Minisig    []byte
+	Source     Source
+	// Signable allows the Signer to sign bytes the source did not: only
+	// for bytes whose provenance the caller verified (an image layer read
+	// whole against its digest).
 	Signable bool
 }
 
 // Commit verifies the staged binary and lands it in its digest directory,
-// <platform>/sha256/<hex>/minio.<release>:
-//   - bytes that do not match WantSHA256: ReasonChecksumMismatch;
-//   - a signature no trusted key verifies: ReasonSignatureInvalid (never
-//     re-signed: a bad signature is a red flag, not a gap to fill);
-//   - no signature and no Signer (or not Signable): ReasonUnsigned;
-//   - these bytes already stored under this release: the stored binary,
-//     unchanged (its first source stays on record).
-//
-// Other bytes under the same release name are another binary at its own
-// digest path (the plain path is withheld while claims disagree). Bytes
-// stored under another release name are hard-linked: one copy on disk.
-// The index learns of the binary from what was verified on the way in.
+// <platform>/sha256/<hex>/minio.<release>. A bad signature is never
+// re-signed: it is a red flag, not a gap to fill. Bytes already stored
+// under this release stay as they are (their first source on record);
+// under another release name they are hard-linked: one copy on disk.
 func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	defer st.Discard()
 	s := st.s
@@ -126,19 +108,15 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := s.Current()
-	// Stored already: kept as it is, unless it was private and this
-	// source is public (an anonymous pull proved anyone can read the
-	// bytes), which lands the public provenance over it.
-	//
-	// An image's own signature also replaces one the platform key made:
-	// then the image's signer vouches for the bytes, and every tenant's
-	// URL serves that signature rather than one made for another image.
+	// Stored already: kept, unless a public source (anyone can read the
+	// bytes) lands over a private one, or an image's own signature over
+	// one the platform key made for another image.
 	from := fromManifest{manifest: c.Source.ManifestDigest, unsigned: len(c.Minisig) == 0}
 	stored := snap.stored(st.platform, st.SHA256, st.name)
 	if stored != nil && (!stored.private() || c.Source.Private) && !(stored.PlatformSigned() && len(c.Minisig) > 0) {
 		return s.rememberFor(stored, from), nil
 	}
-	// Only the store's own files are linked: a file placed by hand may be
+	// Only the store's own files are linked: one placed by hand may be
 	// rewritten in place, which would change every link.
 	var same *Binary
 	if i := slices.IndexFunc(snap.all, func(b *Binary) bool {
@@ -146,9 +124,7 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	}); i >= 0 {
 		same = snap.all[i]
 	}
-	if stored != nil && stored.Source != nil {
-		// New provenance over the same bytes lands nothing: the unit first
-		// charged for them stays charged.
+	if stored != nil && stored.Source != nil { // the unit first charged stays charged
 		c.Source.LandedFor = stored.Source.LandedFor
 	}
 	info, err := st.land(sig, c.Source, same)
@@ -159,8 +135,7 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	b := &Binary{Name: st.name, Release: st.release, Size: st.Size, ModTime: info.ModTime(), SHA256: st.SHA256, KeyID: keyID,
 		Source: &src, rel: path.Join(st.digestDir(), st.name), info: info, sum: SHA256SumFile(st.SHA256, st.name), sig: sig}
 	b.setPlatform(st.platform)
-	if stored != nil && stored.Source != nil && stored.Source.ManifestDigest != "" {
-		// The provenance replaced stays known as a source of the bytes.
+	if stored != nil && stored.Source != nil && stored.Source.ManifestDigest != "" { // still a source of the bytes
 		b.also = stored.remember(fromManifest{manifest: stored.Source.ManifestDigest, unsigned: stored.PlatformSigned()})
 	}
 	s.change(func(all []*Binary) []*Binary {
@@ -170,8 +145,7 @@ func (st *Staged) Commit(c Candidate) (*Binary, error) {
 	return b, nil
 }
 
-// rememberFor records that the manifest from holds stored's bytes, and
-// returns the binary as the index now has it; the caller holds mu.
+// rememberFor records that from holds stored's bytes (under mu).
 func (s *Store) rememberFor(stored *Binary, from fromManifest) *Binary {
 	if known, unsigned := stored.FromManifest(from.manifest); from.manifest == "" || (known && unsigned == from.unsigned) {
 		return stored
@@ -208,10 +182,9 @@ func (st *Staged) signature(c *Candidate) (sig []byte, keyID string, err error) 
 
 func (st *Staged) digestDir() string { return path.Join(st.platform, digestDirName, st.SHA256) }
 
-// sign signs the bytes prehash read with the platform key, for the
-// ObjectStore src names when it names one. The trusted comment is signed
-// with them: it says what was signed and where it came from, so
-// `minisign -V` shows the image and its digests.
+// sign signs the bytes prehash read with the platform key. The trusted
+// comment says what was signed and where it came from, so `minisign -V`
+// shows the image, its digests and the ObjectStore it was signed for.
 func (s *Store) sign(prehash *minisign.Reader, name, digest string, src Source, forObjectStore string) []byte {
 	c := "timestamp:" + strconv.FormatInt(time.Now().Unix(), 10) + "\tfile:" + name + "\tsha256:" + digest
 	if src.ObjectStore != "" {
@@ -226,9 +199,8 @@ func (s *Store) sign(prehash *minisign.Reader, name, digest string, src Source, 
 }
 
 // land puts the binary into its digest directory: a hard link to same's
-// file when the bytes are already stored, else the staged file. Every
-// temporary is in the platform directory, where the start's scan removes
-// what an interruption leaves.
+// file, else the staged file. Every temporary is in the platform
+// directory, where the start's scan removes what an interruption leaves.
 func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error) {
 	tmpDir := filepath.Join(st.s.dir, st.platform)
 	dir := filepath.Join(st.s.dir, filepath.FromSlash(st.digestDir()))
@@ -236,8 +208,7 @@ func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	final := filepath.Join(dir, st.name)
-	// A stale checksum of an earlier, rejected attempt must not pair with
-	// the new bytes.
+	// A stale checksum of a rejected attempt must not pair with new bytes.
 	if err := os.Remove(final + SHA256SumSuffix); err != nil && !os.IsNotExist(err) {
 		return nil, fmt.Errorf("remove old checksum: %w", err)
 	}
@@ -275,7 +246,7 @@ func (st *Staged) land(sig []byte, src Source, same *Binary) (os.FileInfo, error
 }
 
 // link makes final a hard link to same's file, checked unchanged since it
-// was indexed; false when that cannot be done (the caller lands a copy).
+// was indexed; false when it cannot (the caller lands a copy).
 func (s *Store) link(same *Binary, tmpDir, name, final string) bool {
 	if info, err := s.root.Stat(same.Path()); err != nil || !sameFile(same.info, info) {
 		return false
@@ -293,16 +264,11 @@ func (s *Store) link(same *Binary, tmpDir, name, final string) bool {
 	return true
 }
 
-// Publish makes b, a binary in its digest directory, available to one
-// ObjectStore only (src.ObjectStore) at
-// sha256/<hex>/<component>/minio.<RELEASE>, with src as its provenance: a
-// view in memory of b's file. The component is 64 hex characters the
-// caller derived from a secret; the view is found only with it.
-//
+// Publish makes b available to one ObjectStore only (src.ObjectStore) at
+// sha256/<hex>/<component>/minio.<RELEASE>: a view in memory of b's file,
+// found only with the component (64 hex characters derived from a secret).
 // Its .minisig is b's own or, with sign, one the platform key makes for
-// this ObjectStore alone (its trusted comment names it): a signature made
-// for one tenant is never served at another's URL. A view already there
-// for the same ObjectStore and signer is returned as it is.
+// this ObjectStore alone: one tenant's is never served at another's URL.
 func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Binary, error) {
 	if !ValidDigest(component) || b.component != "" || !b.inDigestDir() {
 		return nil, fmt.Errorf("cannot publish %s for a tenant", b.Path())
@@ -331,9 +297,7 @@ func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Bi
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// b may come from an older snapshot: the collector may have removed
-	// it since. A view of a binary no longer stored would hand out a URL
-	// that answers 404, so the caller resolves again instead.
+	// b may be gone since its snapshot: a view of it would answer 404.
 	if !slices.ContainsFunc(s.Current().all, func(o *Binary) bool {
 		return o.component == "" && o.SHA256 == b.SHA256 && o.Name == b.Name && o.Platform == b.Platform
 	}) {
@@ -348,7 +312,6 @@ func (s *Store) Publish(b *Binary, component string, src Source, sign bool) (*Bi
 	return &view, nil
 }
 
-// signFor signs b's bytes with the platform key for one ObjectStore.
 func (s *Store) signFor(b *Binary, src Source) ([]byte, error) {
 	f, err := s.Open(b)
 	if err != nil {
@@ -362,9 +325,8 @@ func (s *Store) signFor(b *Binary, src Source) ([]byte, error) {
 	return s.sign(prehash, b.Name, b.SHA256, src, src.ObjectStore), nil
 }
 
-// writeSidecars writes a binary's .minisig, provenance and .sha256sum
-// (last: it makes the binary whole) beside it in dir, each atomically
-// through a temporary in tmpDir.
+// writeSidecars writes each sidecar atomically, the .sha256sum (which
+// makes the binary whole) last.
 func writeSidecars(tmpDir, dir, name, sha string, sig []byte, src Source) error {
 	provenance, err := json.MarshalIndent(src, "", "  ")
 	if err != nil {
@@ -393,57 +355,36 @@ func writeSidecars(tmpDir, dir, name, sha string, sig []byte, src Source) error 
 	return nil
 }
 
-// The reasons the store refuses a binary for: the Reason of the
-// *reason.Error it returns. Callers give each its severity and remedy in
-// their own words (binsource.Reasons). A failure of none of them (the
-// file system's, say) carries no reason.
+// The reasons the store refuses a binary for (the file system's failures
+// carry none); callers give each its severity and remedy.
 const (
-	// ReasonChecksumMismatch: the bytes do not match the .sha256sum (or the
-	// source's own checksum).
-	ReasonChecksumMismatch = "ChecksumMismatch"
-	// ReasonUnsigned: there is no .minisig and nothing may sign it.
-	ReasonUnsigned = "Unsigned"
-	// ReasonSignatureInvalid: the .minisig is malformed, names a key that
-	// is not trusted, or does not verify.
-	ReasonSignatureInvalid = "SignatureInvalid"
-	// ReasonTooLarge: the binary exceeds the size bound.
-	ReasonTooLarge = "BinaryTooLarge"
+	ReasonChecksumMismatch = "ChecksumMismatch" // not the bytes the checksum names
+	ReasonUnsigned         = "Unsigned"         // no .minisig, and nothing may sign it
+	ReasonSignatureInvalid = "SignatureInvalid" // malformed, untrusted key, or does not verify
+	ReasonTooLarge         = "BinaryTooLarge"
 )
 
-// Source is where a binary came from. It is recorded per binary and
-// release name; other bytes under the same release name are another binary
-// with a source of its own, never a replacement.
+// Source is where a binary came from: the image as the ObjectStore named
+// it, with the digests of its platform manifest and of the layer read
+// (whole), or the release mirror's URL.
 type Source struct {
-	// Image is the reference as the ObjectStore named it.
-	Image string `json:"image,omitempty"`
-	// Registry and Repository locate the image.
-	Registry   string `json:"registry,omitempty"`
-	Repository string `json:"repository,omitempty"`
-	// ManifestDigest is the digest of the platform image's manifest.
+	Image          string `json:"image,omitempty"`
+	Registry       string `json:"registry,omitempty"`
+	Repository     string `json:"repository,omitempty"`
 	ManifestDigest string `json:"manifestDigest,omitempty"`
-	// LayerDigest is the digest of the layer the binary was read from,
-	// verified over the whole blob.
-	LayerDigest string `json:"layerDigest,omitempty"`
-	// MirrorURL is the release mirror's URL of the binary.
-	MirrorURL string `json:"mirrorUrl,omitempty"`
-	// SignedBy is the key id of the platform key that signed a binary the
-	// source did not sign; empty when the source's own signature is served.
-	SignedBy string `json:"signedBy,omitempty"`
-	// Private is true when the image was pulled with the ObjectStore's
-	// credentials: the binary is then served only at the URLs of the
-	// ObjectStores it was published for, never publicly.
-	Private bool `json:"private,omitempty"`
-	// ObjectStore is the namespace/name a tenant's copy was published for.
-	ObjectStore string `json:"objectStore,omitempty"`
-	// LandedFor is the unit (a namespace, tenant or ObjectStore) whose
-	// pull landed the binary: its share is charged for the bytes until
-	// the binary is removed, whatever it references meanwhile. Recorded
-	// with the binary so that a restart still charges it.
+	LayerDigest    string `json:"layerDigest,omitempty"`
+	MirrorURL      string `json:"mirrorUrl,omitempty"`
+	SignedBy       string `json:"signedBy,omitempty"` // the platform key's, when the source did not sign
+	// Private: pulled with the ObjectStore's credentials, so served only
+	// at the URLs of the ObjectStores it was published for.
+	Private     bool   `json:"private,omitempty"`
+	ObjectStore string `json:"objectStore,omitempty"` // the namespace/name a view was published for
+	// LandedFor is the unit whose pull landed the binary: its share is
+	// charged for it until it is removed, across restarts.
 	LandedFor string `json:"landedFor,omitempty"`
 }
 
-// String names the source for messages: the image with its digests, or
-// the mirror URL.
+// String names the source for messages.
 func (s Source) String() string {
 	if s.MirrorURL != "" {
 		return "mirror " + s.MirrorURL
@@ -451,7 +392,7 @@ func (s Source) String() string {
 	return fmt.Sprintf("image %s (manifest %s, layer %s)", s.Image, s.ManifestDigest, s.LayerDigest)
 }
 
-// FormatKeyID prints a minisign key id the way minisign does.
+// FormatKeyID prints a minisign key id as minisign does.
 func FormatKeyID(id uint64) string { return strings.ToUpper(strconv.FormatUint(id, 16)) }
 
 // ParsePublicKeys reads minisign public keys in their one-line base64 form
@@ -475,16 +416,15 @@ func ParsePublicKeys(list string) ([]minisign.PublicKey, error) {
 	return keys, nil
 }
 
-// verify checks sig against the data whose BLAKE2b prehash r has read, with
-// the trusted key the signature names. It returns that key's id.
+// verify checks sig against what r read with the trusted key it names,
+// and returns that key's id.
 func (s *Store) verify(r *minisign.Reader, sig []byte) (string, error) {
 	var parsed minisign.Signature
 	if err := parsed.UnmarshalText(sig); err != nil {
 		return "", reason.Errorf(ReasonSignatureInvalid, "malformed .minisig: %w", err)
 	}
 	keyID := FormatKeyID(parsed.KeyID)
-	if parsed.Algorithm != minisign.HashEdDSA {
-		// Verifying a legacy signature needs the whole binary in memory.
+	if parsed.Algorithm != minisign.HashEdDSA { // a legacy one needs the whole binary in memory
 		return "", reason.Errorf(ReasonSignatureInvalid,
 			"legacy (not prehashed) minisign signature by key %s; sign with minisign -H or a current minisign", keyID)
 	}

@@ -6,22 +6,20 @@ import (
 	"strings"
 )
 
-// Suffixes of a binary's sidecar files. The provenance file is the
-// store's own record and is never served.
+// Suffixes of a binary's sidecar files; the provenance is never served.
 const (
 	SHA256SumSuffix = ".sha256sum"
 	MinisigSuffix   = ".minisig"
 	sourceSuffix    = ".source.json"
 )
 
-// digestDirName holds, per platform, one directory per binary named after
-// its SHA-256: <os>-<arch>/sha256/<hex>/minio.<RELEASE>. Every release name
-// of one binary there is a hard link to one file, since MinIO's client
-// reads the binary under the name its .sha256sum gives.
+// digestDirName holds one directory per binary named after its SHA-256:
+// <os>-<arch>/sha256/<hex>/minio.<RELEASE>. Each release name of one
+// binary is a hard link there, since MinIO's client reads the binary under
+// the name its .sha256sum gives.
 const digestDirName = "sha256"
 
-// maxSumFileSize bounds what is read of a .sha256sum file; a real one is
-// about 110 bytes.
+// maxSumFileSize bounds a .sha256sum file; a real one is about 110 bytes.
 const maxSumFileSize = 4096
 
 const (
@@ -30,19 +28,16 @@ const (
 )
 
 // DigestPath is where a binary is served by its bytes, below the update
-// path: sha256/<hex>/minio.<RELEASE>. MinIO's update client reads the
-// .sha256sum there, then the binary and its .minisig beside it.
+// path: sha256/<hex>/minio.<RELEASE>.
 func DigestPath(digest, release string) string {
 	return digestDirName + "/" + digest + "/minio." + release
 }
 
-// ValidDigest reports whether d is a lower-case hex SHA-256, the only
-// form a digest path (and a tenant's component) takes.
+// ValidDigest reports whether d is a lower-case hex SHA-256.
 func ValidDigest(d string) bool { return len(d) == 64 && strings.Trim(d, lowerHex) == "" }
 
 // ValidFileName accepts the names the store serves: letters, digits, '.',
-// '_' and '-', not starting with a dot. Anything else (separators, "..",
-// NUL, percent signs, spaces) is never a store file.
+// '_' and '-', not starting with a dot (no separators, "..", NUL, '%').
 func ValidFileName(name string) bool {
 	return name != "" && len(name) <= 255 && name[0] != '.' && !strings.Contains(name, "..") &&
 		strings.Trim(name, lowerAlnum+"ABCDEFGHIJKLMNOPQRSTUVWXYZ._-") == ""
@@ -58,8 +53,7 @@ func ValidPlatform(p string) bool {
 // PlatformDir is the store subdirectory for a platform, e.g. linux-amd64.
 func PlatformDir(os, arch string) string { return os + "-" + arch }
 
-// BinaryName returns the file name of a release's binary, minio.<release>,
-// or an error if the release cannot be a plain file name.
+// BinaryName returns the file name of a release's binary, minio.<release>.
 func BinaryName(release string) (string, error) {
 	name := "minio." + release
 	if !isBinaryName(name) {
@@ -68,8 +62,8 @@ func BinaryName(release string) (string, error) {
 	return name, nil
 }
 
-// isBinaryName tells MinIO binaries from their sidecars and from anything
-// else that may sit in the directory (hidden temporary files among them).
+// isBinaryName tells MinIO binaries from their sidecars and anything else
+// in the directory (hidden temporary files among them).
 func isBinaryName(name string) bool {
 	return strings.HasPrefix(name, "minio.") && ValidFileName(name) &&
 		!strings.HasSuffix(name, SHA256SumSuffix) && !strings.HasSuffix(name, MinisigSuffix) &&
@@ -81,10 +75,9 @@ func SHA256SumFile(digest, name string) []byte {
 	return []byte(digest + "  " + name + "\n")
 }
 
-// ParseSHA256Sum parses a MinIO .sha256sum file the way MinIO's in-place
-// update client does: exactly two whitespace-separated fields, the hex
-// SHA-256 of the binary and its file name, which starts with "minio.". It
-// returns the digest (lower case) and the name.
+// ParseSHA256Sum parses a .sha256sum file as MinIO's update client does:
+// exactly two fields, the hex SHA-256 and a file name "minio.*". The
+// digest is returned in lower case.
 func ParseSHA256Sum(data []byte) (digest, name string, err error) {
 	if len(data) > maxSumFileSize {
 		return "", "", fmt.Errorf("%d bytes, more than the %d a checksum file can hold", len(data), maxSumFileSize)

@@ -16,19 +16,26 @@ const (
 	tenantB = "2222222222222222222222222222222222222222222222222222222222222222"
 )
 
-// A binary pulled with a tenant's credentials is served only below its
-// tenant's component, never at its digest path, its plain path or in the
-// listing; a wrong or missing component finds nothing.
-func TestPrivateBinaryIsServedOnlyBelowItsTenantsComponent(t *testing.T) {
-	key := binstoretest.NewKey(t)
-	dir := t.TempDir()
-	s := newStore(t, dir, trusting(key))
-	content := randomContent(t, 1<<20)
-	rel := "RELEASE.2025-04-08T15-41-24Z"
+// privateBinary is a store in dir trusting key, holding size random bytes
+// under rel from imageA pulled with a tenant's credentials.
+func privateBinary(t *testing.T, dir string, size int) (s *Store, key binstoretest.Key, b *Binary, content []byte, rel string) {
+	t.Helper()
+	key = binstoretest.NewKey(t)
+	s = newStore(t, dir, trusting(key))
+	content, rel = randomContent(t, size), "RELEASE.2025-04-08T15-41-24Z"
 	src := imageA
 	src.Private = true
 	b, err := commitAs(t, s, rel, content, key, src)
 	require.NoError(t, err)
+	return s, key, b, content, rel
+}
+
+// A binary pulled with a tenant's credentials is served only below its
+// tenant's component, never at its digest path, its plain path or in the
+// listing; a wrong or missing component finds nothing.
+func TestPrivateBinaryIsServedOnlyBelowItsTenantsComponent(t *testing.T) {
+	dir := t.TempDir()
+	s, key, b, content, rel := privateBinary(t, dir, 1<<20)
 	digest := binstoretest.SHA256(content)
 
 	snap := s.Current()
@@ -74,16 +81,9 @@ func TestPrivateBinaryIsServedOnlyBelowItsTenantsComponent(t *testing.T) {
 // The same bytes from a public source make them public: an anonymous pull
 // proved anyone can read them.
 func TestPublicSourceOfPrivateBytesMakesThemPublic(t *testing.T) {
-	key := binstoretest.NewKey(t)
-	s := newStore(t, t.TempDir(), trusting(key))
-	content := randomContent(t, 1<<16)
-	rel := "RELEASE.2025-04-08T15-41-24Z"
-	src := imageA
-	src.Private = true
-	_, err := commitAs(t, s, rel, content, key, src)
-	require.NoError(t, err)
+	s, key, _, content, rel := privateBinary(t, t.TempDir(), 1<<16)
 	require.Nil(t, s.Current().ByDigest(binstoretest.SHA256(content), rel))
-	_, err = commitAs(t, s, rel, content, key, imageB)
+	_, err := commitAs(t, s, rel, content, key, imageB)
 	require.NoError(t, err)
 	assert.NotNil(t, s.Current().ByDigest(binstoretest.SHA256(content), rel))
 	assert.NotNil(t, s.Current().Binary("linux-amd64", rel))

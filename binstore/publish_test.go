@@ -5,8 +5,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/object-store-operator/operator/binstore/binstoretest"
 )
 
 // TestAViewIsNeverPublishedOfABinaryNoLongerStored: the binary source
@@ -16,20 +14,13 @@ import (
 // just ended). The view is refused, so no URL that answers 404 is handed
 // out in status.binary.url.
 func TestAViewIsNeverPublishedOfABinaryNoLongerStored(t *testing.T) {
-	key := binstoretest.NewKey(t)
-	s := newStore(t, t.TempDir(), trusting(key))
-	content := randomContent(t, 1<<16)
-	rel := "RELEASE.2025-04-08T15-41-24Z"
-	src := imageA
-	src.Private = true
-	b, err := commitAs(t, s, rel, content, key, src)
-	require.NoError(t, err)
+	s, _, b, _, _ := privateBinary(t, t.TempDir(), 1<<16)
 
 	// The collector removes it (unreferenced past its grace)...
 	require.NoError(t, s.RemoveBinary(b))
 	// ...while the tenant's sync, holding b from an older snapshot,
 	// publishes its view.
-	_, err = s.Publish(b, tenantA, *b.Source, false)
+	_, err := s.Publish(b, tenantA, *b.Source, false)
 	assert.ErrorContains(t, err, "no longer stored")
 	_, indexed := s.Current().TenantFile(b.SHA256, tenantA, b.Name)
 	assert.False(t, indexed, "no view of a removed binary is indexed")

@@ -16,19 +16,17 @@ import (
 	"github.com/object-store-operator/operator/internal/reason"
 )
 
+// Bounds of what is read of a binary's sidecars; a real .minisig is about
+// 300 bytes.
 const (
-	// maxSigFileSize bounds a .minisig file; a real one is about 300 bytes.
-	maxSigFileSize = 4096
-	// maxSourceFileSize bounds a provenance file.
+	maxSigFileSize    = 4096
 	maxSourceFileSize = 8192
 )
 
-// Scan reads the directory and swaps its index in: every binary in a
-// digest directory, and those an administrator placed at a plain path
-// (<os>-<arch>/minio.<RELEASE>, or minio.<RELEASE> at the top, its
-// platform read from its ELF header) before the start. It runs once, at
-// start, before anything is written: what an interrupted landing left
-// is removed first (removeLeftovers).
+// Scan indexes the directory: every binary in a digest directory, and
+// those an administrator placed at a plain path (<os>-<arch>/minio.<RELEASE>,
+// or minio.<RELEASE> at the top, its platform read from its ELF header). It
+// runs once, at start, after removing what an interrupted landing left.
 func (s *Store) Scan() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -72,9 +70,7 @@ func (s *Store) readDir(dir string) []fs.DirEntry {
 	return entries
 }
 
-// load reads and verifies one binary file of dir (a platform directory,
-// one of its digest directories, or the root) against its sidecars,
-// reading the file once for its SHA-256 and its signature together.
+// load reads and verifies one binary file of dir against its sidecars.
 func (s *Store) load(platform, dir, name string) (*Binary, error) {
 	rel := path.Join(dir, name)
 	sum, err := s.readSmall(rel+SHA256SumSuffix, maxSumFileSize)
@@ -120,8 +116,7 @@ func (s *Store) load(platform, dir, name string) (*Binary, error) {
 	if b.SHA256 != want {
 		return nil, reason.Errorf(ReasonChecksumMismatch, "file has sha256 %s, %s says %s", b.SHA256, name+SHA256SumSuffix, want)
 	}
-	// A digest directory holds exactly the bytes it is named after: a
-	// digest path never serves other bytes, whatever was put there.
+	// A digest path never serves other bytes, whatever was put there.
 	if dir != platform && dir != "." && path.Base(dir) != b.SHA256 {
 		return nil, reason.Errorf(ReasonChecksumMismatch, "file has sha256 %s but sits in the directory of %s", b.SHA256, dir)
 	}
@@ -175,12 +170,10 @@ func elfPlatform(f io.ReaderAt) (osName, arch string) {
 	return "linux", arch
 }
 
-// removeLeftovers removes from a platform directory what no running
-// writer can own at start: hidden temporaries of an interrupted landing
-// (".minio.*.tmp"), lock files of earlier versions (".*.lock"), and the
-// tenants' directories earlier versions kept inside digest directories
-// (a tenant's URL is now a view in memory, published again by its
-// ObjectStore's next sync).
+// removeLeftovers removes from a platform directory what no writer owns
+// at start: hidden temporaries of an interrupted landing, lock files of
+// earlier versions, and the tenants' directories earlier versions kept
+// inside digest directories (a tenant's URL is now a view in memory).
 func (s *Store) removeLeftovers(platform string) {
 	for _, e := range s.readDir(platform) {
 		name := e.Name()
@@ -200,8 +193,7 @@ func (s *Store) removeLeftovers(platform string) {
 	}
 }
 
-// logChanges logs the releases newly withheld, and the binaries indexed
-// anew (or with other bytes or signature) and no longer served.
+// logChanges logs what prev and next serve differently.
 func (s *Store) logChanges(prev, next *Snapshot) {
 	for _, w := range next.withheld {
 		if !slices.ContainsFunc(prev.withheld, func(p Withheld) bool {
@@ -210,6 +202,13 @@ func (s *Store) logChanges(prev, next *Snapshot) {
 			s.log.Warn().Str("platform", w.Platform).Str("release", w.Release).Strs("sha256", w.SHA256s).
 				Str("reason", "ReleaseClaimedWithOtherBytes").Msg("release claimed with different binaries: served only at each digest URL, not at its plain path")
 		}
+	}
+	// A view is named by its URL, a file by its path.
+	name := func(b *Binary) string {
+		if b.component != "" {
+			return b.URLPath()
+		}
+		return b.rel
 	}
 	key := func(b *Binary) string { return b.URLPath() + "\x00" + b.rel }
 	old := map[string]*Binary{}
@@ -222,7 +221,7 @@ func (s *Store) logChanges(prev, next *Snapshot) {
 		if ok && o.SHA256 == b.SHA256 && bytes.Equal(o.sig, b.sig) {
 			continue
 		}
-		ev := s.log.Info().Str("file", b.logName()).Str("release", b.Release).Str("platform", b.OS+"/"+b.Arch).
+		ev := s.log.Info().Str("file", name(b)).Str("release", b.Release).Str("platform", b.OS+"/"+b.Arch).
 			Int64("size", b.Size).Str("sha256", b.SHA256).Str("keyId", b.KeyID)
 		if b.Source != nil {
 			ev = ev.Str("source", b.Source.String())
@@ -230,6 +229,6 @@ func (s *Store) logChanges(prev, next *Snapshot) {
 		ev.Msg("binary indexed")
 	}
 	for _, b := range old {
-		s.log.Info().Str("file", b.logName()).Msg("binary no longer served")
+		s.log.Info().Str("file", name(b)).Msg("binary no longer served")
 	}
 }

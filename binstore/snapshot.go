@@ -1,12 +1,12 @@
 package binstore
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"fmt"
 	"os"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -14,42 +14,33 @@ import (
 // Binary is a MinIO binary the store serves: its bytes matched its
 // .sha256sum and its .minisig verified when it was indexed.
 type Binary struct {
-	// Name is the file name, minio.<RELEASE>; Release is without "minio.".
-	Name, Release string
-	// Platform is the <os>-<arch> subdirectory, or "" at the store's root.
-	Platform string
-	// OS and Arch come from the subdirectory or, at the root, from the
-	// binary's ELF header; empty when neither tells.
+	Name, Release string // minio.<RELEASE>, <RELEASE>
+	Platform      string // the <os>-<arch> subdirectory, "" at the root
+	// OS and Arch come from the subdirectory or, at the root, from the ELF
+	// header; empty when neither tells.
 	OS, Arch string
 	Size     int64
 	ModTime  time.Time
-	// SHA256 is the lower-case hex digest, verified against the .sha256sum
-	// (and, in a digest directory, against the directory's name).
-	SHA256 string
-	// KeyID is the id of the trusted minisign key that verified the
-	// .minisig, as minisign prints it.
-	KeyID string
-	// Source is where the operator took the binary from; nil for a binary
-	// put into the directory by other means.
-	Source *Source
+	SHA256   string  // lower-case hex, verified (and against a digest directory's name)
+	KeyID    string  // the trusted key's that verified the .minisig, as minisign prints it
+	Source   *Source // nil for a binary put into the directory by other means
 
 	rel string // the file's path below the store root
 	// component is the tenant's part of the URL of a view published for
-	// one ObjectStore (sha256/<hex>/<component>/), "" elsewhere. A view
-	// is in memory only: rel's file with its own provenance and signature.
+	// one ObjectStore, "" elsewhere: the view is rel's file with its own
+	// provenance and signature, in memory only.
 	component string
 	info      os.FileInfo
 	sum, sig  []byte
 	// also are other images' platform manifests whose commits found these
-	// bytes stored, most recent last (at most maxAlso): in memory only.
+	// bytes stored, most recent last, in memory only.
 	also []fromManifest
 }
 
-// fromManifest is an image's platform manifest known to hold a binary, and
-// whether that image shipped no signature for it.
+// fromManifest is an image's platform manifest known to hold a binary.
 type fromManifest struct {
 	manifest string
-	unsigned bool
+	unsigned bool // the image shipped no signature for it
 }
 
 // maxAlso bounds the manifests remembered per binary: tenants choose
@@ -57,9 +48,8 @@ type fromManifest struct {
 const maxAlso = 64
 
 // FromManifest reports whether an image's platform manifest is known to
-// hold these bytes (it is the binary's source, or a commit from it found
-// them stored), and whether that image shipped no signature for them: such
-// an image's ObjectStores are each given a copy the platform key signs for
+// hold these bytes, and whether that image shipped no signature for them:
+// its ObjectStores are then each given a copy the platform key signs for
 // them (Store.Publish), whatever signature the stored binary has.
 func (b *Binary) FromManifest(manifest string) (known, unsigned bool) {
 	if b.Source != nil && b.Source.ManifestDigest == manifest {
@@ -87,28 +77,24 @@ func (b *Binary) setPlatform(platform string) {
 	}
 }
 
-// Path is the binary's file below the store root, e.g.
-// linux-amd64/sha256/<hex>/minio.RELEASE.X or linux-amd64/minio.RELEASE.X.
+// Path is the binary's file below the store root.
 func (b *Binary) Path() string { return b.rel }
 
 // inDigestDir reports whether the file sits in a digest directory (the
 // store's own) rather than at a plain path (possibly placed by hand).
 func (b *Binary) inDigestDir() bool { return path.Dir(b.rel) != path.Clean(b.Platform) }
 
-// private reports whether the binary came only from a source that needed
-// credentials: it is served at no public path, only at its tenants' views.
+// private: the binary came only from a source that needed credentials.
 func (b *Binary) private() bool { return b.Source != nil && b.Source.Private }
 
 // Private reports whether the binary is served only at its tenants' URLs.
 func (b *Binary) Private() bool { return b.component != "" || b.private() }
 
-// PlatformSigned reports whether the binary's signature was made by the
-// platform key (its source shipped none): each ObjectStore is then given
-// its own copy, signed for it (Store.Publish).
+// PlatformSigned reports whether the platform key made the binary's
+// signature (its source shipped none).
 func (b *Binary) PlatformSigned() bool { return b.Source != nil && b.Source.SignedBy != "" }
 
-// Published reports whether the binary is a view published for one
-// ObjectStore (Store.Publish).
+// Published reports whether the binary is a view (Store.Publish).
 func (b *Binary) Published() bool { return b.component != "" }
 
 // URLPath is where this file is served below the update path: a view's
@@ -120,21 +106,11 @@ func (b *Binary) URLPath() string {
 	return b.DigestPath()
 }
 
-// logName names b in the log: its file, or a tenant's view by its URL.
-func (b *Binary) logName() string {
-	if b.component != "" {
-		return b.URLPath()
-	}
-	return b.rel
-}
-
 // PlainPath is where the release is served by name alone,
-// <os>-<arch>/minio.<RELEASE> (or minio.<RELEASE> at the root), when every
-// source of the release agrees on its bytes.
+// <os>-<arch>/minio.<RELEASE>, when every source of it agrees on its bytes.
 func (b *Binary) PlainPath() string { return path.Join(b.Platform, b.Name) }
 
-// DigestPath is where exactly these bytes are served under this release
-// name: sha256/<hex>/minio.<RELEASE>.
+// DigestPath is where these bytes are served under this release name.
 func (b *Binary) DigestPath() string { return DigestPath(b.SHA256, b.Release) }
 
 // SHA256Sum is the content of the binary's .sha256sum file.
@@ -162,11 +138,8 @@ type File struct {
 // Withheld is a release claimed with different bytes: it is served only at
 // each binary's digest path, never at the plain path.
 type Withheld struct {
-	// Platform is the <os>-<arch> directory ("" at the root).
-	Platform string
-	Release  string
-	// SHA256s are the digests claiming the release, sorted.
-	SHA256s []string
+	Platform, Release string
+	SHA256s           []string // sorted
 }
 
 // Reason says in one line why the release has no plain path.
@@ -174,25 +147,22 @@ func (w Withheld) Reason() string {
 	return fmt.Sprintf("%d different binaries claim this release name; each is served only at its own digest URL (sha256/<hex>/minio.%s)", len(w.SHA256s), w.Release)
 }
 
-// Snapshot is an immutable view of the store; each change the writer
-// makes builds a new one in memory and swaps it in whole, so readers never
-// see a half-updated index.
+// Snapshot is an immutable view of the store, swapped in whole on every
+// change, so readers never see a half-updated index.
 type Snapshot struct {
 	all      []*Binary // every indexed file and view
 	plain    []*Binary // the releases served by name
 	withheld []Withheld
 	files    map[string]File
 	claims   map[string][]*Binary // PlainPath -> every binary claiming it
-	// tenant holds the views by <hex>/minio.<RELEASE>; they are found
-	// only with their component.
-	tenant map[string][]*Binary
+	tenant   map[string][]*Binary // <hex>/minio.<RELEASE> -> its views
 }
 
-// Binaries returns the releases served at their plain paths, sorted by
-// platform and name. The slice and its elements must not be modified.
+// Binaries returns the releases served at their plain paths, sorted; not
+// to be modified.
 func (s *Snapshot) Binaries() []*Binary { return s.plain }
 
-// All returns every indexed binary file, digest directories included.
+// All returns every indexed binary file and view.
 func (s *Snapshot) All() []*Binary { return s.all }
 
 // Withheld returns the releases claimed with different bytes.
@@ -207,15 +177,14 @@ func (s *Snapshot) Lookup(rel string) (File, bool) {
 
 // TenantFile finds a file published for one ObjectStore:
 // sha256/<digest>/<component>/<name>. The component is compared in
-// constant time with every candidate's, so how long the answer takes says
-// nothing about how much of a guess was right.
+// constant time with every candidate's, so the time taken says nothing
+// about how much of a guess was right.
 func (s *Snapshot) TenantFile(digest, component, name string) (File, bool) {
 	kind, bin := KindBinary, name
-	switch {
-	case strings.HasSuffix(name, SHA256SumSuffix):
-		kind, bin = KindSHA256Sum, strings.TrimSuffix(name, SHA256SumSuffix)
-	case strings.HasSuffix(name, MinisigSuffix):
-		kind, bin = KindMinisig, strings.TrimSuffix(name, MinisigSuffix)
+	if b, ok := strings.CutSuffix(name, SHA256SumSuffix); ok {
+		kind, bin = KindSHA256Sum, b
+	} else if b, ok := strings.CutSuffix(name, MinisigSuffix); ok {
+		kind, bin = KindMinisig, b
 	}
 	var found *Binary
 	for _, b := range s.tenant[digest+"/"+bin] {
@@ -235,8 +204,7 @@ func (s *Snapshot) Binary(platform, release string) *Binary {
 	return s.binaryAt(path.Join(platform, "minio."+release))
 }
 
-// ByDigest returns the binary whose SHA-256 is digest stored under
-// release, or nil.
+// ByDigest returns the binary of SHA-256 digest stored under release, or nil.
 func (s *Snapshot) ByDigest(digest, release string) *Binary {
 	return s.binaryAt(DigestPath(digest, release))
 }
@@ -254,8 +222,7 @@ func (s *Snapshot) Claims(platform, release string) []*Binary {
 	return s.claims[path.Join(platform, "minio."+release)]
 }
 
-// stored returns the store's own binary of these bytes under this name
-// in the platform's digest directory (not a tenant's view), or nil.
+// stored returns the store's own binary of these bytes and name, or nil.
 func (s *Snapshot) stored(platform, digest, name string) *Binary {
 	want := path.Join(platform, digestDirName, digest, name)
 	for _, b := range s.claims[path.Join(platform, name)] {
@@ -267,7 +234,7 @@ func (s *Snapshot) stored(platform, digest, name string) *Binary {
 }
 
 // StoredBytes is the size of the distinct binaries (each digest and
-// platform once, however many names point at it).
+// platform once).
 func (s *Snapshot) StoredBytes() int64 {
 	seen := map[string]bool{}
 	var total int64
@@ -284,17 +251,10 @@ func (s *Snapshot) StoredBytes() int64 {
 // at its digest path; a release is served at its plain path only when
 // every public binary claiming it has the same bytes.
 func index(all []*Binary) *Snapshot {
-	sort.Slice(all, func(i, j int) bool {
-		a, b := all[i], all[j]
-		if a.Platform != b.Platform {
-			return a.Platform < b.Platform
-		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		// A file at the plain path (placed by hand) represents its
-		// release before a digest directory's.
-		return a.rel < b.rel
+	// A file at the plain path (placed by hand) represents its release
+	// before a digest directory's.
+	slices.SortFunc(all, func(a, b *Binary) int {
+		return cmp.Or(cmp.Compare(a.Platform, b.Platform), cmp.Compare(a.Name, b.Name), cmp.Compare(a.rel, b.rel))
 	})
 	next := &Snapshot{all: all, files: map[string]File{}, claims: map[string][]*Binary{}, tenant: map[string][]*Binary{}}
 	add := func(key string, b *Binary) {
@@ -302,10 +262,8 @@ func index(all []*Binary) *Snapshot {
 		next.files[key+SHA256SumSuffix] = File{Binary: b, Kind: KindSHA256Sum}
 		next.files[key+MinisigSuffix] = File{Binary: b, Kind: KindMinisig}
 	}
-	// A tenant's view is found only with its component; a private binary
-	// (its source needed credentials) is a claim the fetcher reuses but
-	// is served at no public path. Sorted, one plain path's claims are
-	// neighbours.
+	// A view is found only with its component; a private binary is a
+	// claim the fetcher reuses but is served at no public path.
 	var plainPaths []string
 	public := map[string][]*Binary{}
 	for _, b := range all {
@@ -323,11 +281,9 @@ func index(all []*Binary) *Snapshot {
 			public[key] = append(public[key], b)
 		}
 	}
-	// Every binary is served at its digest path, the store's own copy
-	// first: a file placed by hand with the same bytes serves only when no
-	// digest directory has them. The same bytes under two platform
-	// directories (a mislabelled index) are still those bytes: the first
-	// found serves.
+	// The store's own copy serves at its digest path first: a file placed
+	// by hand with the same bytes serves only when no digest directory
+	// has them.
 	for _, own := range []bool{true, false} {
 		for _, key := range plainPaths {
 			for _, b := range public[key] {

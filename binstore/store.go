@@ -1,7 +1,6 @@
 // Package binstore owns the binary store: a directory of MinIO binaries,
 // each under <os>-<arch>/sha256/<hex>/ with its .sha256sum and .minisig
-// (the layout MinIO's in-place update client reads), with where each came
-// from.
+// (as MinIO's in-place update client reads them) and where it came from.
 //
 // The store is content-addressed and has one writer, this process: the
 // directory is read once, at start (Run); then the index changes in
@@ -12,10 +11,7 @@
 //
 // Nothing unverified is indexed: MinIO's update client refuses a binary
 // whose bytes do not match its .sha256sum or whose .minisig no trusted
-// key verifies. Stage and Commit verify before anything becomes visible;
-// readers (the upgrade server) see immutable Snapshots.
-//
-// Data flows one way: sources (binsource) -> binstore -> upgradeserver.
+// key verifies.
 package binstore
 
 import (
@@ -57,19 +53,16 @@ type Store struct {
 	trusted []minisign.PublicKey
 
 	current atomic.Pointer[Snapshot]
-	// mu is the writer's: held while the directory or the index changes,
-	// so a comparison and the landing it decides are one step.
-	mu sync.Mutex
-	// rejected is what was refused, by file, with why.
-	rejected map[string]string
-	// scanned is closed once the start's scan is done: nothing is staged
-	// before, since the scan removes what an interrupted landing left.
+	// mu makes a comparison and the landing it decides one step.
+	mu       sync.Mutex
+	rejected map[string]string // file -> why it was refused
+	// scanned is closed once the start's scan removed what an
+	// interrupted landing left: nothing is staged before.
 	scanned   chan struct{}
 	closeOnce sync.Once
 }
 
-// New opens (and creates if needed) the store directory. Call Run to index
-// it.
+// New opens (and creates if needed) the store directory; Run indexes it.
 func New(dir string, log zerolog.Logger, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create store directory %s: %w", dir, err)
@@ -122,8 +115,7 @@ func (s *Store) TrustedKeyIDs() []string {
 
 var emptySnapshot = index(nil)
 
-// Current returns the latest snapshot; before the start's scan it is
-// empty (Ready tells the difference).
+// Current returns the latest snapshot, empty before the start's scan.
 func (s *Store) Current() *Snapshot {
 	if snap := s.current.Load(); snap != nil {
 		return snap
@@ -139,15 +131,13 @@ func (s *Store) Ready() error {
 	return nil
 }
 
-// Run indexes the store once (Scan) and returns: from then on the writer
-// keeps the index current.
+// Run indexes the store once (Scan); the writer keeps it current.
 func (s *Store) Run(context.Context) error {
 	s.Scan()
 	return nil
 }
 
-// change swaps in the index of what edit makes of the current binaries,
-// and logs what changed; the caller holds mu.
+// change swaps in the index of what edit makes of the binaries (under mu).
 func (s *Store) change(edit func(all []*Binary) []*Binary) {
 	prev := s.Current()
 	next := index(edit(slices.Clone(prev.all)))
@@ -161,15 +151,14 @@ func (s *Store) reject(rel string, err error) {
 	s.log.Error().Str("file", rel).Str("reason", reason.Of(err)).Err(err).Msg("binary rejected: not listed and not served")
 }
 
-// ErrChanged means a binary's file changed since it was indexed and
-// still verifies: the index has the new file; retry.
+// ErrChanged: the file changed since it was indexed and still verifies; retry.
 var ErrChanged = errors.New("binary changed since it was indexed")
 
-// Open returns the indexed binary's file. A file replaced or modified
-// since it was indexed (by hand: the store never rewrites one) is
-// verified again, so a half-written or unverified binary is never served:
-// one that still verifies replaces the indexed one (ErrChanged, retry),
-// one that does not is dropped from the index (fs.ErrNotExist).
+// Open returns the indexed binary's file. A file changed since it was
+// indexed (by hand: the store never rewrites one) is verified again, so a
+// half-written or unverified binary is never served: one that still
+// verifies replaces the indexed one (ErrChanged), one that does not is
+// dropped (fs.ErrNotExist).
 func (s *Store) Open(b *Binary) (*os.File, error) {
 	f, err := s.root.Open(b.Path())
 	if err == nil {
@@ -182,8 +171,8 @@ func (s *Store) Open(b *Binary) (*os.File, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	again, err := s.load(b.Platform, path.Dir(b.rel), b.Name)
-	// Views of the file (tenants' URLs) were made for its old bytes: they
-	// go, and their ObjectStores' next syncs publish them again.
+	// Views of the file were made for its old bytes: they go, and their
+	// ObjectStores' next syncs publish them again.
 	s.change(func(all []*Binary) []*Binary {
 		all = slices.DeleteFunc(all, func(o *Binary) bool { return o.rel == b.rel })
 		if err == nil {
@@ -205,8 +194,8 @@ func sameFile(a, b os.FileInfo) bool {
 
 // RemoveBinary deletes one indexed binary and its sidecars, the
 // .sha256sum first, and its digest directory once empty; other release
-// names of the same bytes (hard links) stay. A tenant's view has no files:
-// it, and the views of a removed file, only leave the index.
+// names of the same bytes (hard links) stay. A view has no files: it, and
+// the views of a removed file, only leave the index.
 func (s *Store) RemoveBinary(b *Binary) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

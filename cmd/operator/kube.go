@@ -34,6 +34,7 @@ import (
 	"github.com/object-store-operator/operator/internal/claim"
 	"github.com/object-store-operator/operator/internal/controller"
 	"github.com/object-store-operator/operator/internal/podaddr"
+	"github.com/object-store-operator/operator/internal/registryguard"
 	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/internal/tenant"
 	"github.com/object-store-operator/operator/mountsecret"
@@ -214,7 +215,7 @@ func (p parts) trustPool() (*trust.Pool, error) {
 		ClusterCA: clusterCA(p.k.rest), Log: p.log, Registerer: p.reg,
 		// The pool's transport is the registries' (and the mirror's):
 		// http.DefaultTransport's dialer, pinned and guarded per pull.
-		DialContext: binsource.RegistryDialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
+		DialContext: registryguard.Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
 	})
 }
 
