@@ -24,6 +24,11 @@ import (
 // that a pod with a nodeSelector is bound to the first Node (by name) a
 // test created that matches it, and, bound, is deleted at once by the
 // driver when its deletion starts, as a kubelet would after it stopped.
+// OwnKubeletLabel on a pod leaves it to the test that labelled it: that
+// test runs what the pod would run (a MinIO node, say) and reports it
+// Ready itself.
+const OwnKubeletLabel = "e2e.object-store-operator/kubelet"
+
 type podDriver struct {
 	client kubernetes.Interface
 	log    io.Writer
@@ -47,6 +52,9 @@ func (d *podDriver) run(ctx context.Context) error {
 // start reports the pod Running and Ready, once.
 func (d *podDriver) start(ctx context.Context, obj any) {
 	pod, ok := obj.(*corev1.Pod)
+	if ok && pod.Labels[OwnKubeletLabel] != "" {
+		return
+	}
 	if ok && pod.DeletionTimestamp != nil && pod.Spec.NodeName != "" {
 		err := d.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
 		if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {

@@ -40,6 +40,10 @@ type minioCluster struct {
 	nodes      []*minioNode
 	user, pass string
 	roots      *x509.CertPool
+	// args and env start each node again (restart).
+	args [][]string
+	env  []string
+	dirs []string
 }
 
 type minioNode struct {
@@ -65,75 +69,116 @@ func startMinIO(t testing.TB, ports []int, releases []string, certs map[string][
 		// setups).
 		endpoints = []string{filepath.Join(base, "drive-0")}
 	}
+	m.env = append([]string{"MINIO_ROOT_USER=" + m.user, "MINIO_ROOT_PASSWORD=" + m.pass,
+		"MINIO_UPDATE_MINISIGN_PUBKEY=" + testKey.PublicString(),
+		"MINIO_CI_CD=on", "MINIO_BROWSER=off"}, env...)
 	for i, release := range releases {
 		dir := filepath.Join(base, fmt.Sprint("node-", i))
-		for rel, content := range certs {
-			path := filepath.Join(dir, "certs", rel)
-			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-			require.NoError(t, os.WriteFile(path, content, 0o600))
-		}
-		bin, err := cluster.InstallMinIO(release, filepath.Join(dir, "bin"))
-		require.NoError(t, err)
-		n := &minioNode{logs: &testutil.LockedBuffer{}, done: make(chan struct{})}
-		args := append([]string{"server", "--address", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--certs-dir", filepath.Join(dir, "certs")}, endpoints...)
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(),
-			"MINIO_ROOT_USER="+m.user, "MINIO_ROOT_PASSWORD="+m.pass,
-			"MINIO_UPDATE_MINISIGN_PUBKEY="+testKey.PublicString(),
-			"MINIO_CI_CD=on", "MINIO_BROWSER=off", "HOME="+dir,
-			// In a container (as CI is) MinIO waits for 127.0.0.1 to
-			// resolve to something else; this names the node's own
-			// endpoint, as a pod's host name would.
-			fmt.Sprintf("_MINIO_SERVER_LOCAL=127.0.0.1:%d", ports[i]))
-		cmd.Env = append(cmd.Env, env...)
-		cmd.Stdout, cmd.Stderr = n.logs, n.logs
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		// The binary was just written: a process that a parallel test
-		// forks meanwhile holds its write descriptor until it execs, and
-		// exec fails with "text file busy" (golang/go#22315). Try again
-		// with a fresh Cmd, briefly.
-		for attempt := 0; ; attempt++ {
-			n.cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Stdout: cmd.Stdout, Stderr: cmd.Stderr, SysProcAttr: cmd.SysProcAttr}
-			err := n.cmd.Start()
-			if errors.Is(err, syscall.ETXTBSY) && attempt < 100 {
-				time.Sleep(20 * time.Millisecond)
-				continue
-			}
-			require.NoError(t, err)
-			break
-		}
-		go func() { _ = n.cmd.Wait(); close(n.done) }()
-		m.nodes = append(m.nodes, n)
+		m.dirs = append(m.dirs, dir)
+		m.args = append(m.args, append([]string{"server", "--address", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--certs-dir", filepath.Join(dir, "certs")}, endpoints...))
+		m.nodes = append(m.nodes, nil)
+		require.NoError(t, m.install(i, release, certs))
+		require.NoError(t, m.launch(i))
 	}
 	t.Cleanup(func() {
 		for _, n := range m.nodes {
-			_ = n.cmd.Process.Signal(syscall.SIGTERM)
+			_ = n.cmd.Process.Signal(syscall.SIGTERM) // all at once, then wait for each
 		}
-		for i, n := range m.nodes {
-			select {
-			case <-n.done:
-			case <-time.After(10 * time.Second):
-				_ = n.cmd.Process.Kill()
-				<-n.done
-			}
-			if t.Failed() {
-				t.Logf("MinIO node %d log:\n%s", i, tailLines(n.logs.String(), 40))
-			}
+		for i := range m.nodes {
+			m.stop(t, i, t.Failed())
 		}
 	})
-	require.Eventually(t, func() bool {
-		info, err := m.info(t)
-		if err != nil || len(info.Servers) != len(ports) {
-			return false
-		}
-		for _, s := range info.Servers {
-			if s.State != string(madmin.ItemOnline) {
-				return false
-			}
-		}
-		return true
-	}, 90*time.Second, 250*time.Millisecond, "MinIO nodes online")
+	require.Eventually(t, func() bool { return m.online(t) == len(ports) }, 90*time.Second, 250*time.Millisecond, "MinIO nodes online")
 	return m
+}
+
+// install writes node i's certs directory and the binary of release, as
+// a pod's container would start with them.
+func (m *minioCluster) install(i int, release string, certs map[string][]byte) error {
+	dir := m.dirs[i]
+	if err := os.RemoveAll(filepath.Join(dir, "certs")); err != nil {
+		return err
+	}
+	for rel, content := range certs {
+		path := filepath.Join(dir, "certs", rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			return err
+		}
+	}
+	_, err := cluster.InstallMinIO(release, filepath.Join(dir, "bin"))
+	return err
+}
+
+// launch starts node i's process from what install wrote.
+func (m *minioCluster) launch(i int) error {
+	dir := m.dirs[i]
+	n := &minioNode{logs: &testutil.LockedBuffer{}, done: make(chan struct{})}
+	if old := m.nodes[i]; old != nil {
+		n.logs = old.logs // one log per node, across its restarts
+	}
+	env := append(os.Environ(), m.env...)
+	// In a container (as CI is) MinIO waits for 127.0.0.1 to resolve to
+	// something else; this names the node's own endpoint, as a pod's host
+	// name would.
+	env = append(env, "HOME="+dir, fmt.Sprintf("_MINIO_SERVER_LOCAL=127.0.0.1:%d", m.ports[i]))
+	bin := filepath.Join(dir, "bin", "minio")
+	// The binary was just written: a process that a parallel test forks
+	// meanwhile holds its write descriptor until it execs, and exec fails
+	// with "text file busy" (golang/go#22315). Try again, briefly.
+	for attempt := 0; ; attempt++ {
+		n.cmd = exec.Command(bin, m.args[i]...)
+		n.cmd.Env, n.cmd.Stdout, n.cmd.Stderr = env, n.logs, n.logs
+		n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		err := n.cmd.Start()
+		if errors.Is(err, syscall.ETXTBSY) && attempt < 100 {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("start MinIO node %d: %w", i, err)
+		}
+		break
+	}
+	go func() { _ = n.cmd.Wait(); close(n.done) }()
+	m.nodes[i] = n
+	return nil
+}
+
+// stop ends node i's process (SIGTERM, as a kubelet stopping the pod), and
+// logs its tail when asked (t may then not be nil).
+func (m *minioCluster) stop(t testing.TB, i int, log bool) {
+	n := m.nodes[i]
+	if n == nil {
+		return
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(10 * time.Second):
+		_ = n.cmd.Process.Kill()
+		<-n.done
+	}
+	if log {
+		t.Logf("MinIO node %d log:\n%s", i, tailLines(n.logs.String(), 40))
+	}
+}
+
+// online counts the nodes ServerInfo reports online.
+func (m *minioCluster) online(t testing.TB) int {
+	info, err := m.info(t)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, s := range info.Servers {
+		if s.State == string(madmin.ItemOnline) {
+			n++
+		}
+	}
+	return n
 }
 
 // warm sends a few thousand S3 requests through every node. Right after a
