@@ -64,7 +64,13 @@ type Config struct {
 	Log        zerolog.Logger
 	Registerer prometheus.Registerer
 	Workers    int
-	Clock      clock.PassiveClock
+	// SyncsPerTenant bounds how many of one unit's ObjectStores are synced
+	// at once: a tenant whose MinIO never answers the maintenance check
+	// holds that many workers at most. UnitOf names a key's unit (nil: its
+	// namespace).
+	SyncsPerTenant int
+	UnitOf         func(key string) string
+	Clock          clock.PassiveClock
 }
 
 // Controller replaces the pods of the StatefulSets the operator holds
@@ -106,6 +112,7 @@ func New(cfg Config) (*Controller, error) {
 	var err error
 	c.loop, err = controller.NewLoop(controller.Options[*v1.ObjectStore]{
 		Name: "rollout", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Workers: cfg.Workers,
+		PerUnit: cfg.SyncsPerTenant, UnitOf: cfg.UnitOf,
 		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
 		Synced:      []cache.InformerSynced{cfg.StatefulSets.HasSynced, cfg.Pods.HasSynced},
 		OnError: func(key string, err error) {

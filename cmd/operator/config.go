@@ -240,7 +240,7 @@ func (c *config) controllerSettings() []setting {
 			return err
 		}},
 		{"syncs-per-tenant", "OPERATOR_SYNCS_PER_TENANT", "2", "ObjectStores of one unit (namespace, tenant or ObjectStore, see OPERATOR_SHARE_UNIT) each controller syncs at once, so one tenant's ObjectStores never hold every worker (and the memory each sync holds); 0: no bound beyond the workers", atLeast(&c.syncsPerTenant, 0)},
-		{"mountsecret-workers", "OPERATOR_MOUNTSECRET_WORKERS", "8", "ObjectStores whose generated Secret is rebuilt at once", atLeast(&c.mountWorkers, 1)},
+		{"mountsecret-workers", "OPERATOR_MOUNTSECRET_WORKERS", "8", "ObjectStores whose generated Secret is rebuilt at once, and whose pods the rollout looks at at once", atLeast(&c.mountWorkers, 1)},
 		{"max-concurrent-restarts", "OPERATOR_MAX_CONCURRENT_RESTARTS", "10", "tenants whose pods restart for new certificates at once, each until its pods are ready again (0: no limit)", atLeast(&c.maxRestarts, 0)},
 		{"restart-timeout", "OPERATOR_RESTART_TIMEOUT", "10m", "longest one tenant's certificate restart holds its slot: pods not ready by then let the next tenant restart", duration(&c.restartTimeout, time.Second)},
 		{"restart-max-unavailable", "OPERATOR_RESTART_MAX_UNAVAILABLE", "1", "pods of one ObjectStore the operator takes down at once when it replaces them (new certificates, a rolling fallback), each serving one only when MinIO's maintenance check answers 200; an ObjectStore's spec.restarts.maxUnavailable overrides it", atLeast(&c.restartMaxUnavailable, 1)},

@@ -405,6 +405,7 @@ func (p parts) rollout(inf informerSet, u *updates.Controller, recorder record.E
 		Kube: p.k.client, Dynamic: p.k.dynamic, StatefulSets: inf.sets.Informer(), Pods: inf.pods, ObjectStores: inf.stores,
 		Health: maintenanceCheck{u}, MaxUnavailable: p.cfg.restartMaxUnavailable, PodTimeout: p.cfg.restartPodTimeout, QuorumPoll: quorumPoll,
 		Recorder: recorder, Reasons: p.cfg.why.rollout, Log: p.log, Registerer: p.reg, Workers: p.cfg.mountWorkers,
+		SyncsPerTenant: p.cfg.syncsPerTenant, UnitOf: inf.tenants.Unit,
 	})
 }
 
