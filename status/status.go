@@ -26,7 +26,7 @@ import (
 
 // Writer applies the status fields one controller owns: its condition
 // and, for the controllers that own them, status.binary (the binary
-// source) or status.release, status.update and status.updatePhase (the
+// source) or status.release, status.update, status.updatePhase and status.stopped (the
 // updater). It is the one condition writer: every controller's condition
 // goes through Write, compared, applied and told in an Event the same way.
 type Writer struct {
@@ -132,7 +132,10 @@ func conditionOf(store *v1.ObjectStore, t string) v1.ObjectStoreStatus {
 // compared (Next keeps it while the status stays).
 func equal(have, want v1.ObjectStoreStatus) bool {
 	if len(have.Conditions) != len(want.Conditions) || have.Release != want.Release || have.UpdatePhase != want.UpdatePhase ||
-		(have.Update == nil) != (want.Update == nil) || (have.Binary == nil) != (want.Binary == nil) {
+		(have.Update == nil) != (want.Update == nil) || (have.Binary == nil) != (want.Binary == nil) || (have.Stopped == nil) != (want.Stopped == nil) {
+		return false
+	}
+	if have.Stopped != nil && !have.Stopped.Equal(*want.Stopped) {
 		return false
 	}
 	if have.Update != nil && !have.Update.Equal(*want.Update) {

@@ -152,4 +152,17 @@ func TestWriteComparesEveryFieldItsManagerOwns(t *testing.T) {
 	wrote, err = w.Write(t.Context(), s, have, want, Options{})
 	require.NoError(t, err)
 	assert.True(t, wrote, "status.binary of another image")
+
+	at := metav1.NewTime(time.Unix(2000, 0))
+	stop := &v1.StoppedUpdate{Release: "x", Reason: "DryRunFailed", At: at, RetryAt: at}
+	have = v1.ObjectStoreStatus{Stopped: stop, Conditions: []metav1.Condition{cond}}
+	want = have
+	want.Stopped = &v1.StoppedUpdate{Release: "x", Reason: "DryRunFailed", At: metav1.NewTime(at.Local()), RetryAt: at}
+	wrote, err = w.Write(t.Context(), s, have, want, Options{})
+	require.NoError(t, err)
+	assert.False(t, wrote, "the same stop, its times compared by their instant")
+	want.Stopped = nil
+	wrote, err = w.Write(t.Context(), s, have, want, Options{})
+	require.NoError(t, err)
+	assert.True(t, wrote, "status.stopped cleared")
 }

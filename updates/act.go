@@ -21,7 +21,7 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	}
 	msg := a.message
 	if a.cause != "" {
-		msg = c.withRemedy(msg, a.cause)
+		msg = c.withRemedy(msg, a.cause, a.reason)
 	}
 	switch a.verb {
 	case setImage, roll:
@@ -43,7 +43,7 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	if a.verb == report {
 		rv = u.GetResourceVersion()
 	}
-	if err := c.write(ctx, store, rv, release, a.update, phaseOf(o, a), a.status, a.reason, msg); err != nil {
+	if err := c.write(ctx, store, rv, release, a.update, stoppedAfter(store, a), phaseOf(o, a), a.status, a.reason, msg); err != nil {
 		return err
 	}
 	c.written(ctx, key, u, o, a, msg)
@@ -140,7 +140,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 	unit := c.unitOf(key)
 	if !c.calls.reserve(key, unit) {
 		// Queued again when a call of the unit ends.
-		return c.write(ctx, store, "", oldest(o.nodes), o.recorded, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
+		return c.write(ctx, store, "", oldest(o.nodes), o.recorded, store.Status.Stopped, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
 			fmt.Sprintf("waiting to update to %s: %s has %d update call(s) running, the most it may have at once",
 				a.update.Release, unitName(unit), c.cfg.CallsPerNamespace))
 	}
@@ -170,11 +170,12 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 		default:
 			q.message = fmt.Sprintf("waiting to update to %s: another update started a moment ago", a.update.Release)
 		}
-		return c.write(ctx, store, "", oldest(o.nodes), nil, "Queued", metav1.ConditionFalse, ReasonUpdateQueued, q.message)
+		return c.write(ctx, store, "", oldest(o.nodes), nil, store.Status.Stopped, "Queued", metav1.ConditionFalse, ReasonUpdateQueued, q.message)
 	}
 	have := statusOf(store)
 	want := have
-	want.release, want.update, want.phase = oldest(o.nodes), a.update, phaseOf(o, a)
+	// A new update: a stop before it is over.
+	want.release, want.update, want.phase, want.stopped = oldest(o.nodes), a.update, phaseOf(o, a), nil
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: a.status, Reason: a.reason, Message: msg}, o.now)
 	if err := c.apply(ctx, store, have, want, u.GetResourceVersion(), true); err != nil {
 		c.calls.release(key)
@@ -190,10 +191,15 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 		c.calls.consume(key)
 	}
 	up := *a.update
-	c.log.Info().Str("objectstore", key).Str("release", up.Release).Str("url", o.updateURL).Str("node", a.host).Int("call", up.Calls).
-		Msg("updating MinIO in place")
+	if a.dryRun {
+		c.log.Info().Str("objectstore", key).Str("release", up.Release).Str("url", o.updateURL).Str("node", a.host).Int("dryRun", up.DryRuns).
+			Msg("asking MinIO for a dry run of the update")
+	} else {
+		c.log.Info().Str("objectstore", key).Str("release", up.Release).Str("url", o.updateURL).Str("node", a.host).Int("call", up.Calls).
+			Msg("updating MinIO in place")
+	}
 	c.calls.start(ctx, key, func(ctx context.Context) callResult {
-		return c.callOnce(ctx, t, o.updateURL, a.host, up.Release)
+		return c.callOnce(ctx, t, o.updateURL, a.host, up.Release, a.dryRun)
 	})
 	return nil
 }
@@ -213,7 +219,7 @@ func (c *Controller) budget(ctx context.Context, key string, u *unstructured.Uns
 		if err := c.halts.succeed(ctx, key, c.unitOf(key), release); err != nil {
 			log.Error().Err(err).Str("reason", ReasonUpdatesHalted).Msg("could not clear the release's update failures")
 		}
-	case (a.outcome == outcomeRolling || a.outcome == outcomeFailed) && (a.cause == CauseInPlaceRefused || a.cause == CauseNodesNotUpdated):
+	case countsAgainstRelease(a):
 		halted, st, err := c.halts.fail(ctx, key, c.unitOf(key), release, a.cause, a.message)
 		if err != nil {
 			// The failure goes uncounted; the update itself is reported.
@@ -236,21 +242,54 @@ func (c *Controller) budget(ctx context.Context, key string, u *unstructured.Uns
 	}
 }
 
-func (c *Controller) withRemedy(msg, cause string) string {
-	return objstatus.Sentences(msg, c.cfg.Reasons.Remedy(cause))
+// countsAgainstRelease tells whether the end of a recorded update is a
+// failure of its release (halt.go): it ended without the release (rolled,
+// failed, its dry run failed, or stopped for the fallback None) because
+// MinIO refused or failed it, its dry run included, or its nodes did not
+// take it in time.
+func countsAgainstRelease(a action) bool {
+	switch a.outcome {
+	case outcomeRolling, outcomeFailed, outcomeDryRunFailed, outcomeStopped:
+		return a.cause == CauseInPlaceRefused || a.cause == CauseNodesNotUpdated || a.cause == CauseDryRunFailed
+	}
+	return false
+}
+
+// stoppedAfter is status.stopped once a is taken: the stop a records, none
+// once the nodes run the release or the StatefulSets got the image, else
+// what the ObjectStore carries.
+func stoppedAfter(store *v1.ObjectStore, a action) *v1.StoppedUpdate {
+	switch {
+	case a.stopped != nil:
+		return a.stopped
+	case a.status == metav1.ConditionTrue || a.verb == roll || a.verb == setImage:
+		return nil
+	}
+	return store.Status.Stopped
+}
+
+// withRemedy ends msg with the cause's remedy, and with the reason's
+// when the reason is one of its own (FallbackDisabled: what would have
+// rolled, and what the fallback None asks of the user).
+func (c *Controller) withRemedy(msg, cause, reasonName string) string {
+	own := ""
+	if reasonName == ReasonFallbackDisabled && cause != reasonName {
+		own = c.cfg.Reasons.Remedy(reasonName)
+	}
+	return objstatus.Sentences(msg, c.cfg.Reasons.Remedy(cause), own)
 }
 
 // write applies the status when it changed, logging a change of reason;
 // conditional on resourceVersion when it is set (a conflict when the
 // object changed since).
-func (c *Controller) write(ctx context.Context, store *v1.ObjectStore, resourceVersion, release string, update *v1.UpdateStatus,
+func (c *Controller) write(ctx context.Context, store *v1.ObjectStore, resourceVersion, release string, update *v1.UpdateStatus, stopped *v1.StoppedUpdate,
 	phase string, st metav1.ConditionStatus, reason, msg string) error {
 	have := statusOf(store)
 	want := have
 	if release != "" {
 		want.release = release
 	}
-	want.update, want.phase = update, phase
+	want.update, want.stopped, want.phase = update, stopped, phase
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: msg}, c.cfg.Clock.Now())
 	before := have.cond
 	if err := c.apply(ctx, store, have, want, resourceVersion, false); err != nil {

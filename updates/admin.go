@@ -79,10 +79,11 @@ func (c *Controller) serverInfo(ctx context.Context, t *tenant) ([]node, error) 
 	return nodes, nil
 }
 
-// callOnce makes one ServerUpdateV2 call through host and sorts the
-// per-node results: failures as "node <host>: <MinIO's error>", how many of
-// them are a damaged download, and how many nodes updated.
-func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, release string) callResult {
+// callOnce makes one ServerUpdateV2 call through host, a dry run or the
+// update, and sorts the per-node results: failures as "node <host>:
+// <MinIO's error>", how many of them are a damaged download, and how many
+// nodes updated (or, in a dry run, passed).
+func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, release string, dryRun bool) callResult {
 	adm, done, err := c.dialAdmin(t, host)
 	if err != nil {
 		return callResult{err: reason.Wrap(CauseTenantUnreachable, err)}
@@ -90,35 +91,61 @@ func (c *Controller) callOnce(ctx context.Context, t *tenant, updateURL, host, r
 	defer done()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	result, err := adm.ServerUpdateV2(ctx, madmin.ServerUpdateOpts{UpdateURL: updateURL})
-	if err != nil {
-		switch {
-		case strings.Contains(err.Error(), updateInProgress):
-			// A call of ours is being answered by MinIO already: follow it.
-			return callResult{}
-		case (reason.Of(err) == "" || reason.Of(err) == CauseTenantUnreachable) && madmin.ToErrorResponse(err).Code == "" && ctx.Err() == nil:
-			// No answer of MinIO's, refusing or not: the connection broke,
-			// or the Service had no ready Pod to dial at that moment (its
-			// Pods restarting)
-			// (a node re-executes as the new release as soon as every node
-			// has it, and can drop the answer with it). The nodes may be
-			// updating: follow the recorded update, done when every node
-			// reports the release, rolled past the update's timeout.
-			c.log.Warn().Str("release", release).Str("node", host).Err(err).Msg("the update call got no answer; following the nodes")
-			return callResult{}
-		}
-		// The node that answered: the one called through, else the
-		// tenant's endpoint (which node behind it answered, MinIO's error
-		// does not say).
-		node := host
-		if node == "" {
-			node = t.endpoint.Host
-		}
-		if downloadRefused(adminError(err).Error(), updateURL, true) {
-			return callResult{err: reason.Errorf(CauseDownloadRefused, "MinIO at %s could not fetch %s from the operator's upgrade server: %w", node, release, adminError(err))}
-		}
-		return callResult{err: reason.Errorf(CauseInPlaceRefused, "MinIO at %s refused the in-place update to %s: %w", node, release, adminError(err))}
+	kind := kindUpdate
+	if dryRun {
+		kind = kindDryRun
 	}
+	c.metrics.calls.WithLabelValues(kind).Inc()
+	result, err := adm.ServerUpdateV2(ctx, madmin.ServerUpdateOpts{UpdateURL: updateURL, DryRun: dryRun})
+	if err != nil {
+		return c.callFailed(ctx, t, err, updateURL, host, release, dryRun)
+	}
+	return c.sortResults(result, updateURL, release)
+}
+
+// callFailed sorts a ServerUpdateV2 call that got no 200: no answer of
+// MinIO's (followed), our own server's refusal, or MinIO's refusal, of
+// the update or (in a dry run) of the binary.
+func (c *Controller) callFailed(ctx context.Context, t *tenant, err error, updateURL, host, release string, dryRun bool) callResult {
+	answered := madmin.ToErrorResponse(err).Code != ""
+	switch {
+	case strings.Contains(err.Error(), updateInProgress):
+		// A call of ours is being answered by MinIO already: follow it.
+		return callResult{lost: true}
+	case (reason.Of(err) == "" || reason.Of(err) == CauseTenantUnreachable) && !answered && (ctx.Err() == nil || dryRun):
+		// No answer of MinIO's, refusing or not: the connection broke,
+		// or the Service had no ready Pod to dial at that moment (its
+		// Pods restarting)
+		// (a node re-executes as the new release as soon as every node
+		// has it, and can drop the answer with it). The nodes may be
+		// updating: follow the recorded update, done when every node
+		// reports the release, rolled past the update's timeout. A dry
+		// run unanswered by its deadline says nothing of the release
+		// either (verify stops it past the update's timeout, uncounted).
+		c.log.Warn().Str("release", release).Str("node", host).Bool("dryRun", dryRun).Err(err).Msg("the update call got no answer; following the nodes")
+		return callResult{lost: true}
+	}
+	// The node that answered: the one called through, else the
+	// tenant's endpoint (which node behind it answered, MinIO's error
+	// does not say).
+	node := host
+	if node == "" {
+		node = t.endpoint.Host
+	}
+	if downloadRefused(adminError(err).Error(), updateURL, true) {
+		return callResult{err: reason.Errorf(CauseDownloadRefused, "MinIO at %s could not fetch %s from the operator's upgrade server: %w", node, release, adminError(err))}
+	}
+	if dryRun && madmin.ToErrorResponse(err).Code != "MethodNotAllowed" {
+		// A refusal of the release (its .sha256sum, its binary), not of
+		// in-place updates as such (MethodNotAllowed: MINIO_UPDATE=off,
+		// which the real call would answer alike).
+		return callResult{err: reason.Errorf(CauseDryRunFailed, "MinIO at %s failed the dry run of %s: %w", node, release, adminError(err))}
+	}
+	return callResult{err: reason.Errorf(CauseInPlaceRefused, "MinIO at %s refused the in-place update to %s: %w", node, release, adminError(err))}
+}
+
+// sortResults sorts the nodes' answers to a call MinIO answered.
+func (c *Controller) sortResults(result madmin.ServerUpdateStatusV2, updateURL, release string) callResult {
 	var r callResult
 	if len(result.Results) > maxNodes {
 		result.Results = result.Results[:maxNodes]

@@ -3,9 +3,11 @@
 // has that release in the store (verified and signed), the controller asks
 // MinIO's admin API (ServerUpdateV2, what `mc admin update` calls) to fetch
 // it from the upgrade server, checks that every node reports it, and sets
-// the StatefulSets' image so pods that restart later keep it. Whatever
-// fails, it falls back to a rolling update through the StatefulSets and
-// says why in the VersionCurrent condition.
+// the StatefulSets' image so pods that restart later keep it. A dry run
+// (every node fetches and verifies the binary, nothing restarts) comes
+// before the real call. Whatever else fails, it falls back to a rolling
+// update through the StatefulSets (or, with the fallback None, stops)
+// and says why in the VersionCurrent condition.
 //
 // A sync observes (observe), decides (decide, a pure function of the
 // observation) and acts (act). The update in flight is recorded in the
@@ -129,6 +131,11 @@ type Config struct {
 	// SyncsPerTenant bounds how many of one tenant's ObjectStores are
 	// synced at once (0: no bound beyond Workers).
 	SyncsPerTenant int
+	// Fallback is what follows an in-place update that cannot be made or
+	// failed, for an ObjectStore whose spec.updates.fallback is unset:
+	// v1.FallbackRolling or v1.FallbackNone (empty: Rolling, the one
+	// fallback there was before the setting).
+	Fallback string
 	// UnitOf names the unit an ObjectStore key (namespace/name) counts
 	// against in every share and budget (tenant.Resolver.Unit): the
 	// update call slots, the syncs asking MinIO its release, the fleet's
@@ -168,6 +175,9 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Workers <= 0 || cfg.Timeout <= 0 || cfg.Poll <= 0 || cfg.MaxPoll <= 0 || cfg.CallsPerNamespace <= 0 {
 		return nil, fmt.Errorf("updates: workers (%d), timeout (%s), poll (%s), max poll (%s) and calls per namespace (%d) must be positive",
 			cfg.Workers, cfg.Timeout, cfg.Poll, cfg.MaxPoll, cfg.CallsPerNamespace)
+	}
+	if f := cfg.Fallback; f != "" && f != v1.FallbackRolling && f != v1.FallbackNone {
+		return nil, fmt.Errorf("updates: fallback %q is neither %s nor %s", f, v1.FallbackRolling, v1.FallbackNone)
 	}
 	c := &Controller{
 		cfg:     cfg,

@@ -42,7 +42,13 @@ import (
 type fakeAdmin struct {
 	mu       sync.Mutex
 	releases []string
-	calls    int
+	// calls counts the real update calls, dryRuns the dry runs.
+	calls, dryRuns int
+	// dryRunFail, when set, is every node's error in a dry run (a
+	// signature MinIO refuses); damaged dry runs answer first with node
+	// n1's copy damaged, MinIO's bug right after a start.
+	dryRunFail string
+	damaged    int
 	// hang makes ServerUpdateV2 answer only when its context ends.
 	hang bool
 	// panics makes ServerUpdateV2 panic, as a client library might on a
@@ -70,10 +76,19 @@ func (f *fakeAdmin) ServerInfo(context.Context, ...func(*madmin.ServerInfoOpts))
 	return info, nil
 }
 
-func (f *fakeAdmin) ServerUpdateV2(ctx context.Context, _ madmin.ServerUpdateOpts) (madmin.ServerUpdateStatusV2, error) {
+func (f *fakeAdmin) ServerUpdateV2(ctx context.Context, opts madmin.ServerUpdateOpts) (madmin.ServerUpdateStatusV2, error) {
 	f.mu.Lock()
-	f.calls++
+	if opts.DryRun {
+		f.dryRuns++
+	} else {
+		f.calls++
+	}
 	hang, n := f.hang, len(f.releases)
+	damaged := opts.DryRun && f.damaged > 0
+	if damaged {
+		f.damaged--
+	}
+	fail := f.dryRunFail
 	f.mu.Unlock()
 	if f.panics {
 		var results []madmin.ServerPeerUpdateStatus
@@ -94,15 +109,37 @@ func (f *fakeAdmin) ServerUpdateV2(ctx context.Context, _ madmin.ServerUpdateOpt
 		<-ctx.Done()
 		return madmin.ServerUpdateStatusV2{}, ctx.Err()
 	}
-	// Every node took the binary; they restart on it later.
-	res := madmin.ServerUpdateStatusV2{}
+	// Every node took the binary; they restart on it later (or, in a dry
+	// run, every node verified it).
+	res := madmin.ServerUpdateStatusV2{DryRun: opts.DryRun}
 	for i := range n {
-		res.Results = append(res.Results, madmin.ServerPeerUpdateStatus{Host: fmt.Sprintf("n%d:9000", i)})
+		r := madmin.ServerPeerUpdateStatus{Host: fmt.Sprintf("n%d:9000", i)}
+		switch {
+		case opts.DryRun && fail != "":
+			r.Err = fail
+		case damaged && i == 1:
+			r.Err = "Updated file has wrong checksum. Expected: a, got: b"
+		}
+		res.Results = append(res.Results, r)
 	}
 	return res, nil
 }
 
+func (f *fakeAdmin) dryRunCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dryRuns
+}
+
+// callCount is how many times MinIO was asked to update, dry runs
+// included; realCalls counts the real calls alone.
 func (f *fakeAdmin) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls + f.dryRuns
+}
+
+func (f *fakeAdmin) realCalls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls
@@ -181,7 +218,7 @@ func newFixtureWith(t *testing.T, set func(*Config), binaries fakeBinaries, stor
 	}
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, objs...)
-	f.dyn.PrependReactor("patch", "objectstores", testutil.ApplyStatus(f.dyn, v1.Resource, "release", "update", "updatePhase"))
+	f.dyn.PrependReactor("patch", "objectstores", testutil.ApplyStatus(f.dyn, v1.Resource, "release", "update", "updatePhase", "stopped"))
 	informer := testutil.SyncedInformer()
 	kube := fake.NewClientset(append(sets, setObjs...)...)
 	f.kube = kube
@@ -268,6 +305,16 @@ func (f *fixture) waitCallDone(t *testing.T, key string) {
 	require.Eventually(t, func() bool { return !f.c.calls.state(key).running }, 5*time.Second, time.Millisecond)
 }
 
+// dryRun has ns/name's update make its dry run, and the cache catch up:
+// the next sync acts on its answer (the real call, when it passed).
+func (f *fixture) dryRun(t *testing.T, ns, name string) {
+	t.Helper()
+	key := ns + "/" + name
+	require.NoError(t, f.c.sync(t.Context(), key))
+	f.waitCallDone(t, key)
+	f.catchUp(t, ns, name)
+}
+
 // TestACacheBehindTheStatusNeverCallsTwice: the call is recorded in the
 // status, but the informer still holds the object from before (a watch
 // lagging by seconds). The next sync reads the live object before any
@@ -277,20 +324,22 @@ func TestACacheBehindTheStatusNeverCallsTwice(t *testing.T) {
 	f.lead(t)
 	ctx := t.Context()
 
+	f.dryRun(t, "t", "tenant")
 	require.NoError(t, f.c.sync(ctx, "t/tenant"))
 	f.waitCallDone(t, "t/tenant")
-	require.Equal(t, 1, f.admin("t", "tenant").callCount())
+	require.Equal(t, 1, f.admin("t", "tenant").realCalls())
 	up := f.live(t, "t", "tenant").Status.Update
 	require.NotNil(t, up, "the call was recorded")
 	assert.Equal(t, 1, up.Calls)
 
-	// The cache is held behind: it still has no status.update.
+	// The cache is held behind: it still records no real call (the dry
+	// run's record alone).
 	cached, _, _ := f.stores.GetByKey("t/tenant")
-	require.Nil(t, objstatus.ObjectStore(cached.(*unstructured.Unstructured)).Status.Update)
+	require.Zero(t, objstatus.ObjectStore(cached.(*unstructured.Unstructured)).Status.Update.Calls)
 	for range 3 {
 		require.NoError(t, f.c.sync(ctx, "t/tenant"))
 	}
-	assert.Equal(t, 1, f.admin("t", "tenant").callCount(), "one call, however far the cache lags")
+	assert.Equal(t, 1, f.admin("t", "tenant").realCalls(), "one call, however far the cache lags")
 	st := f.live(t, "t", "tenant")
 	require.NotNil(t, st.Status.Update)
 	assert.Equal(t, 1, st.Status.Update.Calls)
@@ -370,8 +419,8 @@ func TestAPanickingSyncIsReportedAndTheOthersSync(t *testing.T) {
 	go func() { _ = f.c.Run(ctx) }()
 	f.c.queue.Add("t/hostile")
 	f.c.queue.Add("u/tenant")
-	require.Eventually(t, func() bool { return f.admin("u", "tenant").callCount() == 1 }, 5*time.Second, 5*time.Millisecond,
-		"the other ObjectStore is synced")
+	require.Eventually(t, func() bool { return f.admin("u", "tenant").realCalls() == 1 }, 5*time.Second, 5*time.Millisecond,
+		"the other ObjectStore is synced (its dry run, then its call)")
 	require.Eventually(t, func() bool {
 		return conditionOf(f.live(t, "t", "hostile")).Reason == controller.ReasonInternalError
 	}, 5*time.Second, 5*time.Millisecond)
@@ -406,7 +455,8 @@ func TestAPanicWhileReadingMinIOsAnswerIsThatTenantsAlone(t *testing.T) {
 		return conditionOf(f.live(t, "t", "hostile")).Reason == controller.ReasonInternalError
 	}, 5*time.Second, 5*time.Millisecond)
 	assert.Contains(t, conditionOf(f.live(t, "t", "hostile")).Message, "index out of range")
-	assert.Equal(t, 1, f.admin("u", "tenant").callCount(), "the other tenant was called")
+	require.Eventually(t, func() bool { return f.admin("u", "tenant").realCalls() == 1 }, 5*time.Second, 5*time.Millisecond,
+		"the other tenant was called (after its dry run)")
 }
 
 // TestARefusalNamesItsNodeAndReadsAsSentences: MinIO refuses the update
@@ -545,6 +595,7 @@ func TestACacheBehindTheEndOfAnUpdateEndsItOnce(t *testing.T) {
 	f.lead(t)
 	ctx := t.Context()
 
+	f.dryRun(t, "t", "tenant")
 	require.NoError(t, f.c.sync(ctx, "t/tenant"))
 	f.waitCallDone(t, "t/tenant")
 	a := f.admin("t", "tenant")

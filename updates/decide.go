@@ -25,6 +25,15 @@ type observation struct {
 	unit   string
 	image  string
 	paused bool
+	// generation is the ObjectStore's metadata.generation.
+	generation int64
+	// fallback is what follows an update that cannot be made or failed:
+	// v1.FallbackRolling or v1.FallbackNone (spec.updates.fallback, else
+	// Config.Fallback).
+	fallback string
+	// stopped is status.stopped: the last update to stop without the
+	// release and without a roll, and when it may start again.
+	stopped *v1.StoppedUpdate
 	// recorded is status.update: a call recorded and not yet seen through.
 	recorded *v1.UpdateStatus
 	// prev is the VersionCurrent condition the object carries.
@@ -90,6 +99,9 @@ type callResult struct {
 	transient int
 	refused   int
 	updated   int
+	// lost: MinIO's answer never came (the connection broke, or another
+	// call of ours was being answered); the nodes say what happened.
+	lost bool
 }
 
 // verb is what act does.
@@ -134,6 +146,11 @@ type action struct {
 	took    time.Duration
 	// phase, when set, is status.updatePhase (else phaseOf says).
 	phase string
+	// dryRun: the call is MinIO's dry run (every node fetches and
+	// verifies the binary; nothing restarts), not the update itself.
+	dryRun bool
+	// stopped, when set, is the stop status.stopped records (stop.go).
+	stopped *v1.StoppedUpdate
 }
 
 // params are decide's settings.
@@ -230,6 +247,9 @@ func begin(o observation, p params) action {
 			message: fmt.Sprintf("the release of %s is not in the upgrade store (BinaryAvailable: %s); nothing is updated or rolled until it is", o.image, b.reason)}
 	case o.reach != nil:
 		return rollBack(o, p, o.reach)
+	}
+	if a, ok := held(o); ok {
+		return a
 	}
 	return start(o, p)
 }
@@ -375,6 +395,8 @@ func phaseOf(o observation, a action) string {
 		return "Halted"
 	case a.reason == ReasonRollingUpdate:
 		return "Rolling"
+	case a.reason == ReasonFallbackDisabled:
+		return phaseStopped
 	case a.reason == ReasonUpdatesPaused:
 		return "Paused"
 	case a.reason == ReasonWaitingForNodes, a.reason == ReasonWaitingForBinary:
@@ -487,14 +509,22 @@ func start(o observation, p params) action {
 		host = old[0]
 	}
 	up := &v1.UpdateStatus{Release: release, Image: o.image, Started: metav1.NewTime(o.now)}
-	return callAction(o, up, host)
+	// The dry run first (dryrun.go): the real call follows only once
+	// every node fetched and verified the binary.
+	return callAction(o, up, host, true)
 }
 
-// callAction records one more call of up through host.
-func callAction(o observation, up *v1.UpdateStatus, host string) action {
+// callAction records one more call of up through host: a dry run, or
+// the update itself.
+func callAction(o observation, up *v1.UpdateStatus, host string, dry bool) action {
 	next := *up
-	next.Calls++
 	next.LastCall = metav1.NewTime(o.now)
+	if dry {
+		next.DryRuns++
+		return action{verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, update: &next, host: host, dryRun: true, phase: phaseVerifying,
+			message: fmt.Sprintf("asked MinIO for a dry run of %s from %s: every node fetches and verifies the binary, nothing restarts (dry run %d)", next.Release, o.updateURL, next.DryRuns)}
+	}
+	next.Calls++
 	return action{verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, update: &next, host: host,
 		message: fmt.Sprintf("asked MinIO to update to %s from %s", next.Release, o.updateURL)}
 }
@@ -510,6 +540,9 @@ func rollBack(o observation, p params, why error) action {
 	if o.paused && o.recorded == nil {
 		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatesPaused, cause: reason.Of(why),
 			message: why.Error() + "; updates are paused by the annotation " + v1.UpdatesPausedAnnotation}
+	}
+	if o.fallback == v1.FallbackNone {
+		return noFallback(o, p, why)
 	}
 	return action{verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate, cause: reason.Of(why),
 		message: why.Error(), outcome: outcomeRolling, took: took, after: 5 * p.poll}

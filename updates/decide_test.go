@@ -252,7 +252,7 @@ func TestDecide(t *testing.T) {
 			verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll, phase: "Queued"},
 		{name: "one place left in the fleet: call",
 			o:    obs(func(o *observation) { o.inFlight = flights(relNewer, "a/x", "b/y", "c/z") }),
-			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, phase: "Updating 0/4"},
+			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, phase: phaseVerifying}, // the dry run first; "Updating n/m" from the real call: TestTheDryRunComesBeforeTheRealCall,
 		{name: "the fleet full, a recorded update's nodes left behind: its own call is not held",
 			o: obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
 				o.nodes, o.inFlight = nodesOn(relNew, relOld), flights(relNew, "a/x", "b/y", "c/z", "d/w", "e/v")
@@ -385,11 +385,14 @@ func TestDecide(t *testing.T) {
 				assert.Equal(t, tc.after, a.after, "requeue")
 			}
 			if a.verb == call {
-				want := 1
-				if tc.o.recorded != nil {
-					want = tc.o.recorded.Calls + 1
+				if tc.o.recorded == nil || tc.o.recorded.Calls == 0 && a.dryRun {
+					// An update starts with its dry run, recorded as such.
+					assert.True(t, a.dryRun, "a first call is the dry run")
+					assert.Equal(t, 0, a.update.Calls, "no real call before a dry run passed")
+					assert.Equal(t, 1, a.update.DryRuns, "the dry run is recorded before it is made")
+				} else {
+					assert.Equal(t, tc.o.recorded.Calls+1, a.update.Calls, "the call is recorded before it is made")
 				}
-				assert.Equal(t, want, a.update.Calls, "the call is recorded before it is made")
 				assert.Equal(t, t0, a.update.LastCall.Time)
 			}
 		})
@@ -411,7 +414,9 @@ func TestReleasesOrderAsMinIOOrdersThem(t *testing.T) {
 // an update in place of a tenant on mixed platforms, and never
 // calls twice for one recorded call (a call needs no running call, and,
 // with one recorded, its last call settled or a damaged copy reported,
-// under maxCalls; the record it writes counts the call). No update starts
+// under maxCalls; the record it writes counts the call). Every update
+// starts with a dry run, and its real call follows only a dry run every
+// node passed. No update starts
 // (call or roll) outside the tenant's window, with its window invalid, or
 // while its release is halted and the tenant did not resume it; no first
 // call starts while the fleet has its most updates in flight.
@@ -442,12 +447,12 @@ func FuzzDecide(f *testing.F) {
 			o.reach = reason.Errorf(CauseConfigurationMissing, "missing")
 		}
 		if calls > 0 {
-			o.recorded = &v1.UpdateStatus{Release: n2, Image: imgNew, Calls: int(calls % 8),
+			o.recorded = &v1.UpdateStatus{Release: n2, Image: imgNew, Calls: int(calls % 8), DryRuns: int(calls>>3) & 3,
 				Started: metav1.NewTime(t0.Add(-time.Duration(started) * time.Second)), LastCall: metav1.NewTime(t0.Add(-time.Duration(last) * time.Second))}
 			o.call.running = result&1 != 0
 			if result&2 != 0 {
 				o.call.result = &callResult{updated: int(result>>4) & 3, transient: int(result>>2) & 3,
-					failed: []string{"node n0: wrong checksum", "node n1: x", "node n2: y"}[:int(result>>6)&3]}
+					failed: []string{"node n0: wrong checksum", "node n1: x", "node n2: y"}[:int(result>>6)&3], lost: fleetFlags&32 != 0}
 			}
 		}
 		if result&128 != 0 {
@@ -496,13 +501,28 @@ func FuzzDecide(f *testing.F) {
 		if a.update == nil || a.update.LastCall.Time != t0 {
 			t.Fatalf("a call not recorded: %+v", a)
 		}
-		if r := o.recorded; r != nil {
-			damaged := o.call.result != nil && len(o.call.result.failed) > 0 && len(o.call.result.failed) == o.call.result.transient
+		res := o.call.result
+		damaged := res != nil && !res.lost && len(res.failed) > 0 && len(res.failed) == res.transient
+		passed := res != nil && !res.lost && res.err == nil && len(res.failed) == 0
+		switch r := o.recorded; {
+		case r == nil:
+			if !a.dryRun || a.update.DryRuns != 1 || a.update.Calls != 0 {
+				t.Fatalf("an update that does not start with its dry run: %+v", a.update)
+			}
+		case a.dryRun:
+			// Again, before any real call: within maxCalls, its last one
+			// settled or its copy damaged.
+			if r.Calls != 0 || a.update.Calls != 0 || a.update.DryRuns != r.DryRuns+1 || r.DryRuns-r.Refusals >= maxCalls || (!damaged && t0.Sub(r.LastCall.Time) <= settle) {
+				t.Fatalf("a dry run again for recorded %+v: %+v", r, a.update)
+			}
+		case r.Calls == 0:
+			if !passed || a.update.Calls != 1 {
+				t.Fatalf("a real call without a dry run every node passed (%+v), recorded %+v: %+v", res, r, a.update)
+			}
+		default:
 			if a.update.Calls != r.Calls+1 || r.Calls-r.Refusals >= maxCalls || (!damaged && t0.Sub(r.LastCall.Time) <= settle) {
 				t.Fatalf("a second call for recorded %+v: %+v", r, a.update)
 			}
-		} else if a.update.Calls != 1 {
-			t.Fatalf("a first call recorded as %d", a.update.Calls)
 		}
 	})
 }

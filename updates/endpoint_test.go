@@ -228,7 +228,7 @@ func tenantController(t *testing.T, allowed string) (*Controller, *fake.Clientse
 	require.NoError(t, err)
 	cs := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "tenant-env"},
 		Data: map[string][]byte{v1.ConfigEnvKey: []byte("export MINIO_ROOT_USER=admin\nexport MINIO_ROOT_PASSWORD=secret123\n")}})
-	return &Controller{cfg: Config{Kube: cs, Secrets: apiSecrets{cs}, ClusterDomain: "cluster.local", AllowedEndpoints: p}}, cs
+	return &Controller{cfg: Config{Kube: cs, Secrets: apiSecrets{cs}, ClusterDomain: "cluster.local", AllowedEndpoints: p}, metrics: newMetrics(nil)}, cs
 }
 
 func storeWithEndpoint(endpoint string) *v1.ObjectStore {

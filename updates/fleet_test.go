@@ -357,6 +357,7 @@ func (f *fixture) succeedUpdate(t *testing.T, ns, name string) {
 	key := ns + "/" + name
 	a := f.admin(ns, name)
 	a.refuse = false
+	f.dryRun(t, ns, name)
 	require.NoError(t, f.c.sync(t.Context(), key))
 	f.waitCallDone(t, key)
 	a.mu.Lock()

@@ -41,6 +41,10 @@ func follow(o observation, p params) action {
 		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll,
 			message: fmt.Sprintf("the image changed while updating to %s; starting over", up.Release)}
 	}
+	if up.Calls == 0 {
+		// No real call yet: the dry run is under way (dryrun.go).
+		return verify(o, p)
+	}
 	if r := o.call.result; r != nil {
 		switch {
 		case r.err != nil && reason.Of(r.err) == "":
@@ -56,14 +60,13 @@ func follow(o observation, p params) action {
 		case len(r.failed) > 0 && len(r.failed) == r.transient && callsLeft(up):
 			// MinIO garbled the binary on its way to these nodes (see
 			// maxCalls): ask one of them again, which downloads it afresh.
-			return callAction(o, up, failedHost(r.failed[0]))
+			return callAction(o, up, failedHost(r.failed[0]), false)
 		case len(r.failed) > 0 && r.updated == 0:
 			return rollBack(o, p, reason.Errorf(CauseInPlaceRefused, "MinIO could not update in place to %s: %s", up.Release, strings.Join(r.failed, "; ")))
 		}
 	}
 	if o.reach == nil && allOn(o.nodes, up.Release) {
-		return action{verb: setImage, status: metav1.ConditionTrue, reason: ReasonUpdatedInPlace, outcome: outcomeInPlace, took: elapsed,
-			message: fmt.Sprintf("every node runs %s, the release of %s, updated in place in %s", up.Release, o.image, elapsed.Round(time.Second))}
+		return updated(o)
 	}
 	if up.RetryAt != nil && !up.LastCall.After(up.RetryAt.Time) {
 		// Our server refused the last call's download: call again once
@@ -79,7 +82,7 @@ func follow(o observation, p params) action {
 		case o.urlErr != nil:
 			return rollBack(o, p, reason.Wrap(CauseBinaryUnavailable, o.urlErr))
 		}
-		return callAction(o, up, "")
+		return callAction(o, up, "", false)
 	}
 	if elapsed > p.timeout {
 		behind := "nodes still on another release: " + strings.Join(behindOf(o.nodes, up.Release), ", ")
@@ -96,9 +99,17 @@ func follow(o observation, p params) action {
 		if o.urlErr != nil {
 			return rollBack(o, p, reason.Wrap(CauseBinaryUnavailable, o.urlErr))
 		}
-		return callAction(o, up, behind[0])
+		return callAction(o, up, behind[0], false)
 	}
 	return keep(fmt.Sprintf("updating to %s in place (%d call(s) made; nodes not on it yet: %s)", up.Release, up.Calls, strings.Join(behind, ", ")))
+}
+
+// updated: every node runs the recorded release; the StatefulSets follow.
+func updated(o observation) action {
+	up := o.recorded
+	elapsed := o.now.Sub(up.Started.Time)
+	return action{verb: setImage, status: metav1.ConditionTrue, reason: ReasonUpdatedInPlace, outcome: outcomeInPlace, took: elapsed,
+		message: fmt.Sprintf("every node runs %s, the release of %s, updated in place in %s", up.Release, o.image, elapsed.Round(time.Second))}
 }
 
 // callsLeft tells whether the update may call MinIO again for nodes

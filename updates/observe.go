@@ -12,7 +12,8 @@ import (
 func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectStore) (observation, *tenant) {
 	st := statusOf(store)
 	o := observation{now: c.cfg.Clock.Now(), namespace: store.Namespace, unit: c.unitOf(key), image: store.Spec.Image, recorded: store.Status.Update, prev: st.cond,
-		paused: store.Annotations[v1.UpdatesPausedAnnotation] == "true", call: c.calls.state(key)}
+		paused: store.Annotations[v1.UpdatesPausedAnnotation] == "true", call: c.calls.state(key),
+		generation: store.Generation, fallback: c.fallbackOf(store), stopped: st.stopped}
 	var bin *v1.BinaryStatus
 	o.binary, bin = binaryOf(store)
 	t, reach := c.loadTenant(ctx, store)
@@ -36,6 +37,18 @@ func (c *Controller) observe(ctx context.Context, key string, store *v1.ObjectSt
 	}
 	c.observeFleet(ctx, key, store, &o)
 	return o, t
+}
+
+// fallbackOf is the ObjectStore's fallback: its own, else the
+// operator's (Config.Fallback; empty is Rolling).
+func (c *Controller) fallbackOf(store *v1.ObjectStore) string {
+	if f := store.Spec.Updates.Fallback; f == v1.FallbackRolling || f == v1.FallbackNone {
+		return f
+	}
+	if c.cfg.Fallback == v1.FallbackNone {
+		return v1.FallbackNone
+	}
+	return v1.FallbackRolling
 }
 
 // observeFleet reads what holds an update back before it starts: the

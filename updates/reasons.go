@@ -47,6 +47,17 @@ const (
 	// ReasonInvalidWindow: spec.updates.window does not parse or never
 	// opens; no update starts.
 	ReasonInvalidWindow = window.ReasonInvalid
+	// ReasonDryRunFailed: MinIO's dry run of the release (every node
+	// fetches and verifies the binary, nothing restarts) did not pass on
+	// every node; no real call was made and nothing is rolled. Its cause
+	// says whether it counts against the release (CauseDryRunFailed) or
+	// was MinIO's own hiccup (CauseBinaryDamagedByMinIO).
+	ReasonDryRunFailed = "DryRunFailed"
+	// ReasonFallbackDisabled: the in-place update cannot be made or
+	// failed, and spec.updates.fallback (or the operator's default) is
+	// None: no StatefulSet is changed. Its cause is what would have
+	// rolled the tenant.
+	ReasonFallbackDisabled = "FallbackDisabled"
 )
 
 // Causes of a fallback to a rolling update, or of a condition that is not
@@ -79,6 +90,17 @@ const (
 	// not the tenant's failure: the call is made again, nothing is rolled
 	// or counted against the release. It is the condition's reason too.
 	CauseDownloadRefused = "DownloadRefused"
+	// CauseDryRunFailed: a node refused the release's binary in the dry
+	// run (its signature, its checksum, a download of its own) or MinIO
+	// refused the dry run itself; counted against the release's failure
+	// budget like a failed update, never rolled.
+	CauseDryRunFailed = ReasonDryRunFailed
+	// CauseBinaryDamagedByMinIO: MinIO damaged the binary it pushed to
+	// some nodes in every dry run the update may make ("Updated file has
+	// wrong checksum", "magic number mismatch": its known bug right after
+	// a start); MinIO's hiccup, not the release's failure: not counted,
+	// tried again later.
+	CauseBinaryDamagedByMinIO = "BinaryDamagedByMinIO"
 )
 
 // Reasons is every reason and cause this package reports, with its Event
@@ -117,6 +139,12 @@ func Reasons() []reason.Reason {
 			Remedy: "to have it updated in place, run every pool of the tenant on one platform (a nodeSelector on kubernetes.io/arch in every pool)"},
 		{Name: CauseDownloadRefused, Severity: reason.Warning,
 			Remedy: "nothing to do on the tenant: the update is called again shortly. If it keeps happening, the operator's upgrade server is at its limits ({max-downloads}, {max-downloads-per-client}, {max-connections-per-client}) or restarting; see objectstore_operator_upgrade_downloads_rejected_total"},
+		{Name: ReasonDryRunFailed, Severity: reason.Warning,
+			Remedy: "MinIO's own words are above, per node: a signature error means MINIO_UPDATE_MINISIGN_PUBKEY on the tenant does not match the key the binary is signed with (or the release is signed with a key it should not be); a checksum error on every node means the binary itself is bad. Fix the tenant's key (and restart its pods) or the image; the operator tries again at the time above, or at once when the spec changes"},
+		{Name: CauseBinaryDamagedByMinIO, Severity: reason.Warning,
+			Remedy: "nothing on the tenant: MinIO damaged the binary on its way to some nodes (its known bug right after a start); nothing was restarted or counted against the release, and the operator tries again at the time above"},
+		{Name: ReasonFallbackDisabled, Severity: reason.Warning,
+			Remedy: "spec.updates.fallback is None (or the operator's {update-fallback}): fix the cause named above for the update to go in place, or set spec.updates.fallback: Rolling to have the StatefulSets rolled"},
 		{Name: CauseNodeOffline, Severity: reason.Warning,
 			Remedy: "bring the node back; the update starts when every node is online"},
 		{Name: controller.ReasonInternalError, Severity: reason.Warning},

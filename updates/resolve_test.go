@@ -320,7 +320,7 @@ func TestAnUpdateCallMeetingNoReadyPodIsFollowedNotRolled(t *testing.T) {
 	tn.dial = rec.dial
 	c.dial = nil // the real admin client, over the tenant's dial
 	c.cfg.Timeout = time.Minute
-	r := c.callOnce(t.Context(), tn, "https://op:4221/webhook/v1/update/minio."+relNew+".sha256sum", "", relNew)
+	r := c.callOnce(t.Context(), tn, "https://op:4221/webhook/v1/update/minio."+relNew+".sha256sum", "", relNew, false)
 	assert.NoError(t, r.err, "followed: the nodes say whether they updated")
 	assert.Empty(t, rec.dialled())
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // fieldManager owns, through server-side apply, exactly the status fields
-// this controller writes: status.release, status.update and the
-// VersionCurrent condition. Other controllers' conditions are never
+// this controller writes: status.release, status.update,
+// status.updatePhase, status.stopped and the VersionCurrent condition. Other controllers' conditions are never
 // touched.
 const fieldManager = "object-store-operator-updates"
 
@@ -23,11 +23,13 @@ type status struct {
 	// phase is status.updatePhase.
 	phase  string
 	update *v1.UpdateStatus
-	cond   *metav1.Condition
+	// stopped is status.stopped (stop.go).
+	stopped *v1.StoppedUpdate
+	cond    *metav1.Condition
 }
 
 func statusOf(store *v1.ObjectStore) status {
-	s := status{release: store.Status.Release, phase: store.Status.UpdatePhase, update: store.Status.Update}
+	s := status{release: store.Status.Release, phase: store.Status.UpdatePhase, update: store.Status.Update, stopped: store.Status.Stopped}
 	if c := meta.FindStatusCondition(store.Status.Conditions, v1.ConditionVersionCurrent); c != nil {
 		cc := *c
 		s.cond = &cc
@@ -46,7 +48,7 @@ func (s *status) setCondition(c metav1.Condition, now time.Time) {
 // fields is the status as this controller applies it: exactly the fields
 // it owns.
 func (s status) fields() v1.ObjectStoreStatus {
-	st := v1.ObjectStoreStatus{Release: s.release, Update: s.update, UpdatePhase: s.phase}
+	st := v1.ObjectStoreStatus{Release: s.release, Update: s.update, UpdatePhase: s.phase, Stopped: s.stopped}
 	if s.cond != nil {
 		st.Conditions = []metav1.Condition{*s.cond}
 	}

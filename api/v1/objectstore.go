@@ -143,7 +143,19 @@ type Updates struct {
 	// maintenance window (docs/updates.md); an update in flight when it
 	// closes finishes.
 	Window *UpdateWindow `json:"window,omitempty"`
+	// Fallback is what follows an in-place update that cannot be made or
+	// failed: FallbackRolling (the StatefulSets get the image and their
+	// pods are replaced) or FallbackNone (the update stops with a
+	// condition and its remedy; no StatefulSet is changed). Empty: the
+	// operator's default (OPERATOR_UPDATE_FALLBACK).
+	Fallback string `json:"fallback,omitempty"`
 }
+
+// The fallbacks spec.updates.fallback names.
+const (
+	FallbackRolling = "Rolling"
+	FallbackNone    = "None"
+)
 
 // UpdateWindow is a recurring maintenance window, as Strimzi's
 // maintenanceTimeWindows: it opens whenever Schedule fires and stays open
@@ -188,8 +200,37 @@ type ObjectStoreStatus struct {
 	// `kubectl get objectstore`: "Current", "Updating 2/4" (nodes on the
 	// new release / nodes), "Queued", "Halted", "Window 02:00Z" (waiting
 	// for the window that opens then), "Rolling", "Paused", "Failed",
-	// "Waiting", "Unreachable". VersionCurrent says the rest.
+	// "Waiting", "Unreachable", "Verifying" (MinIO's dry run is under
+	// way), "Stopped" (a failed update not rolled). VersionCurrent says
+	// the rest.
 	UpdatePhase string `json:"updatePhase,omitempty"`
+	// Stopped is an update that ended without the release and without a
+	// rolling update (a dry run the nodes did not pass, or a failure with
+	// spec.updates.fallback None): no update to the same image starts
+	// again before its RetryAt, unless the spec changes.
+	Stopped *StoppedUpdate `json:"stopped,omitempty"`
+}
+
+// StoppedUpdate is an update the operator stopped, and when it tries
+// again.
+type StoppedUpdate struct {
+	Release string `json:"release"`
+	// Image is the spec.image the update was for.
+	Image string `json:"image,omitempty"`
+	// Generation is the ObjectStore's generation when it stopped: a spec
+	// change (a fixed fallback, a new image) tries again at once.
+	Generation int64 `json:"generation,omitempty"`
+	// Reason is VersionCurrent's reason when it stopped.
+	Reason  string      `json:"reason"`
+	At      metav1.Time `json:"at"`
+	RetryAt metav1.Time `json:"retryAt"`
+}
+
+// Equal reports whether s and o record the same stop (times by their
+// instant).
+func (s StoppedUpdate) Equal(o StoppedUpdate) bool {
+	return s.Release == o.Release && s.Image == o.Image && s.Generation == o.Generation && s.Reason == o.Reason &&
+		s.At.Equal(&o.At) && s.RetryAt.Equal(&o.RetryAt)
 }
 
 // BinaryStatus names the ObjectStore's own binary by its bytes.
@@ -219,7 +260,12 @@ type UpdateStatus struct {
 	// while it is in flight, the update is over.
 	Image   string      `json:"image,omitempty"`
 	Started metav1.Time `json:"started"`
-	// Calls counts ServerUpdateV2 calls made for Release.
+	// DryRuns counts the dry runs (ServerUpdateV2 with dry-run=true:
+	// every node fetches and verifies the binary, nothing restarts) made
+	// for Release. The real call follows only a dry run every node passed.
+	DryRuns int `json:"dryRuns,omitempty"`
+	// Calls counts the real ServerUpdateV2 calls made for Release; 0
+	// while the dry run is under way.
 	Calls int `json:"calls"`
 	// LastCall is when the last call was made.
 	LastCall metav1.Time `json:"lastCall"`

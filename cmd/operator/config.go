@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	apiv1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binsource"
 	"github.com/object-store-operator/operator/binstore"
 	"github.com/object-store-operator/operator/internal/tenant"
@@ -87,6 +88,7 @@ type config struct {
 	pullMaxBytes                               int64
 	updateURL                                  string
 	updateTimeout                              time.Duration
+	updateFallback                             string
 	allowedEndpoints                           updates.EndpointPolicy
 	updateWorkers                              int
 	mountWorkers                               int
@@ -224,6 +226,13 @@ func (c *config) controllerSettings() []setting {
 	return []setting{
 		{"update-url", "OPERATOR_UPDATE_URL", "", "base URL (up to /webhook/v1/update) MinIO pods fetch in-place updates from; empty: https://<service>.<namespace>.svc.<cluster-domain>:<upgrade port>/webhook/v1/update", optional(httpURL(&c.updateURL, upgradeserver.UpdatePath))},
 		{"update-timeout", "OPERATOR_UPDATE_TIMEOUT", "10m", "how long an in-place update may take, from the call until every node runs the release, before the operator rolls the StatefulSets instead", duration(&c.updateTimeout, time.Second)},
+		{"update-fallback", "OPERATOR_UPDATE_FALLBACK", "Rolling", "what follows an in-place update that cannot be made or failed, for ObjectStores whose spec.updates.fallback is unset: Rolling (the StatefulSets get the image) or None (the update stops with a condition and its remedy; no StatefulSet changes)", func(v string) error {
+			if v != apiv1.FallbackRolling && v != apiv1.FallbackNone {
+				return fmt.Errorf("is neither %s nor %s", apiv1.FallbackRolling, apiv1.FallbackNone)
+			}
+			c.updateFallback = v
+			return nil
+		}},
 		{"secret-cache-max-bytes", "OPERATOR_SECRET_CACHE_MAX_BYTES", "64Mi", "most data of referenced Secrets kept in memory in all; beyond it Secrets are read from the API at each sync (Kubernetes quantity)", size(&c.secretCacheMaxBytes)},
 		{"secret-cache-namespace-max-bytes", "OPERATOR_SECRET_CACHE_NAMESPACE_MAX_BYTES", "16Mi", "most data of one namespace's referenced Secrets kept in memory (Kubernetes quantity)", size(&c.secretCacheNSMaxBytes)},
 		{"tenant-label", "OPERATOR_TENANT_LABEL", "", "namespace label whose value names the tenant a namespace belongs to: its namespaces share one share of every bound (restart, pull and update slots, store bytes, Secret cache, workers, the failure budget); empty, or a namespace without it: each namespace is a tenant. Tenants cannot label namespaces", func(v string) error {

@@ -389,7 +389,7 @@ func (p parts) updater(inf informerSet, where *placement.Source, secretData *sec
 		Serving: certificateAs[updates.ServingCertificate](p.cert), Platforms: where.Platforms, PlatformsSynced: where.HasSynced,
 		OnPlacementChange: where.OnChange, Secrets: secretData, SecretsSynced: inf.secrets.HasSynced, SecretEvents: inf.secrets,
 		StatefulSets: inf.sets.Lister(), SetsSynced: inf.sets.Informer().HasSynced,
-		ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout,
+		ClusterDomain: cfg.clusterDomain, AllowedEndpoints: cfg.allowedEndpoints, Timeout: cfg.updateTimeout, Fallback: cfg.updateFallback,
 		Workers: cfg.updateWorkers, SyncsPerTenant: cfg.syncsPerTenant, UnitOf: inf.tenants.Unit, CallsPerNamespace: cfg.updateCallsNS, Poll: updatePoll, MaxPoll: cfg.resync,
 		MaxInFlight: cfg.maxUpdates, FailureBudget: cfg.failureBudget, HaltNamespace: cfg.namespace,
 		Recorder: recorder, Reasons: cfg.why.updates, Registerer: p.reg, Log: p.log,

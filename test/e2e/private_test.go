@@ -135,6 +135,6 @@ func TestRealMinIOUpdatesInPlaceFromAPrivateURL(t *testing.T) {
 	require.NotNil(t, own)
 	m := regexp.MustCompile(`/sha256/` + own.SHA256 + `/([0-9a-f]{64})/minio\.` + regexp.QuoteMeta(e.newer) + `\.sha256sum$`).FindStringSubmatch(own.URL)
 	require.NotNil(t, m, "the private URL: %s", own.URL)
-	assert.Equal(t, 1, servedOK(e.op, "sha256/"+own.SHA256+"/"+m[1]+"/minio."+e.newer+".sha256sum"), "MinIO updated from the tenant's private URL")
+	assert.Equal(t, 2, servedOK(e.op, "sha256/"+own.SHA256+"/"+m[1]+"/minio."+e.newer+".sha256sum"), "MinIO dry-ran and updated from the tenant's private URL")
 	assert.Zero(t, servedOK(e.op, "sha256/"+own.SHA256+"/minio."+e.newer+".sha256sum"), "not from the digest path")
 }

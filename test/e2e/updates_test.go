@@ -3,8 +3,11 @@ package e2e
 import (
 	"crypto/x509"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -288,6 +291,31 @@ func updateCalls(op *operator, release string) int {
 	return servedOK(op, "minio."+release+".sha256sum")
 }
 
+// realCalls counts the real update calls (no dry run) op made for
+// release, from its log: each is logged as it is made. A dry run and a
+// call each fetch the .sha256sum once, so updateCalls is their sum.
+func realCalls(op *operator, release string) int {
+	n := 0
+	for _, l := range strings.Split(op.logs.String(), "\n") {
+		if strings.Contains(l, `"message":"updating MinIO in place"`) && strings.Contains(l, `"release":"`+release+`"`) {
+			n++
+		}
+	}
+	return n
+}
+
+// callsOfKind reads objectstore_operator_update_calls_total{kind} from
+// op's metrics: the ServerUpdateV2 calls it made, by kind (dry_run, update).
+func callsOfKind(t *testing.T, op *operator, kind string) int {
+	t.Helper()
+	metrics := string(get(t, http.DefaultClient, "http://"+op.metricsAddr+"/metrics"))
+	m := regexp.MustCompile(`(?m)^objectstore_operator_update_calls_total\{kind="` + kind + `"\} (\d+)$`).FindStringSubmatch(metrics)
+	require.NotNil(t, m, "objectstore_operator_update_calls_total{kind=%q} in the metrics", kind)
+	n, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	return n
+}
+
 // servedOK counts the access-log lines of successful GETs of file.
 func servedOK(op *operator, file string) int {
 	n := 0
@@ -331,11 +359,14 @@ func TestInPlaceUpdateOfADistributedMinIO(t *testing.T) {
 	}
 	assert.Equal(t, e.newImage, e.statefulSetImage(t), "the StatefulSet's image follows")
 	assert.Equal(t, e.newer, statusRelease(t, e.tenantNS, e.store))
-	assert.Equal(t, 1, updateCalls(e.op, e.newer), "one update call: the operator's access log shows one .sha256sum fetch")
+	assert.Equal(t, 2, updateCalls(e.op, e.newer), "one dry run and one update call: the operator's access log shows two .sha256sum fetches")
+	assert.Equal(t, 1, realCalls(e.op, e.newer), "one update call")
+	assert.Equal(t, 1, callsOfKind(t, e.op, "update"), "one update call, in the metrics")
+	assert.Equal(t, 1, callsOfKind(t, e.op, "dry_run"), "after one dry run")
 	own := binaryStatus(t, e.tenantNS, e.store)
 	require.NotNil(t, own)
 	assert.Equal(t, e.newer, own.Release)
-	assert.Equal(t, 1, servedOK(e.op, "sha256/"+own.SHA256+"/minio."+e.newer+".sha256sum"), "MinIO updated from the digest URL of the tenant's own binary")
+	assert.Equal(t, 2, servedOK(e.op, "sha256/"+own.SHA256+"/minio."+e.newer+".sha256sum"), "MinIO dry-ran and updated from the digest URL of the tenant's own binary")
 	assert.Contains(t, e.op.logs.String(), "minio."+e.newer+".minisig", "nodes fetched the signature")
 	printed := kubectl(t, "get", "objectstore", e.store, "-n", e.tenantNS)
 	assert.Contains(t, printed, e.newer, "kubectl get shows the release")
@@ -373,28 +404,93 @@ func TestUpdateOffFallsBackToARollingUpdate(t *testing.T) {
 	assert.True(t, e.minio.allRun(t, e.older), "nothing changed in place")
 }
 
-// TestSignatureMinIODoesNotTrustFallsBack: the newer release is signed
-// with a key the operator trusts but the tenant's MinIO does not. MinIO
-// refuses it on every node; the operator rolls and quotes MinIO.
-func TestSignatureMinIODoesNotTrustFallsBack(t *testing.T) {
+// TestASignatureNoNodeAcceptsIsHaltedAfterTheBudgetsDryRuns: the newer
+// release is signed with a key the operator trusts but the tenant's
+// MinIO does not. MinIO refuses it on every node in the dry run; the
+// operator quotes MinIO, makes no real call and restarts nothing (before
+// the dry run it rolled the tenant onto the release MinIO refused), and
+// with a budget of one the release is halted for the fleet.
+func TestASignatureNoNodeAcceptsIsHaltedAfterTheBudgetsDryRuns(t *testing.T) {
 	t.Parallel()
 	other := binstoretest.NewKey(t)
 	e := newUpdateEnv(t, updateOpts{
-		newSigner:   &other,
-		operatorEnv: []string{"OPERATOR_MINISIGN_PUBKEYS=" + testKey.PublicString() + "," + other.PublicString()},
+		newSigner: &other,
+		operatorEnv: []string{"OPERATOR_MINISIGN_PUBKEYS=" + testKey.PublicString() + "," + other.PublicString(),
+			"OPERATOR_UPDATE_FAILURE_BUDGET=1"},
 	})
 	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
 	// Right after a start MinIO damages its own push to peers ("magic
 	// number mismatch", see warm); each damaged call is made again, and
 	// under load three of them outlasted the wait before MinIO ever
-	// checked the signature (a run of the loop for issue 27).
+	// checked the signature (a run of the loop for issue 27), and the
+	// dry run meets the same damage.
 	e.minio.warm(t)
+	before := e.statefulSetImage(t)
+	var pods map[types.UID]string
+	require.Eventually(t, func() bool { pods = e.pods(t); return len(pods) == 2 }, 30*time.Second, 50*time.Millisecond)
 	e.setImage(t, e.newImage)
-	c := e.waitVersion(t, metav1.ConditionFalse, "RollingUpdate", 2*time.Minute)
+	c := e.waitVersion(t, metav1.ConditionFalse, "DryRunFailed", 2*time.Minute)
 	assert.Contains(t, c.Message, "node", "names the node")
 	assert.Contains(t, strings.ToLower(c.Message), "signature", "MinIO's error text")
-	assert.Equal(t, e.newImage, e.statefulSetImage(t))
+	assert.Contains(t, c.Message, "MINIO_UPDATE_MINISIGN_PUBKEY", "the remedy")
+	metrics := string(get(t, http.DefaultClient, "http://"+e.op.metricsAddr+"/metrics"))
+	assert.Contains(t, metrics, fmt.Sprintf(`objectstore_operator_updates_halted{release=%q} 1`, e.newer), "halted after the budget's one dry run")
+	assert.Contains(t, metrics, `objectstore_operator_updates_total{outcome="dry_run_failed"} 1`)
+	// Nothing more happens: no real call, no roll, no pod replaced.
+	holds(t, 5*time.Second, "not rolled, not called again", func() bool {
+		return conditionOf(t, e.tenantNS, e.store, apiv1.ConditionVersionCurrent).Reason == "DryRunFailed" && realCalls(e.op, e.newer) == 0
+	})
+	assert.Zero(t, realCalls(e.op, e.newer), "no real call")
+	assert.Zero(t, callsOfKind(t, e.op, "update"), "no real call, in the metrics")
+	assert.Equal(t, 1, callsOfKind(t, e.op, "dry_run"), "the one dry run")
+	assert.Equal(t, before, e.statefulSetImage(t), "no StatefulSet image changed")
+	assert.Equal(t, pods, e.pods(t), "no pod replaced")
 	assert.True(t, e.minio.allRun(t, e.older))
+}
+
+// holds checks, on the test's goroutine, that cond stays true for d: what
+// must not happen does not, at any time in between.
+func holds(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if !cond() {
+			t.Fatalf("%s: no longer true after %s", what, d-time.Until(end))
+		}
+	}
+}
+
+// TestFallbackNoneStopsAndExplains: MINIO_UPDATE=off makes MinIO refuse
+// in-place updates; with spec.updates.fallback None the operator does
+// not roll: it says why (MinIO's words, the cause's remedy, what None
+// asks), changes no StatefulSet and calls no more.
+func TestFallbackNoneStopsAndExplains(t *testing.T) {
+	t.Parallel()
+	e := newUpdateEnv(t, updateOpts{minioEnv: []string{"MINIO_UPDATE=off"}})
+	e.waitVersion(t, metav1.ConditionTrue, "Current", 60*time.Second)
+	before := e.statefulSetImage(t)
+	var pods map[types.UID]string
+	require.Eventually(t, func() bool { pods = e.pods(t); return len(pods) == 2 }, 30*time.Second, 50*time.Millisecond)
+	patch := fmt.Sprintf(`{"spec":{"image":%q,"updates":{"fallback":"None"}}}`, e.newImage)
+	_, err := dyn(t).Resource(apiv1.Resource).Namespace(e.tenantNS).Patch(t.Context(), e.store, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+	c := e.waitVersion(t, metav1.ConditionFalse, "FallbackDisabled", 2*time.Minute)
+	assert.Contains(t, c.Message, "MethodNotAllowed", "MinIO's own error")
+	assert.Contains(t, c.Message, "MINIO_UPDATE=off", "the cause's remedy")
+	assert.Contains(t, c.Message, "spec.updates.fallback: Rolling", "what None asks")
+	assert.Contains(t, kubectl(t, "get", "ostore", e.store, "-n", e.tenantNS), "Stopped")
+	asked := updateCalls(e.op, e.newer)
+	holds(t, 5*time.Second, "stopped, not asked again", func() bool {
+		return conditionOf(t, e.tenantNS, e.store, apiv1.ConditionVersionCurrent).Reason == "FallbackDisabled" && updateCalls(e.op, e.newer) == asked
+	})
+	assert.Equal(t, before, e.statefulSetImage(t), "no StatefulSet image changed")
+	assert.Equal(t, pods, e.pods(t), "no pod replaced")
+
+	// Rolling again: the next look rolls (a spec change tries at once).
+	patch = `{"spec":{"updates":{"fallback":"Rolling"}}}`
+	_, err = dyn(t).Resource(apiv1.Resource).Namespace(e.tenantNS).Patch(t.Context(), e.store, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+	e.waitVersion(t, metav1.ConditionFalse, "RollingUpdate", 2*time.Minute)
+	assert.Equal(t, e.newImage, e.statefulSetImage(t))
 }
 
 // TestTenantThatDoesNotTrustTheOperatorGetsNoCall: the operator tells pods
@@ -425,10 +521,11 @@ func TestOperatorKilledMidUpdateConvergesWithOneCall(t *testing.T) {
 	e.minio.warm(t)
 	e.setImage(t, e.newImage)
 	// The call is in flight until every node has committed and restarted.
-	// Once every node has fetched its .minisig the downloads are done (with
-	// one replica, killing it earlier would fail the downloads themselves).
-	require.Eventually(t, func() bool { return servedOK(e.op, "minio."+e.newer+".minisig") >= len(e.minio.nodes) },
-		2*time.Minute, 10*time.Millisecond, "every node fetches the .minisig")
+	// Once every node has fetched its .minisig twice (the dry run's, the
+	// call's) the call's downloads are done (with one replica, killing it
+	// earlier would fail the downloads themselves).
+	require.Eventually(t, func() bool { return servedOK(e.op, "minio."+e.newer+".minisig") >= 2*len(e.minio.nodes) },
+		2*time.Minute, 10*time.Millisecond, "every node fetches the .minisig, in the dry run and in the call")
 	require.NoError(t, e.op.cmd.Process.Kill())
 	<-e.op.done
 	first := e.op
@@ -437,7 +534,8 @@ func TestOperatorKilledMidUpdateConvergesWithOneCall(t *testing.T) {
 	c := e.waitVersion(t, metav1.ConditionTrue, "UpdatedInPlace", 3*time.Minute)
 	assert.Contains(t, c.Message, e.newer)
 	assert.True(t, e.minio.allRun(t, e.newer))
-	assert.Equal(t, 1, updateCalls(first, e.newer)+updateCalls(e.op, e.newer), "one update call in all")
+	assert.Equal(t, 1, realCalls(first, e.newer)+realCalls(e.op, e.newer), "one update call in all")
+	assert.Equal(t, 2, updateCalls(first, e.newer)+updateCalls(e.op, e.newer), "and its one dry run: two .sha256sum fetches")
 	assert.Equal(t, e.newImage, e.statefulSetImage(t))
 }
 
