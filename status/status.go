@@ -8,6 +8,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -132,6 +133,7 @@ func conditionOf(store *v1.ObjectStore, t string) v1.ObjectStoreStatus {
 // compared (Next keeps it while the status stays).
 func equal(have, want v1.ObjectStoreStatus) bool {
 	if len(have.Conditions) != len(want.Conditions) || have.Release != want.Release || have.UpdatePhase != want.UpdatePhase ||
+		have.NodesOn != want.NodesOn || !slices.Equal(have.Nodes, want.Nodes) ||
 		(have.Update == nil) != (want.Update == nil) || (have.Binary == nil) != (want.Binary == nil) || (have.Stopped == nil) != (want.Stopped == nil) {
 		return false
 	}

@@ -29,9 +29,9 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	case call:
 		return c.startCall(ctx, key, u, store, o, t, a, msg)
 	}
-	release := ""
+	var nodes []node
 	if o.reach == nil {
-		release = oldest(o.nodes)
+		nodes = o.nodes
 	}
 	// A report changes nothing but the status, so it is written only over
 	// the object it was decided on: a cache behind this controller's own
@@ -43,7 +43,7 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 	if a.verb == report {
 		rv = u.GetResourceVersion()
 	}
-	if err := c.write(ctx, store, rv, release, a.update, stoppedAfter(store, a), phaseOf(o, a), a.status, a.reason, msg); err != nil {
+	if err := c.write(ctx, store, rv, nodes, a.update, stoppedAfter(store, a), phaseOf(o, a), a.status, a.reason, msg); err != nil {
 		return err
 	}
 	c.written(ctx, key, u, o, a, msg)
@@ -140,7 +140,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 	unit := c.unitOf(key)
 	if !c.calls.reserve(key, unit) {
 		// Queued again when a call of the unit ends.
-		return c.write(ctx, store, "", oldest(o.nodes), o.recorded, store.Status.Stopped, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
+		return c.write(ctx, store, "", o.nodes, o.recorded, store.Status.Stopped, "Queued", metav1.ConditionFalse, ReasonUpdateQueued,
 			fmt.Sprintf("waiting to update to %s: %s has %d update call(s) running, the most it may have at once",
 				a.update.Release, unitName(unit), c.cfg.CallsPerNamespace))
 	}
@@ -170,7 +170,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 		default:
 			q.message = fmt.Sprintf("waiting to update to %s: another update started a moment ago", a.update.Release)
 		}
-		return c.write(ctx, store, "", oldest(o.nodes), nil, store.Status.Stopped, "Queued", metav1.ConditionFalse, ReasonUpdateQueued, q.message)
+		return c.write(ctx, store, "", o.nodes, nil, store.Status.Stopped, "Queued", metav1.ConditionFalse, ReasonUpdateQueued, q.message)
 	}
 	have := statusOf(store)
 	want := have
@@ -282,13 +282,11 @@ func (c *Controller) withRemedy(msg, cause, reasonName string) string {
 // write applies the status when it changed, logging a change of reason;
 // conditional on resourceVersion when it is set (a conflict when the
 // object changed since).
-func (c *Controller) write(ctx context.Context, store *v1.ObjectStore, resourceVersion, release string, update *v1.UpdateStatus, stopped *v1.StoppedUpdate,
+func (c *Controller) write(ctx context.Context, store *v1.ObjectStore, resourceVersion string, nodes []node, update *v1.UpdateStatus, stopped *v1.StoppedUpdate,
 	phase string, st metav1.ConditionStatus, reason, msg string) error {
 	have := statusOf(store)
 	want := have
-	if release != "" {
-		want.release = release
-	}
+	want.seen(nodes)
 	want.update, want.stopped, want.phase = update, stopped, phase
 	want.setCondition(metav1.Condition{Type: v1.ConditionVersionCurrent, Status: st, Reason: reason, Message: msg}, c.cfg.Clock.Now())
 	before := have.cond

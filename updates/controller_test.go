@@ -218,7 +218,7 @@ func newFixtureWith(t *testing.T, set func(*Config), binaries fakeBinaries, stor
 	}
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, objs...)
-	f.dyn.PrependReactor("patch", "objectstores", testutil.ApplyStatus(f.dyn, v1.Resource, "release", "update", "updatePhase", "stopped"))
+	f.dyn.PrependReactor("patch", "objectstores", testutil.ApplyStatus(f.dyn, v1.Resource, "release", "nodesOn", "nodes", "update", "updatePhase", "stopped"))
 	informer := testutil.SyncedInformer()
 	kube := fake.NewClientset(append(sets, setObjs...)...)
 	f.kube = kube

@@ -190,6 +190,13 @@ type ObjectStoreStatus struct {
 	// Release is the MinIO release the nodes run, as they last reported it
 	// (the oldest one while they differ).
 	Release string `json:"release,omitempty"`
+	// NodesOn says how many nodes run which release, for
+	// `kubectl get objectstore -o wide`: "3/4 on RELEASE.…" (the release
+	// most of them run), "4/4 on …" when every one does.
+	NodesOn string `json:"nodesOn,omitempty"`
+	// Nodes are the nodes with the release each runs, as MinIO's server
+	// info last said (sorted by endpoint, the first MaxListedNodes).
+	Nodes []NodeRelease `json:"nodes,omitempty"`
 	// Update is the in-place update in flight, recorded before MinIO is
 	// called so that a restarted or new leader never calls twice.
 	Update *UpdateStatus `json:"update,omitempty"`
@@ -209,6 +216,17 @@ type ObjectStoreStatus struct {
 	// spec.updates.fallback None): no update to the same image starts
 	// again before its RetryAt, unless the spec changes.
 	Stopped *StoppedUpdate `json:"stopped,omitempty"`
+}
+
+// MaxListedNodes bounds status.nodes: a tenant's hundreds of nodes are
+// counted in NodesOn, not each listed.
+const MaxListedNodes = 64
+
+// NodeRelease is one MinIO node and the release it runs ("" while it is
+// offline).
+type NodeRelease struct {
+	Endpoint string `json:"endpoint"`
+	Release  string `json:"release,omitempty"`
 }
 
 // StoppedUpdate is an update the operator stopped, and when it tries
