@@ -183,7 +183,7 @@ func newFixtureWith(t *testing.T, set func(*Config), binaries fakeBinaries, stor
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, objs...)
 	f.dyn.PrependReactor("patch", "objectstores", testutil.ApplyStatus(f.dyn, v1.Resource, "release", "update", "updatePhase"))
 	informer := testutil.SyncedInformer()
-	kube := fake.NewClientset(append(sets, setObjs...)...)
+	kube := testutil.Clientset(append(sets, setObjs...)...)
 	f.kube = kube
 	cfg := Config{
 		Kube: kube, Dynamic: f.dyn, ObjectStores: informer, Secrets: apiSecrets{kube},
