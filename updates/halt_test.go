@@ -30,6 +30,8 @@ const maxAnnotationBytes = 256 * 1024
 // written (before, it grew past it and every later write was refused: no
 // release could halt any more).
 func TestTheHaltRecordStaysWithinWhatTheAPIServerAccepts(t *testing.T) {
+	// Its own record, client and clock: it runs beside the others.
+	t.Parallel()
 	// The plain object tracker: NewClientset's field-managed one builds a
 	// REST mapper on every update, half this test's time over its 160
 	// writes of a 190 KiB annotation, and nothing here is server-side
@@ -68,6 +70,8 @@ func TestTheHaltRecordStaysWithinWhatTheAPIServerAccepts(t *testing.T) {
 // touched release, the one failing for the others, was evicted: its
 // failures forgotten, the third namespace's failure did not halt it.
 func TestOneNamespaceCannotEvictOthersFailuresFromTheHaltRecord(t *testing.T) {
+	// Its own record, client and clock: it runs beside the others.
+	t.Parallel()
 	kube := testutil.Clientset()
 	clk := clocktesting.NewFakeClock(metav1.Now().Time)
 	h := newHalts(3, kube, "ops", clk, prometheus.NewRegistry())
@@ -95,6 +99,8 @@ func TestOneNamespaceCannotEvictOthersFailuresFromTheHaltRecord(t *testing.T) {
 // budget-1 units proved and budget units then failed still fits the
 // record: it halts and is kept, not evicted to fit.
 func TestOneReleaseFailingInEveryUnitFitsTheHaltRecord(t *testing.T) {
+	// Its own record, client and clock: it runs beside the others.
+	t.Parallel()
 	kube := testutil.Clientset()
 	clk := clocktesting.NewFakeClock(metav1.Now().Time)
 	h := newHalts(MaxFailureBudget, kube, "ops", clk, prometheus.NewRegistry())
