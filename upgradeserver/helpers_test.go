@@ -1,15 +1,11 @@
 package upgradeserver
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
+	"sync"
 	"testing"
 
 	"aead.dev/minisign"
@@ -37,16 +33,12 @@ const bigSize = 32 << 20
 
 // shared is the store of that release, written, signed and indexed once
 // in a directory TestMain owns: doing so took each download test longer
-// than the rest of it. TestMain starts making it at once, so that it is
-// made on the second core while the serial tests run (the download tests
-// that need it run in parallel, after them). The tests' servers only read
-// it.
+// than the rest of it. The tests' servers only read it.
 var shared struct {
 	dir   string
-	ready chan struct{} // closed once store and sum, or err, are set
+	once  sync.Once
 	store *binstore.Store
 	sum   string
-	err   error
 }
 
 // TestMain owns the shared store, which outlives each test.
@@ -57,13 +49,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	shared.dir = dir
-	shared.ready = make(chan struct{})
-	go func() {
-		defer close(shared.ready)
-		shared.store, shared.sum, shared.err = makeBigStore(dir)
-	}()
 	code := m.Run()
-	<-shared.ready
 	if shared.store != nil {
 		shared.store.Close()
 	}
@@ -71,40 +57,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// makeBigStore lays out one release of bigSize zeros in dir as
-// writeRelease does (without a testing.TB: no test runs yet), indexes it,
-// and returns the store and the release's SHA-256.
-func makeBigStore(dir string) (*binstore.Store, string, error) {
-	content := make([]byte, bigSize)
-	sum := sha256.Sum256(content)
-	digest := hex.EncodeToString(sum[:])
-	prehash := minisign.NewReader(bytes.NewReader(content))
-	if _, err := io.Copy(io.Discard, prehash); err != nil {
-		return nil, "", fmt.Errorf("hash the release: %w", err)
-	}
-	name := "minio." + release
-	for file, data := range map[string][]byte{
-		name:                content,
-		name + ".minisig":   prehash.SignWithComments(testKey.Private, "timestamp:0\tfile:test", "signature from a test key"),
-		name + ".sha256sum": []byte(digest + "  " + name + "\n"),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, file), data, 0o644); err != nil {
-			return nil, "", fmt.Errorf("write the release: %w", err)
-		}
-	}
-	s, err := binstore.New(dir, zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{testKey.Public}})
-	if err != nil {
-		return nil, "", fmt.Errorf("open the store: %w", err)
-	}
-	s.Scan()
-	return s, digest, nil
-}
-
 // bigStore is the store of one release of bigSize zeros, and its SHA-256.
 func bigStore(t testing.TB) (*binstore.Store, string) {
 	t.Helper()
-	<-shared.ready
-	require.NoError(t, shared.err)
+	shared.once.Do(func() {
+		sum := writeRelease(t, shared.dir, "", release, make([]byte, bigSize))
+		s, err := binstore.New(shared.dir, zerolog.Nop(), binstore.Options{TrustedKeys: []minisign.PublicKey{testKey.Public}})
+		require.NoError(t, err)
+		s.Scan()
+		shared.store, shared.sum = s, sum
+	})
 	require.NotNil(t, shared.store, "the shared store was made")
 	return shared.store, shared.sum
 }
