@@ -31,7 +31,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/object-store-operator/operator/internal/pemutil"
@@ -220,7 +219,7 @@ func TestDetectSignerChoosesTheEKSSignerOnlyOnEKS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cs := fake.NewClientset(tt.nodes...)
+			cs := testutil.Clientset(tt.nodes...)
 			if tt.deny {
 				cs.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 					return true, nil, apierrors.NewForbidden(corev1.Resource("nodes"), "", errors.New("RBAC"))
@@ -232,7 +231,7 @@ func TestDetectSignerChoosesTheEKSSignerOnlyOnEKS(t *testing.T) {
 }
 
 func TestDetectSignerAsksAgainWhileTheAPIServerDoesNotAnswer(t *testing.T) {
-	cs := fake.NewClientset(&corev1.Node{
+	cs := testutil.Clientset(&corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"eks.amazonaws.com/nodegroup": "ng"}},
 	})
 	failures := 2
@@ -249,7 +248,7 @@ func TestDetectSignerAsksAgainWhileTheAPIServerDoesNotAnswer(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	down := fake.NewClientset()
+	down := testutil.Clientset()
 	down.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
@@ -280,7 +279,7 @@ func TestAWatchThatFailsAtOnceIsRetriedWithBackoffNotInALoop(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "csr-1", ResourceVersion: "5"},
 			Spec:       certificatesv1.CertificateSigningRequestSpec{SignerName: certificatesv1.KubeletServingSignerName},
 		}
-		cs := fake.NewClientset(pending)
+		cs := testutil.Clientset(pending)
 		var watches atomic.Int64
 		cs.PrependWatchReactor("certificatesigningrequests", func(k8stesting.Action) (bool, watch.Interface, error) {
 			watches.Add(1)
@@ -314,7 +313,7 @@ func TestANewTermDeletesOnlyItsInstallationsLeftoverCSRs(t *testing.T) {
 		return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels: map[string]string{ManagedByLabel: ManagedByValue, NamespaceLabel: ns}}}
 	}
-	cs := fake.NewClientset(csr("ours-1", "ops"), csr("ours-2", "ops"), csr("other-install", "ops-2"),
+	cs := testutil.Clientset(csr("ours-1", "ops"), csr("ours-2", "ops"), csr("other-install", "ops-2"),
 		&certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "node-csr-abc"}})
 	i := &Issuer{cfg: IssuerConfig{Client: cs, Namespace: "ops"}, log: zerolog.Nop()}
 	i.deleteLeftoverCSRs(t.Context())

@@ -52,7 +52,7 @@ type issuerFixture struct {
 
 func newIssuerFixture(t *testing.T, tweak func(*IssuerConfig), objs ...runtime.Object) *issuerFixture {
 	t.Helper()
-	f := &issuerFixture{cs: fake.NewClientset(objs...), logs: &testutil.LockedBuffer{}, metrics: NewMetrics(nil),
+	f := &issuerFixture{cs: testutil.Clientset(objs...), logs: &testutil.LockedBuffer{}, metrics: NewMetrics(nil),
 		ca: testutil.NewCA(t, "kubelet-serving CA")}
 
 	created := 0
@@ -357,7 +357,7 @@ func TestIssuerNeverOverwritesASecretItDidNotCreate(t *testing.T) {
 }
 
 func TestIssuerRunsOnlyWhileLeading(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := testutil.Clientset()
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("ops"))
 	i, err := NewIssuer(IssuerConfig{Client: cs, Secrets: factory.Core().V1().Secrets(), Namespace: "ops",
 		SecretName: tlsSecret, DNSNames: []string{svcName}, Log: zerolog.Nop()})

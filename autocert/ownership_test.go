@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/object-store-operator/operator/internal/pemutil"
@@ -67,7 +66,7 @@ func TestOwnershipRecognisesAnotherIssuersCertificate(t *testing.T) {
 // returns for the test to change.
 func secretSourceFixture(t *testing.T, kind string, logs *testutil.LockedBuffer, cur *Current) (*SecretSource, cache.Indexer) {
 	t.Helper()
-	factory := informers.NewSharedInformerFactoryWithOptions(fake.NewClientset(), 0, informers.WithNamespace("ops"))
+	factory := informers.NewSharedInformerFactoryWithOptions(testutil.Clientset(), 0, informers.WithNamespace("ops"))
 	src, err := NewSecretSource(kind, "ops", tlsSecret, "", factory.Core().V1().Secrets(), cur, zerolog.New(logs))
 	require.NoError(t, err)
 	return src, factory.Core().V1().Secrets().Informer().GetIndexer()

@@ -3,10 +3,11 @@ package binsource
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -21,6 +22,7 @@ import (
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binstore"
+	"github.com/object-store-operator/operator/internal/registryguard"
 	"github.com/object-store-operator/operator/internal/reason/reasontest"
 	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/internal/testutil"
@@ -38,11 +40,18 @@ type controllerFixture struct {
 
 func newControllerFixture(t *testing.T, store *unstructured.Unstructured, objs ...runtime.Object) *controllerFixture {
 	t.Helper()
+	return newControllerFixtureOver(t, nil, store, objs...)
+}
+
+// newControllerFixtureOver is newControllerFixture whose registries are
+// reached through transport (nil: the network).
+func newControllerFixtureOver(t *testing.T, transport http.RoundTripper, store *unstructured.Unstructured, objs ...runtime.Object) *controllerFixture {
+	t.Helper()
 	bs, err := binstore.New(t.TempDir(), zerolog.Nop(), binstore.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { bs.Close() })
 	bs.Scan()
-	fetcher, err := NewFetcher(FetcherConfig{Store: bs, PullTimeout: time.Second})
+	fetcher, err := NewFetcher(FetcherConfig{Store: bs, PullTimeout: time.Second, Transport: transport})
 	require.NoError(t, err)
 	f := &controllerFixture{API: fakeapi.New([]*unstructured.Unstructured{store}, objs...)}
 	// The shared Secret cache over a metadata informer that holds objs'
@@ -186,29 +195,21 @@ func TestReadyWaitsOnlyForReleasesTheLeaderServes(t *testing.T) {
 // tenant's sync); the pull's end queues the ObjectStore again, and that
 // sync reports the outcome.
 func TestSyncsDoNotWaitForARegistryThatNeverAnswers(t *testing.T) {
-	// Its own registry and fixture: it waits out the pull's deadline
-	// beside the others.
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c) // and never answer
-		}
-	}()
-	image := ln.Addr().String() + "/minio/aistor:RELEASE.2026-01-10T10-00-00Z"
-	f := newControllerFixture(t, objectStoreWithImage(image))
+	// In a bubble: the pull's deadline passes on the fake clock.
+	synctest.Test(t, testSyncsDoNotWaitForARegistryThatNeverAnswers)
+}
+
+func testSyncsDoNotWaitForARegistryThatNeverAnswers(t *testing.T) {
+	// Every request is held until the pull gives it up. A listener that
+	// accepts and never answers holds it the same way, but on real time.
+	silent := registryguard.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	})
+	image := "127.0.0.1:5000/minio/aistor:RELEASE.2026-01-10T10-00-00Z"
+	f := newControllerFixtureOver(t, silent, objectStoreWithImage(image))
+	// The queue's delaying loop ends with the bubble.
+	t.Cleanup(f.c.queue.ShutDown)
 	f.lead(t)
 	start := time.Now()
 	require.NoError(t, f.c.sync(t.Context(), "t/s"))

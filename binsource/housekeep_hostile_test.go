@@ -26,6 +26,9 @@ import (
 // Now sync records every platform's binary of the image (outcome.pairs)
 // and housekeeping keeps them all.
 func TestNewerLabelsEvictNoOtherPlatformBinaryOfAReferencedImage(t *testing.T) {
+	// Its own store, no memory measured: it runs beside the others, its
+	// landings' syncs to disk overlapping theirs.
+	t.Parallel()
 	store, land := housekeepStore(t)
 	rel := "RELEASE.2025-01-01T00-00-00Z"
 	amd := land("linux-amd64", rel, []byte("B's amd64 build"), "registry/minio:b")
@@ -71,6 +74,9 @@ func TestNewerLabelsEvictNoOtherPlatformBinaryOfAReferencedImage(t *testing.T) {
 // What it may need again is re-pulled; the unreferenced grace keeps a
 // flip-flop from costing that.
 func TestOneUnresolvedObjectStoreStopsNoHousekeepingAfterTheColdStart(t *testing.T) {
+	// Its own store, no memory measured: it runs beside the others, its
+	// landings' syncs to disk overlapping theirs.
+	t.Parallel()
 	store, landOn := housekeepStore(t)
 	land := func(rel string, content []byte) string { return landOn("linux-amd64", rel, content, "x:"+rel) }
 	oldRel, current := "RELEASE.2025-01-01T00-00-00Z", "RELEASE.2025-06-01T00-00-00Z"

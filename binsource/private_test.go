@@ -60,6 +60,9 @@ func TestURLComponentIsBoundToKeyDigestAndObjectStore(t *testing.T) {
 // A private pull lands a binary served at no public path; a public pull of
 // the same manifest does not reuse it (it pulls, and makes it public).
 func TestPrivatePullIsNotServedPubliclyNorReusedByAPublicPull(t *testing.T) {
+	// Its own store, no memory measured: it runs beside the others, its
+	// landings' syncs to disk overlapping theirs.
+	t.Parallel()
 	key := binstoretest.NewKey(t)
 	bin := []byte("a licensed build")
 	blob := gzipTar(t, map[string][]byte{"opt/bin/minio": bin, "opt/bin/minio.minisig": key.Sign(t, bin)}, 0)
@@ -94,6 +97,9 @@ func TestPrivatePullIsNotServedPubliclyNorReusedByAPublicPull(t *testing.T) {
 // request for it is refused; one anyone can read is public, whatever
 // credentials the tenant added.
 func TestAnImageIsPrivateWhenTheRegistryRefusesAnonymousReads(t *testing.T) {
+	// Its own store, no memory measured: it runs beside the others, its
+	// landings' syncs to disk overlapping theirs.
+	t.Parallel()
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
@@ -129,6 +135,9 @@ func TestAnImageIsPrivateWhenTheRegistryRefusesAnonymousReads(t *testing.T) {
 // are later stored with another image's own signature: its ObjectStores
 // keep being signed for by the platform key, never handed the other's.
 func TestAnUnsignedImageStaysUnsignedWhenASignedImageHasItsBytes(t *testing.T) {
+	// Its own store, no memory measured: it runs beside the others, its
+	// landings' syncs to disk overlapping theirs.
+	t.Parallel()
 	platform, official := binstoretest.NewKey(t), binstoretest.NewKey(t)
 	bin := []byte("the same binary")
 	unsignedImg := singleLayerImage(t, gzipTar(t, map[string][]byte{"opt/bin/minio": bin}, 0))

@@ -18,6 +18,9 @@ import (
 // the store's limit is StoreFull, naming the usage and the limit; bytes
 // already stored count once and cost nothing more; nothing is removed.
 func TestQuotasCountSharedBytesOnceAndRemoveNothing(t *testing.T) {
+	// Its own store, no memory measured: it runs beside the others, its
+	// landings' syncs to disk overlapping theirs.
+	t.Parallel()
 	key := binstoretest.NewKey(t)
 	f := testFetcher(t, binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}}, FetcherConfig{StoreMaxBytes: 300, NamespaceMaxBytes: 200})
 	p := Platform{"linux", "amd64"}
@@ -100,6 +103,9 @@ func TestQuotasCountSharedBytesOnceAndRemoveNothing(t *testing.T) {
 // its pulls landed stays stored, a restart still knows who landed it,
 // and the share frees once housekeeping removed it.
 func TestChurnDoesNotFillTheStorePastAShare(t *testing.T) {
+	// Its own store, no memory measured: it runs beside the others, its
+	// landings' syncs to disk overlapping theirs.
+	t.Parallel()
 	key := binstoretest.NewKey(t)
 	dir := t.TempDir()
 	opts := binstore.Options{TrustedKeys: []minisign.PublicKey{key.Public}}

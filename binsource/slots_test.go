@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"aead.dev/minisign"
@@ -73,7 +74,9 @@ func (h *slotHarness) next() string {
 	}
 }
 
-// none checks that no pull starts now.
+// none checks that no pull starts now. In a synctest bubble its 50 ms
+// pass once every goroutine of the bubble is blocked: whatever could
+// start has.
 func (h *slotHarness) none() {
 	h.t.Helper()
 	select {
@@ -112,6 +115,11 @@ func (h *slotHarness) finish(name string) {
 }
 
 func TestANamespaceHoldsAtMostItsShareOfPullSlots(t *testing.T) {
+	// In a bubble: none() waits until every pull that could start has.
+	synctest.Test(t, testANamespaceHoldsAtMostItsShareOfPullSlots)
+}
+
+func testANamespaceHoldsAtMostItsShareOfPullSlots(t *testing.T) {
 	h := newSlotHarness(t, 4, 1, 4)
 	for i := range 3 {
 		h.submit("noisy", fmt.Sprintf("noisy-%d", i), fmt.Sprintf("10.0.0.%d:443", i))
@@ -153,6 +161,11 @@ func TestPullSlotsAreServedRoundRobinAcrossNamespaces(t *testing.T) {
 // (any key in common: an address and a name of it) share its slots, while
 // another registry's pull proceeds.
 func TestOneRegistryServerGetsAtMostItsShareOfPullSlots(t *testing.T) {
+	// In a bubble: none() waits until every pull that could start has.
+	synctest.Test(t, testOneRegistryServerGetsAtMostItsShareOfPullSlots)
+}
+
+func testOneRegistryServerGetsAtMostItsShareOfPullSlots(t *testing.T) {
 	h := newSlotHarness(t, 4, 4, 2)
 	h.submit("a", "by-address", "127.0.0.1:443")
 	h.submit("b", "by-name", "127.0.0.1:443", "[::1]:443")
@@ -169,6 +182,11 @@ func TestOneRegistryServerGetsAtMostItsShareOfPullSlots(t *testing.T) {
 }
 
 func TestAPullNobodyWaitsForIsDroppedAndSharedPullsRunOnce(t *testing.T) {
+	// In a bubble: none() waits until every pull that could start has.
+	synctest.Test(t, testAPullNobodyWaitsForIsDroppedAndSharedPullsRunOnce)
+}
+
+func testAPullNobodyWaitsForIsDroppedAndSharedPullsRunOnce(t *testing.T) {
 	h := newSlotHarness(t, 1, 1, 1)
 	first := h.submit("a", "running", "r:443")
 	h.settle(1)

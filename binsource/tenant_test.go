@@ -44,6 +44,9 @@ func acmeUnits(t *testing.T) *Controller {
 // namespaces of one labelled tenant land no more than one share between
 // them; an unlabelled namespace has its own.
 func TestATenantsNamespacesShareOneStoreShare(t *testing.T) {
+	// Its own store, no memory measured: it runs beside the others, its
+	// landings' syncs to disk overlapping theirs.
+	t.Parallel()
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
@@ -101,6 +104,9 @@ func TestATenantsNamespacesShareOneStoreShare(t *testing.T) {
 // pull slot per unit, three namespaces of one labelled tenant run one
 // pull at a time between them; another tenant's runs beside.
 func TestATenantsNamespacesShareOnePullShare(t *testing.T) {
+	// Its own registry and fetcher, no memory measured: it runs beside
+	// the others.
+	t.Parallel()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select { // a registry that answers nothing until the test ends

@@ -43,6 +43,9 @@ func commitAs(t *testing.T, s *Store, rel string, content []byte, key binstorete
 }
 
 func TestOneBinaryUnderFiveReleaseNamesIsStoredOnce(t *testing.T) {
+	// Its own store: it runs beside the others, its syncs to disk
+	// overlapping theirs.
+	t.Parallel()
 	key := binstoretest.NewKey(t)
 	dir := t.TempDir()
 	s := newStore(t, dir, trusting(key))
@@ -80,6 +83,9 @@ func TestOneBinaryUnderFiveReleaseNamesIsStoredOnce(t *testing.T) {
 }
 
 func TestDigestPathsServeOnlyTheirBytes(t *testing.T) {
+	// Its own store: it runs beside the others, its syncs to disk
+	// overlapping theirs.
+	t.Parallel()
 	key := binstoretest.NewKey(t)
 	dir := t.TempDir()
 	s := newStore(t, dir, trusting(key))
@@ -134,6 +140,9 @@ func TestDigestPathsServeOnlyTheirBytes(t *testing.T) {
 }
 
 func TestPlainPathServesAReleaseEverySourceAgreesOn(t *testing.T) {
+	// Its own store: it runs beside the others, its syncs to disk
+	// overlapping theirs.
+	t.Parallel()
 	key := binstoretest.NewKey(t)
 	dir := t.TempDir()
 	content := []byte("one binary")
@@ -160,6 +169,9 @@ func TestPlainPathServesAReleaseEverySourceAgreesOn(t *testing.T) {
 }
 
 func TestADigestDirectoryWithOtherBytesIsNotServed(t *testing.T) {
+	// Its own store: it runs beside the others, its syncs to disk
+	// overlapping theirs.
+	t.Parallel()
 	key := binstoretest.NewKey(t)
 	dir := t.TempDir()
 	content, other := []byte("genuine"), []byte("impostor")
@@ -189,6 +201,9 @@ func upper(s string) string { return strings.ToUpper(s) }
 // choose manifests, so at most maxAlso are kept (the oldest go first), and
 // they go with the binary.
 func TestManifestsKnownToHoldABinaryAreBoundedAndGoWithIt(t *testing.T) {
+	// Its own store: it runs beside the others, its syncs to disk
+	// overlapping theirs.
+	t.Parallel()
 	key := binstoretest.NewKey(t)
 	s := newStore(t, t.TempDir(), trusting(key))
 	content := []byte("served")

@@ -42,6 +42,9 @@ func trusting(keys ...binstoretest.Key) Options {
 }
 
 func TestOnlyBinariesMinIOWouldInstallAreIndexed(t *testing.T) {
+	// Its own store: it runs beside the others, its syncs to disk
+	// overlapping theirs.
+	t.Parallel()
 	trusted, other := binstoretest.NewKey(t), binstoretest.NewKey(t)
 	tests := []struct {
 		name   string
@@ -126,6 +129,9 @@ func TestRejectionReasonsAreTyped(t *testing.T) {
 }
 
 func TestModifiedBinaryIsRefusedThenDropped(t *testing.T) {
+	// Its own store: it runs beside the others, its syncs to disk
+	// overlapping theirs.
+	t.Parallel()
 	key := binstoretest.NewKey(t)
 	dir := t.TempDir()
 	binstoretest.WriteRelease(t, dir, "linux-amd64", release, []byte("good"), key)
@@ -144,6 +150,9 @@ func TestModifiedBinaryIsRefusedThenDropped(t *testing.T) {
 }
 
 func TestRootBinaryPlatformComesFromItsELFHeader(t *testing.T) {
+	// Its own store: it runs beside the others, its syncs to disk
+	// overlapping theirs.
+	t.Parallel()
 	key := binstoretest.NewKey(t)
 	dir := t.TempDir()
 	self, err := os.Executable() // this test binary: a Linux ELF for GOARCH
@@ -170,6 +179,9 @@ var imageA = Source{Image: "reg.a/minio:" + release, Registry: "reg.a", Reposito
 var imageB = Source{Image: "reg.b/minio:" + release, Registry: "reg.b", Repository: "minio", ManifestDigest: "sha256:bbb", LayerDigest: "sha256:b1"}
 
 func TestCommitKeepsEachBinarysFirstSource(t *testing.T) {
+	// Its own store: it runs beside the others, its syncs to disk
+	// overlapping theirs.
+	t.Parallel()
 	key := binstoretest.NewKey(t)
 	dir := t.TempDir()
 	s := newStore(t, dir, trusting(key))
@@ -195,6 +207,9 @@ func TestCommitKeepsEachBinarysFirstSource(t *testing.T) {
 }
 
 func TestCommitRefusesWhatItCannotVerify(t *testing.T) {
+	// Its own store: it runs beside the others, its syncs to disk
+	// overlapping theirs.
+	t.Parallel()
 	key, other := binstoretest.NewKey(t), binstoretest.NewKey(t)
 	platform := binstoretest.NewKey(t)
 	content := []byte("binary")
@@ -226,6 +241,9 @@ func TestCommitRefusesWhatItCannotVerify(t *testing.T) {
 }
 
 func TestPlatformKeySignsVerifiedUnsignedImages(t *testing.T) {
+	// Its own store: it runs beside the others, its syncs to disk
+	// overlapping theirs.
+	t.Parallel()
 	platform := binstoretest.NewKey(t)
 	dir := t.TempDir()
 	s := newStore(t, dir, Options{TrustedKeys: []minisign.PublicKey{binstoretest.NewKey(t).Public}, Signer: &platform.Private})
@@ -256,6 +274,9 @@ func TestStageBoundsTheSize(t *testing.T) {
 // versions, tenants' directories of earlier versions) is removed by the
 // start's scan, before anything is written.
 func TestTheStartRemovesWhatAnInterruptionLeft(t *testing.T) {
+	// Its own store: it runs beside the others, its syncs to disk
+	// overlapping theirs.
+	t.Parallel()
 	dir := t.TempDir()
 	key := binstoretest.NewKey(t)
 	content := []byte("stored")

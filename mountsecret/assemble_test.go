@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/object-store-operator/operator/internal/secretcache"
@@ -31,7 +30,7 @@ func pair(t *testing.T, name string) (certPEM, keyPEM []byte) {
 func secretsOf(t *testing.T, secrets ...*corev1.Secret) secretGetter {
 	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	client := fake.NewClientset()
+	client := testutil.Clientset()
 	for _, s := range secrets {
 		created, err := client.CoreV1().Secrets(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{})
 		require.NoError(t, err)

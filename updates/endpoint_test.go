@@ -20,6 +20,7 @@ import (
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/reason"
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
 // loopbackTenant is a tenant whose endpoint is srv, on loopback, which the
@@ -226,7 +227,7 @@ func tenantController(t *testing.T, allowed string) (*Controller, *fake.Clientse
 	t.Helper()
 	p, err := ParseEndpointPolicy(allowed)
 	require.NoError(t, err)
-	cs := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "tenant-env"},
+	cs := testutil.Clientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "tenant-env"},
 		Data: map[string][]byte{v1.ConfigEnvKey: []byte("export MINIO_ROOT_USER=admin\nexport MINIO_ROOT_PASSWORD=secret123\n")}})
 	return &Controller{cfg: Config{Kube: cs, Secrets: apiSecrets{cs}, ClusterDomain: "cluster.local", AllowedEndpoints: p}, metrics: newMetrics(nil)}, cs
 }

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/object-store-operator/operator/internal/testutil"
 )
 
 // maxAnnotationBytes is the apiserver's limit on an object's annotations
@@ -28,11 +30,13 @@ const maxAnnotationBytes = 256 * 1024
 // written (before, it grew past it and every later write was refused: no
 // release could halt any more).
 func TestTheHaltRecordStaysWithinWhatTheAPIServerAccepts(t *testing.T) {
+	// Its own record, client and clock: it runs beside the others.
+	t.Parallel()
 	// The plain object tracker: NewClientset's field-managed one builds a
 	// REST mapper on every update, half this test's time over its 160
 	// writes of a 190 KiB annotation, and nothing here is server-side
 	// applied.
-	kube := fake.NewSimpleClientset()
+	kube := testutil.Clientset()
 
 	clk := clocktesting.NewFakeClock(metav1.Now().Time)
 	h := newHalts(8, kube, "ops", clk, prometheus.NewRegistry())
@@ -66,7 +70,9 @@ func TestTheHaltRecordStaysWithinWhatTheAPIServerAccepts(t *testing.T) {
 // touched release, the one failing for the others, was evicted: its
 // failures forgotten, the third namespace's failure did not halt it.
 func TestOneNamespaceCannotEvictOthersFailuresFromTheHaltRecord(t *testing.T) {
-	kube := fake.NewClientset()
+	// Its own record, client and clock: it runs beside the others.
+	t.Parallel()
+	kube := testutil.Clientset()
 	clk := clocktesting.NewFakeClock(metav1.Now().Time)
 	h := newHalts(3, kube, "ops", clk, prometheus.NewRegistry())
 	const bad = "RELEASE.2026-03-01T10-00-00Z"
@@ -93,7 +99,9 @@ func TestOneNamespaceCannotEvictOthersFailuresFromTheHaltRecord(t *testing.T) {
 // budget-1 units proved and budget units then failed still fits the
 // record: it halts and is kept, not evicted to fit.
 func TestOneReleaseFailingInEveryUnitFitsTheHaltRecord(t *testing.T) {
-	kube := fake.NewSimpleClientset()
+	// Its own record, client and clock: it runs beside the others.
+	t.Parallel()
+	kube := testutil.Clientset()
 	clk := clocktesting.NewFakeClock(metav1.Now().Time)
 	h := newHalts(MaxFailureBudget, kube, "ops", clk, prometheus.NewRegistry())
 	const release = "RELEASE.2026-03-01T10-00-00Z"
@@ -134,7 +142,7 @@ func TestAHaltRecordOfThePreviousVersionReadsAsItWas(t *testing.T) {
 		`{"objectStore":"a/x","cause":"InPlaceRefused","message":"refused","at":"2026-03-01T10:00:00Z"},` +
 		`{"objectStore":"b/y","cause":"InPlaceRefused","message":"refused","at":"2026-03-01T10:00:01Z"}],"succeeded":["c"]}}`
 	setup := func(t *testing.T) (*halts, *fake.Clientset) {
-		kube := fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: HaltRecordName, Namespace: "ops",
+		kube := testutil.Clientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: HaltRecordName, Namespace: "ops",
 			Annotations: map[string]string{haltAnnotation: previous}}})
 		return newHalts(3, kube, "ops", clocktesting.NewFakeClock(metav1.Now().Time), prometheus.NewRegistry()), kube
 	}

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -143,7 +142,7 @@ func TestSetImageChangesOnlyTheMinIOContainerOfTheStoresStatefulSets(t *testing.
 		statefulSet("a-pool-1", "a", corev1.Container{Name: "minio", Image: "minio:new"}),
 		statefulSet("b-pool-0", "b", corev1.Container{Name: "minio", Image: "minio:old"}),
 	}
-	cs := fake.NewClientset(sets...)
+	cs := testutil.Clientset(sets...)
 	c := &Controller{cfg: Config{Kube: cs, StatefulSets: setsLister(t, sets...)}}
 	store := &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "t"}, Spec: v1.ObjectStoreSpec{Image: "minio:new"}}
 
@@ -183,7 +182,7 @@ func TestAfterAnInPlaceUpdateOnlyRollingUpdateSetsReplaceTheirPodsAgain(t *testi
 	onDelete.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType
 	rolling := statefulSet("a-pool-1", "a", corev1.Container{Name: "minio", Image: "minio:old"})
 	sets := []runtime.Object{onDelete, rolling}
-	cs := fake.NewClientset(sets...)
+	cs := testutil.Clientset(sets...)
 	c := &Controller{cfg: Config{Kube: cs, StatefulSets: setsLister(t, sets...)}}
 	store := &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "t"}, Spec: v1.ObjectStoreSpec{Image: "minio:new"}}
 
@@ -210,7 +209,7 @@ func TestAfterAnInPlaceUpdateOnlyRollingUpdateSetsReplaceTheirPodsAgain(t *testi
 
 func TestRollingAStoreWithoutStatefulSetsOrMinIOContainerFails(t *testing.T) {
 	set := statefulSet("c-pool-0", "c", corev1.Container{Name: "server", Image: "x"})
-	c := &Controller{cfg: Config{Kube: fake.NewClientset(set), StatefulSets: setsLister(t, set)}}
+	c := &Controller{cfg: Config{Kube: testutil.Clientset(set), StatefulSets: setsLister(t, set)}}
 	_, err := c.rollImage(t.Context(), &v1.ObjectStore{ObjectMeta: metav1.ObjectMeta{Name: "none", Namespace: "t"}, Spec: v1.ObjectStoreSpec{Image: "i"}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no StatefulSet in namespace t is labelled aistor.min.io/objectstore=none")

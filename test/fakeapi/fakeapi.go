@@ -37,7 +37,7 @@ func New(stores []*unstructured.Unstructured, objs ...runtime.Object) *API {
 	for _, s := range stores {
 		dynObjs = append(dynObjs, s)
 	}
-	a := &API{Kube: fake.NewClientset(objs...)}
+	a := &API{Kube: testutil.Clientset(objs...)}
 	a.Dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1.Resource: v1.Kind + "List"}, dynObjs...)
 	a.Dynamic.PrependReactor("patch", "objectstores", testutil.ApplyStatusConditions(a.Dynamic, v1.Resource))
