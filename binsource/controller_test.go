@@ -22,8 +22,8 @@ import (
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/binstore"
-	"github.com/object-store-operator/operator/internal/registryguard"
 	"github.com/object-store-operator/operator/internal/reason/reasontest"
+	"github.com/object-store-operator/operator/internal/registryguard"
 	"github.com/object-store-operator/operator/internal/secretcache"
 	"github.com/object-store-operator/operator/internal/testutil"
 	"github.com/object-store-operator/operator/test/fakeapi"
