@@ -239,8 +239,16 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	// binaries (RBAC cannot narrow a list to a label); nothing more.
 	_, err = sa.CoreV1().Pods(tenantNS).List(t.Context(), metav1.ListOptions{LabelSelector: "statefulset.kubernetes.io/pod-name"})
 	assert.NoError(t, err, "listing StatefulSet pods is granted")
-	err = sa.CoreV1().Pods(tenantNS).Delete(t.Context(), "any", metav1.DeleteOptions{})
-	assert.True(t, apierrors.IsForbidden(err), "deleting pods must be forbidden, got %v", err)
+	// The rollout deletes pods a StatefulSet controls, one at a time
+	// (docs/restarts.md); the admission policy refuses any other delete.
+	_, err = adminClient(t).CoreV1().Pods(tenantNS).Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "bare", Labels: map[string]string{"statefulset.kubernetes.io/pod-name": "bare"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	err = sa.CoreV1().Pods(tenantNS).Delete(t.Context(), "bare", metav1.DeleteOptions{})
+	assert.True(t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "deleting a pod no StatefulSet controls must be refused, got %v", err)
+	assert.Contains(t, fmt.Sprint(err), "deletes only pods a StatefulSet controls")
 	_, err = sa.CoreV1().Pods(tenantNS).GetLogs("any", &corev1.PodLogOptions{}).DoRaw(t.Context())
 	assert.True(t, apierrors.IsForbidden(err), "reading pods' logs must be forbidden, got %v", err)
 	_, err = sa.CoreV1().Nodes().Update(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "any"}}, metav1.UpdateOptions{})
