@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -232,4 +233,20 @@ func TestTooManyReplicasAreReportedNotRolled(t *testing.T) {
 	c := f.Condition(t, "t", "s")
 	assert.Equal(t, ReasonTooManyPods, c.Reason)
 	assert.Zero(t, f.health.asked)
+}
+
+// A pod the partition hands to the statefulset controller already is not
+// taken down again: MinIO is not asked, nothing is patched, nothing is
+// counted replaced (each pod event did all three).
+func TestAPodThePartitionHandedOverIsWaitedFor(t *testing.T) {
+	s := heldSet("s-pool-0", 4, appsv1.RollingUpdateStatefulSetStrategyType)
+	three := int32(3)
+	s.Spec.UpdateStrategy.RollingUpdate.Partition = &three
+	f := newFixture(t, s, podsOf(s))
+	_, err := f.sync()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"patch objectstores/status"}, f.Actions())
+	assert.Zero(t, f.health.asked)
+	assert.Equal(t, "waiting for the statefulset controller to replace pod s-pool-0-3 (0/4 pods current)", f.Condition(t, "t", "s").Message)
+	assert.Zero(t, promtestutil.ToFloat64(f.c.replaced))
 }

@@ -201,13 +201,18 @@ func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailabl
 		st.message = fmt.Sprintf("waiting for pod %s to become Ready before the next one (%s)", unready[0].name, progress(st))
 		return st
 	}
-	if next.pod == nil && (onDelete(next.set) || partition(next.set) <= int32(next.ordinal)) {
-		// Nothing to take down: the statefulset controller creates the
-		// pod, from the current template. A pod it does not control that
-		// holds the name is never deleted: it is no pod of the
-		// StatefulSet's, whatever its name.
+	// Nothing to take down: the partition is at the pod already, so the
+	// statefulset controller replaces it (asking MinIO, and counting it
+	// replaced, once more would be for nothing); or there is no pod, and
+	// the statefulset controller creates it from the current template. A
+	// pod it does not control that holds the name is never deleted: it is
+	// no pod of the StatefulSet's, whatever its name.
+	if handed := !onDelete(next.set) && partition(next.set) <= int32(next.ordinal); handed || (next.pod == nil && onDelete(next.set)) {
 		st.verb, st.set, st.pod = wait, next.set, next.name
 		st.message = fmt.Sprintf("waiting for the statefulset controller to create pod %s (%s)", next.name, progress(st))
+		if handed && next.pod != nil {
+			st.message = fmt.Sprintf("waiting for the statefulset controller to replace pod %s (%s)", next.name, progress(st))
+		}
 		if next.foreign {
 			st.message = fmt.Sprintf("pod %s is not StatefulSet %s's (it does not control it); the operator does not delete it, and the StatefulSet cannot create its own (%s)", next.name, next.set.Name, progress(st))
 		}
