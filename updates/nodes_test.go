@@ -21,11 +21,11 @@ func TestTheStatusSaysWhichReleaseEachNodeRuns(t *testing.T) {
 	})
 	assert.Equal(t, "3/4 on "+relNew, s.nodesOn)
 	assert.Equal(t, relOld, s.release, "status.release stays the oldest")
-	assert.Equal(t, []v1.NodeRelease{{"n0:9000", relNew}, {"n1:9000", relNew}, {"n2:9000", relNew}, {"n3:9000", relOld}}, s.nodes)
+	assert.Equal(t, []v1.NodeRelease{{Endpoint: "n0:9000", Release: relNew}, {Endpoint: "n1:9000", Release: relNew}, {Endpoint: "n2:9000", Release: relNew}, {Endpoint: "n3:9000", Release: relOld}}, s.nodes)
 
 	s.seen([]node{{endpoint: "n0:9000", online: true, release: relOld}, {endpoint: "n1:9000"}})
 	assert.Equal(t, "1/2 on "+relOld, s.nodesOn, "an offline node runs nothing it can say")
-	assert.Equal(t, []v1.NodeRelease{{"n0:9000", relOld}, {"n1:9000", ""}}, s.nodes)
+	assert.Equal(t, []v1.NodeRelease{{Endpoint: "n0:9000", Release: relOld}, {Endpoint: "n1:9000", Release: ""}}, s.nodes)
 
 	s.seen(nil)
 	assert.Equal(t, "1/2 on "+relOld, s.nodesOn, "not reached: what was last said stays")
