@@ -206,8 +206,8 @@ func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	case wait:
 		return controller.Result{RequeueAfter: st.after}, c.condition(ctx, u, metav1.ConditionFalse, ReasonReplacingPod, st.message)
 	case stuck:
-		c.log.Warn().Str("objectstore", key).Str("pod", store.Namespace+"/"+st.pod).Str("reason", ReasonPodTimeout).Msg(st.message)
-		return controller.Result{}, c.condition(ctx, u, metav1.ConditionFalse, ReasonPodTimeout, st.message)
+		c.log.Warn().Str("objectstore", key).Str("pod", store.Namespace+"/"+st.pod).Str("reason", st.reason).Msg(st.message)
+		return controller.Result{}, c.condition(ctx, u, metav1.ConditionFalse, st.reason, st.message)
 	}
 	return c.replace(ctx, key, store, u, st)
 }
@@ -243,12 +243,13 @@ func (c *Controller) replace(ctx context.Context, key string, store *v1.ObjectSt
 func (c *Controller) takeDown(ctx context.Context, st step) error {
 	s := st.set
 	if onDelete(s) {
-		pod, ok := c.pod(s.Namespace, st.pod)
-		opts := metav1.DeleteOptions{}
-		if ok {
-			// Not a pod that replaced it meanwhile.
-			opts.Preconditions = &metav1.Preconditions{UID: &pod.UID}
+		if st.uid == "" {
+			return nil // plan takes down no pod the StatefulSet does not control
 		}
+		// Only the pod plan saw, controlled by the StatefulSet: not one
+		// that replaced it meanwhile, nor another of the same name.
+		uid := st.uid
+		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 		err := c.cfg.Kube.CoreV1().Pods(s.Namespace).Delete(ctx, st.pod, opts)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete pod %s/%s: %w", s.Namespace, st.pod, err)
@@ -276,8 +277,11 @@ func (c *Controller) release(ctx context.Context, sets []*appsv1.StatefulSet) er
 		spec := ""
 		if !onDelete(s) {
 			p := "null"
-			if n, err := strconv.Atoi(restore); err == nil && n > 0 {
-				p = strconv.Itoa(n)
+			// The annotation is the tenant's to write too: a value no
+			// partition can hold would fail this patch at every sync,
+			// and the rollout would never end.
+			if n, err := strconv.ParseInt(restore, 10, 32); err == nil && n > 0 {
+				p = strconv.FormatInt(n, 10)
 			}
 			spec = fmt.Sprintf(`,"spec":{"updateStrategy":{"rollingUpdate":{"partition":%s}}}`, p)
 		}
@@ -313,15 +317,6 @@ func (c *Controller) podsOf(namespace string) map[string]*corev1.Pod {
 		}
 	}
 	return pods
-}
-
-func (c *Controller) pod(namespace, name string) (*corev1.Pod, bool) {
-	o, ok, err := c.pods.GetByKey(namespace + "/" + name)
-	if err != nil || !ok {
-		return nil, false
-	}
-	p, ok := o.(*corev1.Pod)
-	return p, ok
 }
 
 func (c *Controller) condition(ctx context.Context, u *unstructured.Unstructured, s metav1.ConditionStatus, r, msg string) error {

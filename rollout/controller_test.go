@@ -4,17 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -150,4 +154,99 @@ func TestAnObjectStoreWithNothingToReplaceIsNotWritten(t *testing.T) {
 	_, err := f.sync()
 	require.NoError(t, err)
 	assert.Empty(t, f.Actions())
+}
+
+// Attack: a bare pod (no pod-name label, so not in the pod informer) of
+// a name the held StatefulSet would give its pod. The rollout deleted
+// whatever the API held by that name, with no precondition at all.
+func TestAPodTheInformerDoesNotHoldIsNotDeleted(t *testing.T) {
+	s := heldSet("s-pool-0", 2, appsv1.OnDeleteStatefulSetStrategyType)
+	pods := podsOf(s)
+	f := newFixture(t, s, pods)
+	bare := pods["s-pool-0-1"].DeepCopy()
+	bare.UID, bare.Labels, bare.OwnerReferences = "uid-bare", nil, nil
+	_, err := f.Kube.CoreV1().Pods("t").Update(context.Background(), bare, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.pods.GetIndexer().Delete(pods["s-pool-0-1"]))
+	f.ClearActions()
+
+	_, err = f.sync()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"patch objectstores/status"}, f.Actions(), "nothing deleted")
+	got, err := f.Kube.CoreV1().Pods("t").Get(context.Background(), "s-pool-0-1", metav1.GetOptions{})
+	require.NoError(t, err, "the bare pod is still there")
+	assert.Equal(t, types.UID("uid-bare"), got.UID)
+	c := f.Condition(t, "t", "s")
+	assert.Equal(t, ReasonReplacingPod, c.Reason)
+	assert.Equal(t, "waiting for the statefulset controller to create pod s-pool-0-1 (0/2 pods current)", c.Message)
+	assert.Zero(t, f.health.asked)
+}
+
+func TestPodsFromTheStartOrdinalAreTheOnesReplaced(t *testing.T) {
+	s := heldSet("s-pool-0", 3, appsv1.OnDeleteStatefulSetStrategyType)
+	s.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: 5}
+	f := newFixture(t, s, podsOf(s))
+	_, err := f.sync()
+	require.NoError(t, err)
+	_, err = f.Kube.CoreV1().Pods("t").Get(context.Background(), "s-pool-0-7", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the highest ordinal, 7, is deleted: %v", err)
+
+	s = heldSet("s-pool-0", 3, appsv1.RollingUpdateStatefulSetStrategyType)
+	s.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: 5}
+	f = newFixture(t, s, podsOf(s))
+	_, err = f.sync()
+	require.NoError(t, err)
+	got, err := f.Kube.AppsV1().StatefulSets("t").Get(context.Background(), "s-pool-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), *got.Spec.UpdateStrategy.RollingUpdate.Partition, "the partition counts from start: 2 replaces s-pool-0-7")
+}
+
+// Attack: the tenant writes a partition to give back that no partition
+// can hold. The patch that ends the rollout failed at every sync; the
+// StatefulSet stayed held for good.
+func TestAPartitionToGiveBackOutOfRangeDoesNotWedgeTheRollout(t *testing.T) {
+	for _, forged := range []string{"99999999999", "-3", "2147483648", "one"} {
+		t.Run(forged, func(t *testing.T) {
+			s := heldSet("s-pool-0", 2, appsv1.RollingUpdateStatefulSetStrategyType)
+			s.Annotations[v1.RolloutAnnotation] = forged
+			pods := podsOf(s)
+			replaced(pods, "s-pool-0-0", t0, true)
+			replaced(pods, "s-pool-0-1", t0, true)
+			f := newFixture(t, s, pods)
+			_, err := f.sync()
+			require.NoError(t, err)
+			got, err := f.Kube.AppsV1().StatefulSets("t").Get(context.Background(), "s-pool-0", metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.NotContains(t, got.Annotations, v1.RolloutAnnotation, "the rollout is over")
+			assert.Nil(t, got.Spec.UpdateStrategy.RollingUpdate.Partition, "no partition of the tenant's to give back")
+			assert.Equal(t, ReasonPodsCurrent, f.Condition(t, "t", "s").Reason)
+		})
+	}
+}
+
+func TestTooManyReplicasAreReportedNotRolled(t *testing.T) {
+	s := heldSet("s-pool-0", math.MaxInt32, appsv1.OnDeleteStatefulSetStrategyType)
+	f := newFixture(t, s, nil)
+	_, err := f.sync()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"patch objectstores/status"}, f.Actions())
+	c := f.Condition(t, "t", "s")
+	assert.Equal(t, ReasonTooManyPods, c.Reason)
+	assert.Zero(t, f.health.asked)
+}
+
+// A pod the partition hands to the statefulset controller already is not
+// taken down again: MinIO is not asked, nothing is patched, nothing is
+// counted replaced (each pod event did all three).
+func TestAPodThePartitionHandedOverIsWaitedFor(t *testing.T) {
+	s := heldSet("s-pool-0", 4, appsv1.RollingUpdateStatefulSetStrategyType)
+	three := int32(3)
+	s.Spec.UpdateStrategy.RollingUpdate.Partition = &three
+	f := newFixture(t, s, podsOf(s))
+	_, err := f.sync()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"patch objectstores/status"}, f.Actions())
+	assert.Zero(t, f.health.asked)
+	assert.Equal(t, "waiting for the statefulset controller to replace pod s-pool-0-3 (0/4 pods current)", f.Condition(t, "t", "s").Message)
+	assert.Zero(t, promtestutil.ToFloat64(f.c.replaced))
 }

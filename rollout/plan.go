@@ -26,6 +26,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/reason"
@@ -43,7 +45,17 @@ const (
 	// ReasonPodTimeout: a replaced pod did not become Ready in time; no
 	// other pod is taken down until it is.
 	ReasonPodTimeout = "PodTimeout"
+	// ReasonTooManyPods: the held StatefulSets have more replicas in all
+	// than the rollout looks at (maxPods); no pod of theirs is replaced.
+	ReasonTooManyPods = "TooManyPods"
 )
+
+// maxPods bounds the pods of one ObjectStore the rollout looks at, as
+// updates bounds the nodes it reads: replicas is the tenant's to write, up
+// to 2^31-1, and each is a name and a state built at every sync (a million
+// took 19 s of a worker; 2^31 would take the operator's memory with it).
+// MinIO's largest deployments have hundreds of nodes.
+const maxPods = 4096
 
 // verb is what a step does.
 type verb int
@@ -57,7 +69,8 @@ const (
 	// replace: take pod down (delete it, or lower the partition to its
 	// ordinal), after the maintenance check when it is Ready.
 	replace
-	// stuck: a replaced pod is not Ready after the timeout.
+	// stuck: a replaced pod is not Ready after the timeout, or the
+	// StatefulSets are more than the rollout looks at (step.reason).
 	stuck
 )
 
@@ -68,8 +81,13 @@ type step struct {
 	set     *appsv1.StatefulSet
 	pod     string
 	ordinal int
+	// uid is the pod to replace's (nil for one not created): a delete is
+	// conditional on it.
+	uid types.UID
 	// ready: the pod to replace serves now, so MinIO is asked first.
 	ready bool
+	// reason is stuck's: ReasonPodTimeout or ReasonTooManyPods.
+	reason string
 	// after: look again then, for a timeout (wait).
 	after   time.Duration
 	message string
@@ -79,10 +97,14 @@ type step struct {
 
 // podState is one ordinal of a StatefulSet as the pod informer holds it.
 type podState struct {
-	set     *appsv1.StatefulSet
-	name    string
+	set  *appsv1.StatefulSet
+	name string
+	// ordinal counts from spec.ordinals.start, as the partition does.
 	ordinal int
-	pod     *corev1.Pod // nil: not created (yet)
+	pod     *corev1.Pod // nil: not created (yet), or not the StatefulSet's
+	// foreign: a pod holds the name that the StatefulSet does not control
+	// (a bare pod, or a forged owner reference).
+	foreign bool
 }
 
 func (p podState) ready() bool {
@@ -117,9 +139,24 @@ func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailabl
 		if s.Status.ObservedGeneration < s.Generation || s.Status.UpdateRevision == "" {
 			return step{verb: wait, set: s, message: fmt.Sprintf("StatefulSet %s: waiting for the statefulset controller to see its new template", s.Name)}
 		}
-		for i := range int(replicas(s)) {
-			name := fmt.Sprintf("%s-%d", s.Name, i)
-			all = append(all, podState{set: s, name: name, ordinal: i, pod: pods[name]})
+		n := int(replicas(s))
+		if len(all)+n > maxPods {
+			return step{verb: stuck, reason: ReasonTooManyPods, set: s,
+				message: fmt.Sprintf("StatefulSet %s: the StatefulSets the operator holds have more than %d replicas in all; it replaces none of their pods", s.Name, maxPods)}
+		}
+		// Pods are named from spec.ordinals.start; the partition counts
+		// from it (the statefulset controller's index, not the name's).
+		start := 0
+		if s.Spec.Ordinals != nil {
+			start = int(s.Spec.Ordinals.Start)
+		}
+		for i := range n {
+			name := fmt.Sprintf("%s-%d", s.Name, start+i)
+			p := podState{set: s, name: name, ordinal: i, pod: pods[name]}
+			if p.pod != nil && !controlledBy(p.pod, s) {
+				p.pod, p.foreign = nil, true
+			}
+			all = append(all, p)
 		}
 	}
 	st := step{total: len(all)}
@@ -137,7 +174,7 @@ func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailabl
 	for _, p := range unready {
 		if p.current() && timeout > 0 {
 			if age := now.Sub(p.pod.CreationTimestamp.Time); age >= timeout {
-				st.verb, st.set, st.pod = stuck, p.set, p.name
+				st.verb, st.reason, st.set, st.pod = stuck, ReasonPodTimeout, p.set, p.name
 				st.message = fmt.Sprintf("pod %s was replaced %s ago and is not Ready; no other pod is taken down until it is", p.name, age.Round(time.Second))
 				return st
 			} else if st.after == 0 || timeout-age < st.after {
@@ -164,8 +201,35 @@ func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailabl
 		st.message = fmt.Sprintf("waiting for pod %s to become Ready before the next one (%s)", unready[0].name, progress(st))
 		return st
 	}
+	// Nothing to take down: the partition is at the pod already, so the
+	// statefulset controller replaces it (asking MinIO, and counting it
+	// replaced, once more would be for nothing); or there is no pod, and
+	// the statefulset controller creates it from the current template. A
+	// pod it does not control that holds the name is never deleted: it is
+	// no pod of the StatefulSet's, whatever its name.
+	if handed := !onDelete(next.set) && partition(next.set) <= int32(next.ordinal); handed || (next.pod == nil && onDelete(next.set)) {
+		st.verb, st.set, st.pod = wait, next.set, next.name
+		st.message = fmt.Sprintf("waiting for the statefulset controller to create pod %s (%s)", next.name, progress(st))
+		if handed && next.pod != nil {
+			st.message = fmt.Sprintf("waiting for the statefulset controller to replace pod %s (%s)", next.name, progress(st))
+		}
+		if next.foreign {
+			st.message = fmt.Sprintf("pod %s is not StatefulSet %s's (it does not control it); the operator does not delete it, and the StatefulSet cannot create its own (%s)", next.name, next.set.Name, progress(st))
+		}
+		return st
+	}
 	st.verb, st.set, st.pod, st.ordinal, st.ready = replace, next.set, next.name, next.ordinal, next.ready()
+	if next.pod != nil {
+		st.uid = next.pod.UID
+	}
 	return st
+}
+
+// controlledBy: p's controller is the StatefulSet s itself (by UID), not
+// one of the same name before it, nor a forged reference to another.
+func controlledBy(p *corev1.Pod, s *appsv1.StatefulSet) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "StatefulSet" && ref.Name == s.Name && ref.UID == s.UID
 }
 
 // pick chooses the pod to replace next. Under RollingUpdate the partition
@@ -218,5 +282,6 @@ func Reasons() []reason.Reason {
 		{Name: ReasonReplacingPod, Severity: reason.Normal},
 		{Name: ReasonWaitingForQuorum, Severity: reason.Normal, Remedy: "nothing to do if MinIO is healing; otherwise see which of its nodes or drives are offline (mc admin info)"},
 		{Name: ReasonPodTimeout, Severity: reason.Warning, Remedy: "see why the pod is not Ready (kubectl describe pod); once it is, or once you delete it, the rollout goes on; spec.restarts.podTimeout or {restart-pod-timeout} sets the time"},
+		{Name: ReasonTooManyPods, Severity: reason.Warning, Remedy: "lower the replicas of the ObjectStore's StatefulSets; or replace their pods yourself and remove the annotation aistor.min.io/rollout"},
 	}
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ var t0 = time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
 // (revision "new"), under strategy.
 func heldSet(name string, n int32, strategy appsv1.StatefulSetUpdateStrategyType) *appsv1.StatefulSet {
 	s := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "t", Generation: 2, ResourceVersion: "7",
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "t", UID: types.UID("uid-" + name), Generation: 2, ResourceVersion: "7",
 			Labels: map[string]string{v1.ObjectStoreLabel: "s"}, Annotations: map[string]string{v1.RolloutAnnotation: ""}},
 		Spec:   appsv1.StatefulSetSpec{Replicas: &n, UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: strategy}},
 		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, CurrentRevision: "old", UpdateRevision: "new"},
@@ -31,14 +32,20 @@ func heldSet(name string, n int32, strategy appsv1.StatefulSetUpdateStrategyType
 	return s
 }
 
-// podsOf are the set's pods, all Ready on revision "old".
+// podsOf are the set's pods, all Ready on revision "old", named from
+// its spec.ordinals.start.
 func podsOf(s *appsv1.StatefulSet) map[string]*corev1.Pod {
 	pods := map[string]*corev1.Pod{}
-	for i := range int(*s.Spec.Replicas) {
-		name := fmt.Sprintf("%s-%d", s.Name, i)
+	start := int32(0)
+	if s.Spec.Ordinals != nil {
+		start = s.Spec.Ordinals.Start
+	}
+	for i := range *s.Spec.Replicas {
+		name := fmt.Sprintf("%s-%d", s.Name, start+i)
 		pods[name] = &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "t", UID: types.UID("uid-old-" + name), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour)),
-				Labels: map[string]string{appsv1.StatefulSetRevisionLabel: "old"}},
+				Labels:          map[string]string{appsv1.StatefulSetRevisionLabel: "old"},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))}},
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		}
 	}
@@ -177,3 +184,103 @@ func TestHoldKeepsTheStatefulSetControllerFromRollingAndRemembersThePartition(t 
 	assert.Equal(t, map[string]string{v1.RolloutAnnotation: ""}, annotations)
 	assert.Nil(t, spec, "under OnDelete nothing rolls on its own")
 }
+
+// Attack: replicas is the tenant's to write, up to 2^31-1, on a
+// StatefulSet it labels and annotates aistor.min.io/rollout itself. Each
+// was a name and a state built at every sync: a million took 19 s of a
+// worker, 2^31 the operator's memory, every tenant's rollouts with it.
+func TestStatefulSetsOfAbsurdReplicasAreRefusedNotEnumerated(t *testing.T) {
+	for _, n := range []int32{math.MaxInt32, maxPods + 1} {
+		s := heldSet("s-pool-0", n, appsv1.OnDeleteStatefulSetStrategyType)
+		st := plan([]*appsv1.StatefulSet{s}, map[string]*corev1.Pod{}, 1, time.Minute, t0)
+		assert.Equal(t, stuck, st.verb, "replicas %d", n)
+		assert.Equal(t, ReasonTooManyPods, st.reason)
+		assert.Equal(t, "StatefulSet s-pool-0: the StatefulSets the operator holds have more than 4096 replicas in all; it replaces none of their pods", st.message)
+	}
+	// In all, not each: a thousand StatefulSets of 4096 are as many.
+	a := heldSet("s-pool-0", maxPods/2+1, appsv1.OnDeleteStatefulSetStrategyType)
+	b := heldSet("s-pool-1", maxPods/2, appsv1.OnDeleteStatefulSetStrategyType)
+	st := plan([]*appsv1.StatefulSet{a, b}, map[string]*corev1.Pod{}, 1, time.Minute, t0)
+	assert.Equal(t, ReasonTooManyPods, st.reason)
+
+	b = heldSet("s-pool-1", maxPods/2-1, appsv1.OnDeleteStatefulSetStrategyType)
+	st = plan([]*appsv1.StatefulSet{a, b}, podsOf(a), 1, time.Minute, t0)
+	assert.Equal(t, wait, st.verb, "%d pods are looked at: %s", maxPods, st.message)
+}
+
+// spec.ordinals.start names the pods from start; the partition counts from
+// it (the statefulset controller's index). Counting names from 0 found no
+// pod at all: the rollout deleted pods that do not exist, and never ended.
+func TestPodsAreNamedFromTheStartOrdinal(t *testing.T) {
+	for _, strategy := range []appsv1.StatefulSetUpdateStrategyType{appsv1.OnDeleteStatefulSetStrategyType, appsv1.RollingUpdateStatefulSetStrategyType} {
+		t.Run(string(strategy), func(t *testing.T) {
+			s := heldSet("s-pool-0", 3, strategy)
+			s.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: 5}
+			pods := podsOf(s)
+			sets := []*appsv1.StatefulSet{s}
+			var order []string
+			var ordinals []int
+			for range 3 {
+				st := plan(sets, pods, 1, 10*time.Minute, t0)
+				if !assert.Equal(t, replace, st.verb, st.message) {
+					return
+				}
+				assert.True(t, st.ready)
+				assert.Equal(t, types.UID("uid-old-"+st.pod), st.uid)
+				order, ordinals = append(order, st.pod), append(ordinals, st.ordinal)
+				replaced(pods, st.pod, t0, true)
+			}
+			assert.Equal(t, []string{"s-pool-0-7", "s-pool-0-6", "s-pool-0-5"}, order)
+			assert.Equal(t, []int{2, 1, 0}, ordinals, "the partition is the index from start")
+			assert.Equal(t, done, plan(sets, pods, 1, 10*time.Minute, t0).verb)
+		})
+	}
+}
+
+// Attack: a pod the StatefulSet does not control holds one of its names
+// (a bare pod, or one whose owner reference the tenant forged): the
+// rollout never takes it down, nor counts it as the StatefulSet's.
+func TestAPodTheStatefulSetDoesNotControlIsNeverTakenDown(t *testing.T) {
+	s := heldSet("s-pool-0", 2, appsv1.OnDeleteStatefulSetStrategyType)
+	other := heldSet("s-pool-0", 2, appsv1.OnDeleteStatefulSetStrategyType)
+	other.UID = "uid-of-a-set-deleted-since"
+	for name, owners := range map[string][]metav1.OwnerReference{
+		"bare":   nil,
+		"forged": {*metav1.NewControllerRef(other, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))},
+		"job":    {{APIVersion: "batch/v1", Kind: "Job", Name: "s-pool-0", UID: s.UID, Controller: ptr(true)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pods := podsOf(s)
+			pods["s-pool-0-1"].OwnerReferences = owners
+			st := plan([]*appsv1.StatefulSet{s}, pods, 1, time.Minute, t0)
+			assert.Equal(t, wait, st.verb)
+			assert.Equal(t, "s-pool-0-1", st.pod)
+			assert.Equal(t, "pod s-pool-0-1 is not StatefulSet s-pool-0's (it does not control it); the operator does not delete it, and the StatefulSet cannot create its own (0/2 pods current)", st.message)
+		})
+	}
+}
+
+// A pod not created yet is nothing to delete: the statefulset controller
+// creates it from the current template. Under RollingUpdate the partition
+// still comes down to it, so that it is.
+func TestAPodNotCreatedIsWaitedForNotDeleted(t *testing.T) {
+	s := heldSet("s-pool-0", 2, appsv1.OnDeleteStatefulSetStrategyType)
+	pods := podsOf(s)
+	delete(pods, "s-pool-0-1")
+	st := plan([]*appsv1.StatefulSet{s}, pods, 1, time.Minute, t0)
+	assert.Equal(t, wait, st.verb)
+	assert.Equal(t, "waiting for the statefulset controller to create pod s-pool-0-1 (0/2 pods current)", st.message)
+
+	s = heldSet("s-pool-0", 2, appsv1.RollingUpdateStatefulSetStrategyType)
+	st = plan([]*appsv1.StatefulSet{s}, pods, 1, time.Minute, t0)
+	assert.Equal(t, replace, st.verb, "the partition 2 keeps it on the old template: lowered to 1")
+	assert.Equal(t, 1, st.ordinal)
+	assert.False(t, st.ready, "a pod that is not there serves nothing")
+
+	one := int32(1)
+	s.Spec.UpdateStrategy.RollingUpdate.Partition = &one
+	st = plan([]*appsv1.StatefulSet{s}, pods, 1, time.Minute, t0)
+	assert.Equal(t, wait, st.verb, "lowered already")
+}
+
+func ptr[T any](v T) *T { return &v }
