@@ -371,6 +371,10 @@ func TestInPlaceUpdateOfADistributedMinIO(t *testing.T) {
 	printed := kubectl(t, "get", "objectstore", e.store, "-n", e.tenantNS)
 	assert.Contains(t, printed, e.newer, "kubectl get shows the release")
 	assert.Contains(t, printed, "UpdatedInPlace")
+	wide := kubectl(t, "get", "objectstore", e.store, "-n", e.tenantNS, "-o", "wide")
+	assert.Contains(t, wide, "4/4 on "+e.newer, "-o wide shows how many nodes run which release")
+	nodes := kubectl(t, "get", "objectstore", e.store, "-n", e.tenantNS, "-o", `jsonpath={range .status.nodes[*]}{.release}{"\n"}{end}`)
+	assert.Equal(t, strings.Repeat(e.newer+"\n", 4), nodes, "each node's release in status.nodes")
 }
 
 // TestUpdateOffFallsBackToARollingUpdate: MINIO_UPDATE=off makes MinIO
