@@ -131,33 +131,9 @@ func (p podState) current() bool {
 // the pods not Ready at once; timeout how long a pod replaced from the
 // current template has to become Ready.
 func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailable int, timeout time.Duration, now time.Time) step {
-	var all []podState
-	for _, s := range sets {
-		if _, ours := s.Annotations[v1.RolloutAnnotation]; !ours {
-			continue
-		}
-		if s.Status.ObservedGeneration < s.Generation || s.Status.UpdateRevision == "" {
-			return step{verb: wait, set: s, message: fmt.Sprintf("StatefulSet %s: waiting for the statefulset controller to see its new template", s.Name)}
-		}
-		n := int(replicas(s))
-		if len(all)+n > maxPods {
-			return step{verb: stuck, reason: ReasonTooManyPods, set: s,
-				message: fmt.Sprintf("StatefulSet %s: the StatefulSets the operator holds have more than %d replicas in all; it replaces none of their pods", s.Name, maxPods)}
-		}
-		// Pods are named from spec.ordinals.start; the partition counts
-		// from it (the statefulset controller's index, not the name's).
-		start := 0
-		if s.Spec.Ordinals != nil {
-			start = int(s.Spec.Ordinals.Start)
-		}
-		for i := range n {
-			name := fmt.Sprintf("%s-%d", s.Name, start+i)
-			p := podState{set: s, name: name, ordinal: i, pod: pods[name]}
-			if p.pod != nil && !controlledBy(p.pod, s) {
-				p.pod, p.foreign = nil, true
-			}
-			all = append(all, p)
-		}
+	all, held := ordinals(sets, pods)
+	if held != nil {
+		return *held
 	}
 	st := step{total: len(all)}
 	var unready []podState
@@ -223,6 +199,42 @@ func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailabl
 		st.uid = next.pod.UID
 	}
 	return st
+}
+
+// ordinals lists the ordinals of the StatefulSets the operator holds, with
+// the pod the informer has for each (nil when none, or one the
+// StatefulSet does not control). A step is returned instead when the
+// StatefulSets cannot be rolled now.
+func ordinals(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod) ([]podState, *step) {
+	var all []podState
+	for _, s := range sets {
+		if _, ours := s.Annotations[v1.RolloutAnnotation]; !ours {
+			continue
+		}
+		if s.Status.ObservedGeneration < s.Generation || s.Status.UpdateRevision == "" {
+			return nil, &step{verb: wait, set: s, message: fmt.Sprintf("StatefulSet %s: waiting for the statefulset controller to see its new template", s.Name)}
+		}
+		n := int(replicas(s))
+		if len(all)+n > maxPods {
+			return nil, &step{verb: stuck, reason: ReasonTooManyPods, set: s,
+				message: fmt.Sprintf("StatefulSet %s: the StatefulSets the operator holds have more than %d replicas in all; it replaces none of their pods", s.Name, maxPods)}
+		}
+		// Pods are named from spec.ordinals.start; the partition counts
+		// from it (the statefulset controller's index, not the name's).
+		start := 0
+		if s.Spec.Ordinals != nil {
+			start = int(s.Spec.Ordinals.Start)
+		}
+		for i := range n {
+			name := fmt.Sprintf("%s-%d", s.Name, start+i)
+			p := podState{set: s, name: name, ordinal: i, pod: pods[name]}
+			if p.pod != nil && !controlledBy(p.pod, s) {
+				p.pod, p.foreign = nil, true
+			}
+			all = append(all, p)
+		}
+	}
+	return all, nil
 }
 
 // controlledBy: p's controller is the StatefulSet s itself (by UID), not
