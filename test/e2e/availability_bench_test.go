@@ -24,6 +24,7 @@ import (
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/testutil"
+	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/test/cluster"
 )
 
@@ -246,6 +247,20 @@ func availabilityCluster(b *testing.B, o updateOpts) (*updateEnv, *minioKubelet,
 	k := newMinIOKubelet(b, e.minio, e.tenantNS, e.store, map[string]int{"minio-0": 0, "minio-1": 1, "minio-2": 2, "minio-3": 3})
 	minioStatefulSet(b, e.tenantNS, e.store, "minio", 4, e.oldImage, appsv1.RollingUpdateStatefulSetStrategyType)
 	waitFor(b, time.Minute, "the four pods run the four nodes", k.allReady)
+	// The operator restarts a StatefulSet whose template does not yet
+	// name the certificates it mounts, a new one too (seen in every run:
+	// "replacing pod minio-3" right after it was created); the scenarios
+	// start once that rollout is over.
+	start := time.Now()
+	waitFor(b, 3*time.Minute, "the operator's first rollout of the new StatefulSet over", func() bool {
+		s, err := adminClient(b).AppsV1().StatefulSets(e.tenantNS).Get(b.Context(), "minio", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		_, named := s.Spec.Template.Annotations[mountsecret.RestartAnnotation]
+		_, held := s.Annotations[apiv1.RolloutAnnotation]
+		return (named || time.Since(start) > 20*time.Second) && !held && k.allReady()
+	})
 	return e, k, ca
 }
 
