@@ -13,7 +13,7 @@ APP_VERSION := $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' helm/object
 REGISTRY ?=
 IMAGE   ?= $(if $(REGISTRY),$(patsubst %/,%,$(REGISTRY))/)object-store-operator:$(APP_VERSION)
 
-.PHONY: all build tools test run bench bench-scale bench-pull bench-update bench-fleet bench-rotation fuzz image clean
+.PHONY: all build tools test run bench bench-scale bench-pull bench-update bench-fleet bench-rotation bench-availability fuzz image clean
 
 all: build
 
@@ -73,6 +73,10 @@ bench-pull: tools
 ## bench-update: image change -> four MinIO nodes updated in place (real MinIO, pinned module)
 bench-update: tools
 	$(GO) test ./test/e2e -run '^$$' -bench BenchmarkImageChangeToUpdatedInPlace -benchtime 1x -timeout 20m
+
+## bench-availability: an S3 client writing and reading every 50 ms, round-robin over a real 4-node MinIO (EC:2) with one retry on another node: failed requests and the longest gap during the operator's certificate restart vs kubectl rollout restart, its in-place update vs mc admin update by hand, and its rolling fallback
+bench-availability: tools
+	$(GO) test ./test/e2e -run '^$$' -bench BenchmarkAvailability -benchtime 1x -timeout 40m -v
 
 ## bench-fleet: 20 real single-node MinIO tenants change image at once: never more than 4 updates in flight, seconds until all current, the operator's CPU seconds and peak RSS; then with MinIO's update disabled on all 20, the failure budget halts the release after 3 and 17 are never called; and 1,000 Current ObjectStores against a fake admin API: the operator's API requests per second at steady state
 bench-fleet: tools

@@ -51,7 +51,7 @@ func TestUpdateByHandFromStatusBinaryURL(t *testing.T) {
 
 // mcClient returns a runner of bin/mc with its own configuration
 // directory, trusting the CAs of certs (a node's certs directory).
-func mcClient(t *testing.T, certs map[string][]byte) func(t *testing.T, args ...string) string {
+func mcClient(t testing.TB, certs map[string][]byte) func(t testing.TB, args ...string) string {
 	t.Helper()
 	bin, err := cluster.BinDir()
 	require.NoError(t, err)
@@ -63,7 +63,7 @@ func mcClient(t *testing.T, certs map[string][]byte) func(t *testing.T, args ...
 			require.NoError(t, os.WriteFile(path, pem, 0o600))
 		}
 	}
-	return func(t *testing.T, args ...string) string {
+	return func(t testing.TB, args ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
