@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -208,8 +209,35 @@ func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	case stuck:
 		c.log.Warn().Str("objectstore", key).Str("pod", store.Namespace+"/"+st.pod).Str("reason", st.reason).Msg(st.message)
 		return controller.Result{}, c.condition(ctx, u, metav1.ConditionFalse, st.reason, st.message)
+	case replaceAll:
+		return controller.Result{}, c.replaceAll(ctx, key, store, u, st)
 	}
 	return c.replace(ctx, key, store, u, st)
+}
+
+// replaceAll takes every pod behind down at once, asking MinIO nothing:
+// its nodes cannot run two binaries side by side. Under RollingUpdate the
+// partition goes to 0 first, so that the pods come back from the new
+// template.
+func (c *Controller) replaceAll(ctx context.Context, key string, store *v1.ObjectStore, u *unstructured.Unstructured, st step) error {
+	var names []string
+	lowered := map[string]bool{}
+	for _, p := range st.pods {
+		if !onDelete(p.set) && partition(p.set) > 0 && !lowered[p.set.Name] {
+			if err := c.lowerPartition(ctx, p.set, 0); err != nil {
+				return err
+			}
+			lowered[p.set.Name] = true
+		}
+		if err := c.deletePod(ctx, p.set.Namespace, p.name, p.pod.UID); err != nil {
+			return err
+		}
+		c.replaced.Inc()
+		names = append(names, p.name)
+	}
+	msg := fmt.Sprintf("replacing pods %s together: their new image runs another binary, which MinIO does not run beside the old one (%s)", strings.Join(names, ", "), progress(st))
+	c.log.Info().Str("objectstore", key).Strs("pods", names).Str("reason", ReasonReplacingPod).Msg(msg)
+	return c.condition(ctx, u, metav1.ConditionFalse, ReasonReplacingPod, msg)
 }
 
 // replace takes st.pod down, after the maintenance check when it serves.
@@ -241,27 +269,33 @@ func (c *Controller) replace(ctx context.Context, key string, store *v1.ObjectSt
 // takeDown deletes the pod (OnDelete), or lowers the partition to its
 // ordinal so the statefulset controller replaces it (RollingUpdate).
 func (c *Controller) takeDown(ctx context.Context, st step) error {
-	s := st.set
-	if onDelete(s) {
+	if onDelete(st.set) {
 		if st.uid == "" {
 			return nil // plan takes down no pod the StatefulSet does not control
 		}
-		// Only the pod plan saw, controlled by the StatefulSet: not one
-		// that replaced it meanwhile, nor another of the same name.
-		uid := st.uid
-		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
-		err := c.cfg.Kube.CoreV1().Pods(s.Namespace).Delete(ctx, st.pod, opts)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete pod %s/%s: %w", s.Namespace, st.pod, err)
-		}
-		return nil
+		return c.deletePod(ctx, st.set.Namespace, st.pod, st.uid)
 	}
-	if partition(s) <= int32(st.ordinal) {
+	if partition(st.set) <= int32(st.ordinal) {
 		return nil // the statefulset controller has it already
 	}
-	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"spec":{"updateStrategy":{"rollingUpdate":{"partition":%d}}}}`, s.ResourceVersion, st.ordinal)
+	return c.lowerPartition(ctx, st.set, st.ordinal)
+}
+
+// deletePod deletes the pod plan saw, controlled by its StatefulSet (uid):
+// not one that replaced it meanwhile, nor another of the same name.
+func (c *Controller) deletePod(ctx context.Context, namespace, name string, uid types.UID) error {
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+	if err := c.cfg.Kube.CoreV1().Pods(namespace).Delete(ctx, name, opts); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete pod %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// lowerPartition sets s's partition to ordinal, if s is still as read.
+func (c *Controller) lowerPartition(ctx context.Context, s *appsv1.StatefulSet, ordinal int) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"spec":{"updateStrategy":{"rollingUpdate":{"partition":%d}}}}`, s.ResourceVersion, ordinal)
 	if _, err := c.cfg.Kube.AppsV1().StatefulSets(s.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("lower the partition of StatefulSet %s/%s to %d: %w", s.Namespace, s.Name, st.ordinal, err)
+		return fmt.Errorf("lower the partition of StatefulSet %s/%s to %d: %w", s.Namespace, s.Name, ordinal, err)
 	}
 	return nil
 }
@@ -270,7 +304,7 @@ func (c *Controller) takeDown(ctx context.Context, st step) error {
 // the rollout annotation: every pod is current.
 func (c *Controller) release(ctx context.Context, sets []*appsv1.StatefulSet) error {
 	for _, s := range sets {
-		restore, ours := s.Annotations[v1.RolloutAnnotation]
+		ours, restore, _ := v1.RolloutOf(s)
 		if !ours {
 			continue
 		}

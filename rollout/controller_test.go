@@ -250,3 +250,33 @@ func TestAPodThePartitionHandedOverIsWaitedFor(t *testing.T) {
 	assert.Equal(t, "waiting for the statefulset controller to replace pod s-pool-0-3 (0/4 pods current)", f.Condition(t, "t", "s").Message)
 	assert.Zero(t, promtestutil.ToFloat64(f.c.replaced))
 }
+
+// A rolling fallback runs another binary: MinIO refuses a node whose
+// binary differs from its peers' (it compares their checksums at start),
+// so one node at a time would never rejoin and the maintenance check
+// would answer 412 for ever (seen on a real 4-node MinIO by
+// BenchmarkAvailability). Its pods go together, without asking.
+func TestANewBinaryReplacesEveryPodTogetherWithoutAsking(t *testing.T) {
+	for _, strategy := range []appsv1.StatefulSetUpdateStrategyType{appsv1.OnDeleteStatefulSetStrategyType, appsv1.RollingUpdateStatefulSetStrategyType} {
+		t.Run(string(strategy), func(t *testing.T) {
+			s := heldSet("s-pool-0", 4, strategy)
+			s.Annotations[v1.RolloutAnnotation] = "all"
+			f := newFixture(t, s, podsOf(s))
+			f.health.err = fmt.Errorf("%w: 412", ErrNotNow)
+			_, err := f.sync()
+			require.NoError(t, err)
+			assert.Zero(t, f.health.asked, "MinIO is not asked: no quorum survives a new binary one node at a time")
+			pods, err := f.Kube.CoreV1().Pods("t").List(context.Background(), metav1.ListOptions{})
+			require.NoError(t, err)
+			assert.Empty(t, pods.Items, "every pod behind is deleted at once")
+			if strategy == appsv1.RollingUpdateStatefulSetStrategyType {
+				got, err := f.Kube.AppsV1().StatefulSets("t").Get(context.Background(), "s-pool-0", metav1.GetOptions{})
+				require.NoError(t, err)
+				assert.Equal(t, int32(0), *got.Spec.UpdateStrategy.RollingUpdate.Partition, "the pods come back from the new template")
+			}
+			c := f.Condition(t, "t", "s")
+			assert.Equal(t, ReasonReplacingPod, c.Reason)
+			assert.Contains(t, c.Message, "replacing pods s-pool-0-0, s-pool-0-1, s-pool-0-2, s-pool-0-3 together")
+		})
+	}
+}

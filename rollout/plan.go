@@ -72,6 +72,10 @@ const (
 	// stuck: a replaced pod is not Ready after the timeout, or the
 	// StatefulSets are more than the rollout looks at (step.reason).
 	stuck
+	// replaceAll: take every pod behind down at once (step.pods): the
+	// template runs another binary, which MinIO refuses beside its old
+	// peers (v1.RolloutOf).
+	replaceAll
 )
 
 // step is what to do next for one ObjectStore's pods.
@@ -93,6 +97,8 @@ type step struct {
 	message string
 	// current / total: pods on the current template, for the message.
 	current, total int
+	// pods are replaceAll's: every pod behind, each with its set and UID.
+	pods []podState
 }
 
 // podState is one ordinal of a StatefulSet as the pod informer holds it.
@@ -159,6 +165,15 @@ func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailabl
 		}
 	}
 	behind := slices.DeleteFunc(slices.Clone(all), podState.current)
+	if len(behind) > 0 && allAtOnce(sets) {
+		// No quorum to keep: a node on the new binary never rejoins the
+		// old ones, so one at a time would wait for ever.
+		st.verb, st.pods = replaceAll, slices.DeleteFunc(behind, func(p podState) bool { return p.pod == nil })
+		if len(st.pods) == 0 {
+			st.verb, st.message = wait, fmt.Sprintf("waiting for the statefulset controller to create the pods (%s)", progress(st))
+		}
+		return st
+	}
 	if len(behind) == 0 {
 		if len(unready) > 0 {
 			st.verb, st.set, st.pod = wait, unready[0].set, unready[0].name
@@ -242,6 +257,16 @@ func ordinals(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod) ([]podSta
 func controlledBy(p *corev1.Pod, s *appsv1.StatefulSet) bool {
 	ref := metav1.GetControllerOf(p)
 	return ref != nil && ref.Kind == "StatefulSet" && ref.Name == s.Name && ref.UID == s.UID
+}
+
+// allAtOnce: a held StatefulSet's pods run another binary than before.
+func allAtOnce(sets []*appsv1.StatefulSet) bool {
+	for _, s := range sets {
+		if held, _, all := v1.RolloutOf(s); held && all {
+			return true
+		}
+	}
+	return false
 }
 
 // pick chooses the pod to replace next. Under RollingUpdate the partition

@@ -165,22 +165,32 @@ func TestHoldKeepsTheStatefulSetControllerFromRollingAndRemembersThePartition(t 
 	four := int32(4)
 	rolling := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: &four,
 		UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}}}
-	annotations, spec := v1.HoldRollout(rolling)
+	annotations, spec := v1.HoldRollout(rolling, false)
 	assert.Equal(t, map[string]string{v1.RolloutAnnotation: ""}, annotations, "no partition of the tenant's to give back")
 	assert.Equal(t, map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"partition": int32(4)}}}, spec)
 
 	two := int32(2)
 	rolling.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: &two}
-	annotations, _ = v1.HoldRollout(rolling)
+	annotations, _ = v1.HoldRollout(rolling, false)
 	assert.Equal(t, "2", annotations[v1.RolloutAnnotation], "the tenant's own partition is given back at the end")
 
 	rolling.Annotations = map[string]string{v1.RolloutAnnotation: "1"}
-	annotations, _ = v1.HoldRollout(rolling)
+	annotations, _ = v1.HoldRollout(rolling, false)
 	assert.Equal(t, "1", annotations[v1.RolloutAnnotation], "held already: what it recorded first stays")
+
+	annotations, _ = v1.HoldRollout(rolling, true)
+	assert.Equal(t, "all,1", annotations[v1.RolloutAnnotation], "a new binary: replaced together, the partition still recorded")
+	rolling.Annotations = annotations
+	annotations, _ = v1.HoldRollout(rolling, false)
+	assert.Equal(t, "all,1", annotations[v1.RolloutAnnotation], "together until the rollout ends, whatever changes meanwhile")
+	held, restore, all := v1.RolloutOf(rolling)
+	assert.True(t, held)
+	assert.Equal(t, "1", restore)
+	assert.True(t, all)
 
 	onDelete := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: &four,
 		UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}}}
-	annotations, spec = v1.HoldRollout(onDelete)
+	annotations, spec = v1.HoldRollout(onDelete, false)
 	assert.Equal(t, map[string]string{v1.RolloutAnnotation: ""}, annotations)
 	assert.Nil(t, spec, "under OnDelete nothing rolls on its own")
 }

@@ -72,7 +72,7 @@ func (c *Controller) patchImages(ctx context.Context, store *v1.ObjectStore, rol
 		metadata := map[string]any{}
 		if roll || s.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
 			var annotations map[string]string
-			annotations, spec = v1.HoldRollout(s)
+			annotations, spec = v1.HoldRollout(s, roll)
 			if spec == nil {
 				spec = map[string]any{}
 			}

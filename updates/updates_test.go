@@ -204,7 +204,9 @@ func TestAfterAnInPlaceUpdateOnlyRollingUpdateSetsReplaceTheirPodsAgain(t *testi
 	assert.Len(t, rolled, 2)
 	got, err = cs.AppsV1().StatefulSets("t").Get(t.Context(), "a-pool-0", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Contains(t, got.Annotations, v1.RolloutAnnotation, "a rolling fallback replaces OnDelete pods too, through the rollout")
+	held, _, together := v1.RolloutOf(got)
+	assert.True(t, held, "a rolling fallback replaces OnDelete pods too, through the rollout")
+	assert.True(t, together, "a new binary: MinIO runs no two side by side, the pods go together")
 }
 
 func TestRollingAStoreWithoutStatefulSetsOrMinIOContainerFails(t *testing.T) {

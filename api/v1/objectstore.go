@@ -384,24 +384,53 @@ func SecretIndex(secrets func(*ObjectStore) []string) func(obj any) ([]string, e
 // RolloutAnnotation on a StatefulSet says the operator replaces its pods
 // itself (package rollout) until every one runs the current template. Its
 // value is the rollingUpdate.partition the tenant had before ("" for
-// none), given back when the rollout ends.
+// none), given back when the rollout ends, after "all," when the pods are
+// replaced together (RolloutOf).
 const RolloutAnnotation = "aistor.min.io/rollout"
+
+// rolloutAllAtOnce prefixes the rollout annotation's value when the new
+// template runs another binary: MinIO refuses a node whose binary differs
+// from its peers' (it compares their checksums when it starts), so one
+// node at a time would never rejoin; the pods go together, as
+// `mc admin update` restarts every server at once.
+const rolloutAllAtOnce = "all"
+
+// RolloutOf reads a StatefulSet's rollout annotation: whether it is held,
+// the partition to give back (as written: the reader parses it) and
+// whether its pods are replaced together.
+func RolloutOf(s *appsv1.StatefulSet) (held bool, restore string, allAtOnce bool) {
+	v, held := s.Annotations[RolloutAnnotation]
+	if v == rolloutAllAtOnce {
+		return held, "", true
+	}
+	if rest, ok := strings.CutPrefix(v, rolloutAllAtOnce+","); ok {
+		return held, rest, true
+	}
+	return held, v, false
+}
 
 // HoldRollout is what a writer of a StatefulSet's pod template adds to
 // the same strategic merge patch so that the operator's rollout, not the
-// statefulset controller, replaces the pods, one at a time and
-// health-gated: the rollout annotation and, under RollingUpdate, the
-// partition held at the replicas. A StatefulSet held already keeps the
-// partition to give back that it recorded then.
-func HoldRollout(s *appsv1.StatefulSet) (annotations map[string]string, spec map[string]any) {
-	restore, held := s.Annotations[RolloutAnnotation]
+// statefulset controller, replaces the pods: the rollout annotation and,
+// under RollingUpdate, the partition held at the replicas. A StatefulSet
+// held already keeps the partition to give back that it recorded then.
+// allAtOnce (a new binary) is kept once set, until the rollout ends.
+func HoldRollout(s *appsv1.StatefulSet, allAtOnce bool) (annotations map[string]string, spec map[string]any) {
+	held, restore, wasAll := RolloutOf(s)
 	if !held {
 		restore = ""
 		if p := s.Spec.UpdateStrategy.RollingUpdate; p != nil && p.Partition != nil {
 			restore = strconv.Itoa(int(*p.Partition))
 		}
 	}
-	annotations = map[string]string{RolloutAnnotation: restore}
+	value := restore
+	if allAtOnce || wasAll {
+		value = rolloutAllAtOnce
+		if restore != "" {
+			value += "," + restore
+		}
+	}
+	annotations = map[string]string{RolloutAnnotation: value}
 	if s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
 		return annotations, nil
 	}
