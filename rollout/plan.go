@@ -168,9 +168,11 @@ func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailabl
 	if len(behind) > 0 && allAtOnce(sets) {
 		// No quorum to keep: a node on the new binary never rejoins the
 		// old ones, so one at a time would wait for ever.
-		st.verb, st.pods = replaceAll, slices.DeleteFunc(behind, func(p podState) bool { return p.pod == nil })
+		// A pod being deleted is on its way already: deleting it again
+		// would count it twice.
+		st.verb, st.pods = replaceAll, slices.DeleteFunc(behind, func(p podState) bool { return p.pod == nil || p.pod.DeletionTimestamp != nil })
 		if len(st.pods) == 0 {
-			st.verb, st.message = wait, fmt.Sprintf("waiting for the statefulset controller to create the pods (%s)", progress(st))
+			st.verb, st.message = wait, fmt.Sprintf("waiting for the pods taken down to come back from the new template (%s)", progress(st))
 		}
 		return st
 	}

@@ -294,3 +294,19 @@ func TestAPodNotCreatedIsWaitedForNotDeleted(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestPodsOfANewBinaryGoTogetherAndOnce(t *testing.T) {
+	s := heldSet("s-pool-0", 3, appsv1.OnDeleteStatefulSetStrategyType)
+	s.Annotations[v1.RolloutAnnotation] = "all"
+	pods := podsOf(s)
+	st := plan([]*appsv1.StatefulSet{s}, pods, 1, time.Minute, t0)
+	assert.Equal(t, replaceAll, st.verb)
+	assert.Len(t, st.pods, 3, "every pod behind at once, whatever maxUnavailable says")
+
+	for _, p := range pods {
+		p.DeletionTimestamp = &metav1.Time{Time: t0}
+	}
+	st = plan([]*appsv1.StatefulSet{s}, pods, 1, time.Minute, t0)
+	assert.Equal(t, wait, st.verb, "pods on their way out are not taken down again")
+	assert.Contains(t, st.message, "waiting for the pods taken down to come back")
+}
