@@ -266,7 +266,7 @@ func (c *Controller) roll(ctx context.Context, sets []*appsv1.StatefulSet, value
 		// The operator's rollout replaces the pods, one at a time and
 		// only when MinIO agrees (package rollout), not the statefulset
 		// controller.
-		annotations, spec := v1.HoldRollout(s)
+		annotations, spec := v1.HoldRollout(s, false)
 		if spec == nil {
 			spec = map[string]any{}
 		}
