@@ -42,7 +42,7 @@ var rbacUses = map[string]rbacUse{
 	"/pods list":                                                     {"cmd/operator/kube.go", "Core().V1().Pods()", "the StatefulSet pod informer (where a tenant's pods run) lists"},
 	"/pods watch":                                                    {"cmd/operator/kube.go", "Core().V1().Pods()", "the StatefulSet pod informer watches"},
 	"/pods get":                                                      {"updates/resolve.go", "Pods(ns).Get(", "the Pod an admin endpoint's EndpointSlice names, checked to have that address"},
-	"/pods delete":                                                   {"rollout/controller.go", "Pods(s.Namespace).Delete(", "the rollout replaces a pod of a StatefulSet under OnDelete, one at a time"},
+	"/pods delete":                                                   {"rollout/controller.go", "Pods(namespace).Delete(", "the rollout replaces a pod of a StatefulSet under OnDelete, one at a time"},
 	"/services get":                                                  {"updates/resolve.go", "Services(target.namespace).Get(", "the Service an admin endpoint names (ExternalName is refused)"},
 	"discovery.k8s.io/endpointslices list":                           {"updates/resolve.go", "EndpointSlices(target.namespace).List(", "the EndpointSlices of the Service an admin endpoint names"},
 	"/configmaps get":                                                {"autocert/issuer.go", `ConfigMaps(i.cfg.Namespace).Get(ctx, "kube-root-ca.crt"`, "the cluster CA for the serving CA bundle"},
