@@ -140,6 +140,19 @@ func runningPod(t *testing.T, ns, store string) (types.UID, string) {
 	return "", ""
 }
 
+// waitRolloutEnd waits for the rollout of the store's first restart to
+// end (its pods replaced, the StatefulSet released): an operator stopped
+// in the middle of it leaves the next one to go on with it, which is work,
+// not a needless write.
+func waitRolloutEnd(t *testing.T, ns, store string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		s, err := adminClient(t).AppsV1().StatefulSets(ns).Get(t.Context(), poolName(store), metav1.GetOptions{})
+		_, held := s.Annotations[apiv1.RolloutAnnotation]
+		return err == nil && !held
+	}, 30*time.Second, 20*time.Millisecond, "the rollout ends")
+}
+
 func restartValue(t *testing.T, ns, store string) string {
 	t.Helper()
 	s, err := adminClient(t).AppsV1().StatefulSets(ns).Get(t.Context(), poolName(store), metav1.GetOptions{})
@@ -398,6 +411,7 @@ func TestResyncAndUnrelatedChangesWriteNothing(t *testing.T) {
 	quiesce(t, tn.ns)
 	require.Eventually(t, func() bool { return condition(t, tn.ns, tn.store).Status == metav1.ConditionTrue }, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return restartValue(t, tn.ns, tn.store) != "" }, 10*time.Second, 20*time.Millisecond)
+	waitRolloutEnd(t, tn.ns, tn.store)
 	// Every controller has synced the ObjectStore once (its start-up writes
 	// are done); from there, over three resync periods
 	// (OPERATOR_RESYNC_PERIOD=1s), nothing is written.
@@ -442,6 +456,7 @@ func TestRestartBeforeTheServingCertificateWritesNothing(t *testing.T) {
 		return err == nil && len(gen.Data["CAs.operator.crt"]) > 0 && restartValue(t, ns, "tenant-a") != ""
 	}, 10*time.Second, 20*time.Millisecond)
 	restart := restartValue(t, ns, "tenant-a")
+	waitRolloutEnd(t, ns, "tenant-a")
 
 	ww := watchWrites(t, ns, false)
 	op.stop()
@@ -546,14 +561,7 @@ func TestRestartInEveryCertificateModeWritesNothing(t *testing.T) {
 				gen, err := generated(t, ns, "tenant-a")
 				return err == nil && (len(gen.Data["CAs.operator.crt"]) > 0) == withCA && restartValue(t, ns, "tenant-a") != ""
 			}, 15*time.Second, 20*time.Millisecond)
-			// The first restart's rollout ends (the pods replaced, the
-			// StatefulSet released): a restart in the middle of it goes on
-			// with it, which is work, not a needless write.
-			require.Eventually(t, func() bool {
-				s, err := adminClient(t).AppsV1().StatefulSets(ns).Get(t.Context(), poolName("tenant-a"), metav1.GetOptions{})
-				_, held := s.Annotations[apiv1.RolloutAnnotation]
-				return err == nil && !held
-			}, 30*time.Second, 20*time.Millisecond, "the rollout ends")
+			waitRolloutEnd(t, ns, "tenant-a")
 			gen, err := generated(t, ns, "tenant-a")
 			require.NoError(t, err)
 
