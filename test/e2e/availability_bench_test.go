@@ -230,22 +230,7 @@ func availabilityCluster(b *testing.B, o updateOpts) (*updateEnv, *minioKubelet,
 	e := newUpdateEnv(b, o)
 	// The env's own StatefulSet has pods no MinIO runs in.
 	require.NoError(b, adminClient(b).AppsV1().StatefulSets(e.tenantNS).Delete(b.Context(), poolName(e.store), metav1.DeleteOptions{}))
-	ca := testutil.NewCA(b, "tenant-ca")
-	secret := tenantTLS(b, ca)
-	putNamedSecret(b, e.tenantNS, "tenant-tls", secret)
-	waitFor(b, 30*time.Second, "the generated Secret with the CA-signed certificate", func() bool {
-		gen, err := generated(b, e.tenantNS, e.store)
-		return err == nil && bytes.Contains(gen.Data["public.crt"], secret["tls.crt"])
-	})
-	gen, err := generated(b, e.tenantNS, e.store)
-	require.NoError(b, err)
-	e.certs = cluster.MinIOCertsDir(gen.Data)
-	e.roots = x509.NewCertPool()
-	for rel, v := range e.certs {
-		if strings.HasPrefix(rel, "CAs/") {
-			e.roots.AppendCertsFromPEM(v)
-		}
-	}
+	ca := e.useTenantCA(b)
 	e.startMinIO(b)
 	k := newMinIOKubelet(b, e.minio, e.tenantNS, e.store, map[string]int{"minio-0": 0, "minio-1": 1, "minio-2": 2, "minio-3": 3})
 	minioStatefulSet(b, e.tenantNS, e.store, "minio", 4, e.oldImage, appsv1.RollingUpdateStatefulSetStrategyType)
@@ -265,6 +250,31 @@ func availabilityCluster(b *testing.B, o updateOpts) (*updateEnv, *minioKubelet,
 		return (named || time.Since(start) > 20*time.Second) && !held && k.allReady()
 	})
 	return e, k, ca
+}
+
+// useTenantCA gives the tenant a server certificate signed by a CA of its
+// own, as cert-manager would, before its nodes start: a new certificate
+// from the same CA is then a rotation its running nodes verify, where a
+// new self-signed one is a CA change without overlap (docs/restarts.md).
+func (e *updateEnv) useTenantCA(t testing.TB) *testutil.CA {
+	t.Helper()
+	ca := testutil.NewCA(t, "tenant-ca")
+	secret := tenantTLS(t, ca)
+	putNamedSecret(t, e.tenantNS, "tenant-tls", secret)
+	waitFor(t, 30*time.Second, "the generated Secret with the CA-signed certificate", func() bool {
+		gen, err := generated(t, e.tenantNS, e.store)
+		return err == nil && bytes.Contains(gen.Data["public.crt"], secret["tls.crt"])
+	})
+	gen, err := generated(t, e.tenantNS, e.store)
+	require.NoError(t, err)
+	e.certs = cluster.MinIOCertsDir(gen.Data)
+	e.roots = x509.NewCertPool()
+	for rel, v := range e.certs {
+		if strings.HasPrefix(rel, "CAs/") {
+			e.roots.AppendCertsFromPEM(v)
+		}
+	}
+	return ca
 }
 
 // tenantTLS is the data of a server certificate Secret for 127.0.0.1,

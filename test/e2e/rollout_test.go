@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
-	"github.com/object-store-operator/operator/internal/testutil"
 	"github.com/object-store-operator/operator/rollout"
 	"github.com/object-store-operator/operator/test/cluster"
 )
@@ -260,6 +259,7 @@ func servedCertificate(t testing.TB, port int) *x509.Certificate {
 func TestACertificateRestartReplacesOnePodAtATimeWhenMinIOAgrees(t *testing.T) {
 	t.Parallel()
 	e := newUpdateEnv(t, updateOpts{deferMinIO: true})
+	ca := e.useTenantCA(t)
 	e.startMinIO(t)
 	// The env's own StatefulSet has pods no MinIO runs in: this test's
 	// StatefulSets take its place.
@@ -291,9 +291,10 @@ func TestACertificateRestartReplacesOnePodAtATimeWhenMinIOAgrees(t *testing.T) {
 
 	// One node down outside any pod: MinIO says no other may go.
 	k.stopOutside(1)
-	now := time.Now()
-	cert, key, _ := testutil.KeyPair(t, nil, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(24*time.Hour))
-	putNamedSecret(t, e.tenantNS, "tenant-tls", map[string][]byte{"tls.crt": cert, "tls.key": key, "ca.crt": cert})
+	// A new certificate from the tenant's CA, as cert-manager renews it.
+	rotated := tenantTLS(t, ca)
+	cert := rotated["tls.crt"]
+	putNamedSecret(t, e.tenantNS, "tenant-tls", rotated)
 	var c metav1.Condition
 	require.Eventually(t, func() bool {
 		c = conditionOf(t, e.tenantNS, e.store, apiv1.ConditionPodsCurrent)
