@@ -69,22 +69,8 @@ func verify(o observation, p params) action {
 		return dryRunAnswered(o, p, r)
 	}
 	elapsed := o.now.Sub(up.Started.Time)
-	if up.RetryAt != nil && !up.LastCall.After(up.RetryAt.Time) {
-		// Our server refused the last dry run's download: again once the
-		// time comes, within the update's timeout.
-		switch {
-		case elapsed > p.timeout:
-			// No verdict on the release: the fallback, as for a call.
-			return rollBack(o, p, reason.Errorf(CauseDownloadRefused, "the operator's own server refused or dropped MinIO's download of %s %d time(s) within %s, in the dry run; this is not counted against the release",
-				up.Release, up.Refusals, p.timeout))
-		case o.now.Before(up.RetryAt.Time):
-			return action{verb: report, status: metav1.ConditionFalse, reason: CauseDownloadRefused, cause: CauseDownloadRefused, update: up, after: up.RetryAt.Sub(o.now),
-				message: fmt.Sprintf("the operator's own server refused or dropped MinIO's download of %s in the dry run (%d time(s)), which is not the tenant's failure: MinIO is asked again at %s; nothing is counted against the release",
-					up.Release, up.Refusals, up.RetryAt.UTC().Format(time.RFC3339))}
-		case o.urlErr != nil:
-			return stop(o, ReasonDryRunFailed, reason.Wrap(CauseBinaryUnavailable, o.urlErr), p.timeout)
-		}
-		return callAction(o, up, callHost(o, up.Release), true)
+	if a, ok := afterRefusal(o, p, true); ok {
+		return a
 	}
 	if elapsed > p.timeout {
 		// No verdict on the release either: the fallback, as for a call
@@ -154,4 +140,37 @@ func callHost(o observation, release string) string {
 		return behind[0]
 	}
 	return ""
+}
+
+// afterRefusal follows an update whose last call (a dry run when dryRun)
+// our own server refused or dropped MinIO's download for: the call again
+// once up.RetryAt comes, within the update's timeout; nothing is counted
+// against the release. ok is false when no such call is due.
+func afterRefusal(o observation, p params, dryRun bool) (a action, ok bool) {
+	up := o.recorded
+	if up.RetryAt == nil || up.LastCall.After(up.RetryAt.Time) {
+		return action{}, false
+	}
+	inDryRun, timedOut := "", "; the StatefulSets are rolled instead, and this is not counted against the release"
+	if dryRun {
+		inDryRun, timedOut = " in the dry run", ", in the dry run; this is not counted against the release"
+	}
+	switch {
+	case o.now.Sub(up.Started.Time) > p.timeout:
+		// No verdict on the release: the fallback, as for a call that got
+		// no answer.
+		return rollBack(o, p, reason.Errorf(CauseDownloadRefused, "the operator's own server refused or dropped MinIO's download of %s %d time(s) within %s%s",
+			up.Release, up.Refusals, p.timeout, timedOut)), true
+	case o.now.Before(up.RetryAt.Time):
+		return action{verb: report, status: metav1.ConditionFalse, reason: CauseDownloadRefused, cause: CauseDownloadRefused, update: up, after: up.RetryAt.Sub(o.now),
+			message: fmt.Sprintf("the operator's own server refused or dropped MinIO's download of %s%s (%d time(s)), which is not the tenant's failure: MinIO is asked again at %s; nothing is counted against the release",
+				up.Release, inDryRun, up.Refusals, up.RetryAt.UTC().Format(time.RFC3339))}, true
+	case o.urlErr != nil && dryRun:
+		return stop(o, ReasonDryRunFailed, reason.Wrap(CauseBinaryUnavailable, o.urlErr), p.timeout), true
+	case o.urlErr != nil:
+		return rollBack(o, p, reason.Wrap(CauseBinaryUnavailable, o.urlErr)), true
+	case dryRun:
+		return callAction(o, up, callHost(o, up.Release), true), true
+	}
+	return callAction(o, up, "", false), true
 }

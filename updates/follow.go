@@ -68,21 +68,8 @@ func follow(o observation, p params) action {
 	if o.reach == nil && allOn(o.nodes, up.Release) {
 		return updated(o)
 	}
-	if up.RetryAt != nil && !up.LastCall.After(up.RetryAt.Time) {
-		// Our server refused the last call's download: call again once
-		// the time comes, within the update's timeout.
-		switch {
-		case elapsed > p.timeout:
-			return rollBack(o, p, reason.Errorf(CauseDownloadRefused, "the operator's own server refused or dropped MinIO's download of %s %d time(s) within %s; the StatefulSets are rolled instead, and this is not counted against the release",
-				up.Release, up.Refusals, p.timeout))
-		case o.now.Before(up.RetryAt.Time):
-			return action{verb: report, status: metav1.ConditionFalse, reason: CauseDownloadRefused, cause: CauseDownloadRefused, update: up, after: up.RetryAt.Sub(o.now),
-				message: fmt.Sprintf("the operator's own server refused or dropped MinIO's download of %s (%d time(s)), which is not the tenant's failure: MinIO is asked again at %s; nothing is counted against the release",
-					up.Release, up.Refusals, up.RetryAt.UTC().Format(time.RFC3339))}
-		case o.urlErr != nil:
-			return rollBack(o, p, reason.Wrap(CauseBinaryUnavailable, o.urlErr))
-		}
-		return callAction(o, up, "", false)
+	if a, ok := afterRefusal(o, p, false); ok {
+		return a
 	}
 	if elapsed > p.timeout {
 		behind := "nodes still on another release: " + strings.Join(behindOf(o.nodes, up.Release), ", ")

@@ -1,6 +1,7 @@
 package updates
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -180,4 +181,36 @@ func TestOurRefusalsDoNotUseTheCallsForNodesLeftBehind(t *testing.T) {
 // after RetryAt).
 func pastRetry(o *observation) {
 	o.recorded.LastCall = metav1.NewTime(o.recorded.RetryAt.Add(time.Second))
+}
+
+// A dry run's download refused by our own server follows the same rule as
+// a call's, and the call made again is a dry run: nothing restarts before
+// every node has verified the binary.
+func TestOurRefusalOfADryRunIsRetriedAsADryRun(t *testing.T) {
+	// Waiting for the retry.
+	a := decide(obs(dryRunRecorded(1, time.Minute, time.Minute), retryAt(time.Second, 1)), p)
+	assert.Equal(t, report, a.verb)
+	assert.Equal(t, CauseDownloadRefused, a.reason)
+	assert.Contains(t, a.message, "in the dry run")
+	assert.Equal(t, time.Second, a.after)
+
+	// The time came: a dry run again, not the real call.
+	a = decide(obs(dryRunRecorded(1, 2*time.Minute, time.Minute), retryAt(-time.Second, 1)), p)
+	assert.Equal(t, call, a.verb)
+	assert.True(t, a.dryRun)
+	assert.Equal(t, 2, a.update.DryRuns)
+	assert.Zero(t, a.update.Calls)
+
+	// The binary gone meanwhile: stopped, not rolled.
+	a = decide(obs(dryRunRecorded(1, 2*time.Minute, time.Minute), retryAt(-time.Second, 1), func(o *observation) {
+		o.urlErr = errors.New("no such release in the store")
+	}), p)
+	assert.Equal(t, ReasonDryRunFailed, a.reason)
+	assert.NotEqual(t, roll, a.verb)
+
+	// Refused for the whole timeout: the fallback, not counted.
+	a = decide(obs(dryRunRecorded(4, p.timeout+time.Second, 2*time.Minute), retryAt(-time.Second, 4)), p)
+	assert.Equal(t, roll, a.verb)
+	assert.Equal(t, CauseDownloadRefused, a.cause)
+	assert.Contains(t, a.message, "in the dry run")
 }
