@@ -215,6 +215,35 @@ func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	return c.replace(ctx, key, store, u, st)
 }
 
+// Finish ends the rollout of an ObjectStore that is gone: its StatefulSets
+// are the tenant's and outlive it, and one left held would never roll a
+// change of the tenant's own again (its partition at the replicas).
+func (c *Controller) Finish(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil //nolint:nilerr // not a key this controller queues: nothing to put back
+	}
+	sets, err := c.sets.StatefulSets(namespace).List(v1.StatefulSetSelector(name))
+	if err != nil {
+		return fmt.Errorf("list StatefulSets of %s: %w", key, err)
+	}
+	var held []string
+	for _, s := range sets {
+		if ours, _, _ := v1.RolloutOf(s); ours {
+			held = append(held, s.Name)
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	if err := c.release(ctx, sets); err != nil {
+		return err
+	}
+	c.log.Info().Str("objectstore", key).Strs("statefulSets", held).Str("reason", "ObjectStoreGone").
+		Msg("rollout ended: the ObjectStore is gone; its StatefulSets get their own partition back")
+	return nil
+}
+
 // replaceAll takes every pod behind down at once, asking MinIO nothing:
 // its nodes cannot run two binaries side by side. Under RollingUpdate the
 // partition goes to 0 first, so that the pods come back from the new

@@ -46,6 +46,7 @@ type fixture struct {
 	c      *Controller
 	health *health
 	store  *unstructured.Unstructured
+	sets   cache.SharedIndexInformer
 	pods   cache.SharedIndexInformer
 }
 
@@ -58,6 +59,7 @@ func newFixture(t *testing.T, set *appsv1.StatefulSet, pods map[string]*corev1.P
 	}
 	f := &fixture{t: t, API: fakeapi.New([]*unstructured.Unstructured{store}, objs...), health: &health{}, store: store}
 	sets := testutil.Informer(&appsv1.StatefulSet{})
+	f.sets = sets
 	f.pods = testutil.Informer(&corev1.Pod{})
 	stores := testutil.Informer(&unstructured.Unstructured{})
 	require.NoError(t, f.pods.AddIndexers(cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))
@@ -145,6 +147,32 @@ func TestWhenEveryPodIsCurrentTheTenantsPartitionIsGivenBack(t *testing.T) {
 	c := f.Condition(t, "t", "s")
 	assert.Equal(t, metav1.ConditionTrue, c.Status)
 	assert.Equal(t, ReasonPodsCurrent, c.Reason)
+}
+
+// An ObjectStore deleted in the middle of its rollout: its StatefulSets
+// are the tenant's and stay; held, they would never roll a change of the
+// tenant's own again.
+func TestAnObjectStoreGoneMidRolloutGivesItsStatefulSetsBack(t *testing.T) {
+	s := heldSet("s-pool-0", 4, appsv1.RollingUpdateStatefulSetStrategyType)
+	s.Annotations[v1.RolloutAnnotation] = "2" // the tenant's own partition before the rollout
+	f := newFixture(t, s, podsOf(s))
+	_, err := f.sync()
+	require.NoError(t, err)
+	require.NoError(t, f.c.loop.Stores().Delete(f.store))
+	f.ClearActions()
+
+	require.NoError(t, f.c.loop.SyncKey(context.Background(), "t/s"))
+	assert.Equal(t, []string{"patch statefulsets"}, f.Actions(), "no pod taken down, no status written")
+	got, err := f.Kube.AppsV1().StatefulSets("t").Get(context.Background(), "s-pool-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), *got.Spec.UpdateStrategy.RollingUpdate.Partition, "the tenant's partition")
+	assert.NotContains(t, got.Annotations, v1.RolloutAnnotation)
+
+	// Nothing held: nothing written.
+	require.NoError(t, f.sets.GetIndexer().Update(got))
+	f.ClearActions()
+	require.NoError(t, f.c.loop.SyncKey(context.Background(), "t/s"))
+	assert.Empty(t, f.Actions())
 }
 
 func TestAnObjectStoreWithNothingToReplaceIsNotWritten(t *testing.T) {

@@ -31,6 +31,14 @@ type Forgetter interface {
 	Forget(key string)
 }
 
+// Finisher is implemented by a Reconciler that changed other objects on
+// an ObjectStore's behalf and must put them back once it is gone:
+// Finish(ctx, key) is called, instead of Reconcile, once the ObjectStore
+// is gone from the informer's cache. Its error is treated as Reconcile's.
+type Finisher interface {
+	Finish(ctx context.Context, key string) error
+}
+
 // InvalidReporter is implemented by a Reconciler that reports an
 // object that does not convert (Options.Convert; err says why); without it such an object is skipped (another controller
 // reports it). Its error is treated as Reconcile's.
@@ -210,6 +218,9 @@ func (l *Loop[T]) sync(ctx context.Context, key string) (Result, error) {
 	if !exists {
 		if f, ok := l.r.(Forgetter); ok {
 			f.Forget(key)
+		}
+		if f, ok := l.r.(Finisher); ok {
+			return Result{}, f.Finish(ctx, key)
 		}
 		return Result{}, nil
 	}
