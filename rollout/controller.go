@@ -209,7 +209,16 @@ func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	case stuck:
 		c.log.Warn().Str("objectstore", key).Str("pod", store.Namespace+"/"+st.pod).Str("reason", st.reason).Msg(st.message)
 		return controller.Result{}, c.condition(ctx, u, metav1.ConditionFalse, st.reason, st.message)
-	case replaceAll:
+	}
+	if up := store.Status.Update; up != nil {
+		// One disruption at a time: a pod taken down during an in-place
+		// update fails the update on its node, and the pod comes back on
+		// the image's binary beside nodes updated away from it. The
+		// update's end is a status write, which syncs this again.
+		msg := fmt.Sprintf("no pod is taken down until the in-place update to %s ends (status.update) (%s)", up.Release, progress(st))
+		return controller.Result{}, c.condition(ctx, u, metav1.ConditionFalse, ReasonWaitingForUpdate, msg)
+	}
+	if st.verb == replaceAll {
 		return controller.Result{}, c.replaceAll(ctx, key, store, u, st)
 	}
 	return c.replace(ctx, key, store, u, st)

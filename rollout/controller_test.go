@@ -149,6 +149,30 @@ func TestWhenEveryPodIsCurrentTheTenantsPartitionIsGivenBack(t *testing.T) {
 	assert.Equal(t, ReasonPodsCurrent, c.Reason)
 }
 
+// One disruption at a time: while an in-place update is in flight no pod
+// is taken down, not even one MinIO would let go.
+func TestNoPodIsTakenDownDuringAnInPlaceUpdate(t *testing.T) {
+	s := heldSet("s-pool-0", 4, appsv1.OnDeleteStatefulSetStrategyType)
+	f := newFixture(t, s, podsOf(s))
+	require.NoError(t, unstructured.SetNestedMap(f.store.Object, map[string]any{
+		"release": "RELEASE.2026-11-01T00-00-00Z", "started": "2026-11-27T00:00:00Z", "calls": int64(1), "lastCall": "2026-11-27T00:00:00Z",
+	}, "status", "update"))
+	_, err := f.sync()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"patch objectstores/status"}, f.Actions(), "no pod deleted")
+	assert.Zero(t, f.health.asked, "MinIO is not asked either")
+	c := f.Condition(t, "t", "s")
+	assert.Equal(t, ReasonWaitingForUpdate, c.Reason)
+	assert.Contains(t, c.Message, "the in-place update to RELEASE.2026-11-01T00-00-00Z ends")
+
+	// The update over: the rollout goes on.
+	unstructured.RemoveNestedField(f.store.Object, "status", "update")
+	f.ClearActions()
+	_, err = f.sync()
+	require.NoError(t, err)
+	assert.Contains(t, f.Actions(), "delete pods")
+}
+
 // An ObjectStore deleted in the middle of its rollout: its StatefulSets
 // are the tenant's and stay; held, they would never roll a change of the
 // tenant's own again.

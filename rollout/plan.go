@@ -42,6 +42,9 @@ const (
 	// ReasonWaitingForQuorum: MinIO answered 412 to the maintenance
 	// check; taking a node down now would lose quorum.
 	ReasonWaitingForQuorum = "WaitingForQuorum"
+	// ReasonWaitingForUpdate: an in-place update of the tenant is in
+	// flight (status.update): no pod is taken down until it ends.
+	ReasonWaitingForUpdate = "WaitingForUpdate"
 	// ReasonPodTimeout: a replaced pod did not become Ready in time; no
 	// other pod is taken down until it is.
 	ReasonPodTimeout = "PodTimeout"
@@ -320,6 +323,7 @@ func Reasons() []reason.Reason {
 		{Name: ReasonPodsCurrent, Severity: reason.Normal},
 		{Name: ReasonReplacingPod, Severity: reason.Normal},
 		{Name: ReasonWaitingForQuorum, Severity: reason.Normal, Remedy: "nothing to do if MinIO is healing; otherwise see which of its nodes or drives are offline (mc admin info)"},
+		{Name: ReasonWaitingForUpdate, Severity: reason.Normal},
 		{Name: ReasonPodTimeout, Severity: reason.Warning, Remedy: "see why the pod is not Ready (kubectl describe pod); once it is, or once you delete it, the rollout goes on; spec.restarts.podTimeout or {restart-pod-timeout} sets the time"},
 		{Name: ReasonTooManyPods, Severity: reason.Warning, Remedy: "lower the replicas of the ObjectStore's StatefulSets; or replace their pods yourself and remove the annotation aistor.min.io/rollout"},
 	}

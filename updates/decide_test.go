@@ -246,6 +246,16 @@ func TestDecide(t *testing.T) {
 				o.call.result = &callResult{failed: []string{"node n2:9000: wrong checksum"}, transient: 1, updated: 0}
 			}),
 			verb: call, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, host: "n2:9000"},
+		// One disruption at a time: a rollout replacing the pods holds the
+		// in-place update back, not a rolling update, not one recorded.
+		{name: "the pods are being replaced: the update waits, naming the StatefulSets",
+			o:    obs(func(o *observation) { o.sets.held = []string{"s-pool-0"} }),
+			verb: report, status: metav1.ConditionFalse, reason: ReasonWaitingForPods, after: 5 * p.poll},
+		{name: "the pods are being replaced: a rolling update is not held (it supersedes the rollout)",
+			o: obs(func(o *observation) {
+				o.sets.held, o.platforms = []string{"s-pool-0"}, []string{"linux/amd64", "linux/arm64"}
+			}),
+			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate, phase: "Rolling"},
 		// Fleet controls: the cap, the failure budget, the window.
 		{name: "the fleet has its most updates in flight: queued, naming them",
 			o:    obs(func(o *observation) { o.inFlight = flights(relNewer, "a/x", "b/y", "c/z", "d/w") }),
@@ -525,4 +535,18 @@ func FuzzDecide(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestAnUpdateWaitsForTheRolloutNamingItsStatefulSets(t *testing.T) {
+	a := decide(obs(func(o *observation) { o.sets.held = []string{"s-pool-0", "s-pool-1"} }), p)
+	assert.Equal(t, ReasonWaitingForPods, a.reason)
+	assert.Contains(t, a.message, "StatefulSets s-pool-0, s-pool-1 are being replaced")
+	assert.Contains(t, a.message, relNew)
+
+	// An update already recorded finishes: the rollout waits for it
+	// instead (rollout.ReasonWaitingForUpdate).
+	a = decide(obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
+		o.sets.held, o.nodes = []string{"s-pool-0"}, nodesOn(relNew, relOld)
+	}), p)
+	assert.Equal(t, call, a.verb)
 }

@@ -41,6 +41,11 @@ const (
 	// unit's (namespace's, by default) update call slots, or for the
 	// fleet's in-place updates in flight to fall under their cap.
 	ReasonUpdateQueued = "UpdateQueued"
+	// ReasonWaitingForPods: an update is due, and waits for the rollout
+	// that replaces the tenant's pods (a certificate restart; PodsCurrent)
+	// to end: a pod replaced during an in-place update would come back on
+	// the image's binary beside nodes updated away from it.
+	ReasonWaitingForPods = "WaitingForPods"
 	// ReasonOutsideWindow: an update is due, and waits for
 	// spec.updates.window to open.
 	ReasonOutsideWindow = window.ReasonOutside
@@ -116,6 +121,7 @@ func Reasons() []reason.Reason {
 		{Name: ReasonWaitingForNodes, Severity: reason.Warning},
 		{Name: ReasonWaitingForBinary, Severity: reason.Normal},
 		{Name: ReasonUpdateQueued, Severity: reason.Warning},
+		{Name: ReasonWaitingForPods, Severity: reason.Normal},
 		{Name: ReasonUpdatesHalted, Severity: reason.Warning,
 			Remedy: "fix the release or the tenants named, then delete the Lease object-store-operator-update-halts in the operator's namespace to resume the fleet, or annotate one ObjectStore aistor.min.io/resume-updates=<release> to let it alone proceed"},
 		{Name: ReasonConfigurationMissing, Severity: reason.Warning,

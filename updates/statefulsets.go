@@ -113,18 +113,21 @@ func minioImage(s *appsv1.StatefulSet) (string, bool) {
 	return "", false
 }
 
-// setsOf says how many StatefulSets the store has and whether all of
-// them run spec.image in their minio container.
+// setsOf says how many StatefulSets the store has, whether all of them
+// run spec.image in their minio container, and which a rollout holds.
 func (c *Controller) setsOf(store *v1.ObjectStore) setsState {
 	sets, err := c.statefulSets(store)
 	if err != nil {
 		return setsState{}
 	}
-	on := len(sets) > 0
+	st := setsState{count: len(sets), onImage: len(sets) > 0}
 	for _, s := range sets {
 		if image, _ := minioImage(s); image != store.Spec.Image {
-			on = false
+			st.onImage = false
+		}
+		if held, _, _ := v1.RolloutOf(s); held {
+			st.held = append(st.held, s.Name)
 		}
 	}
-	return setsState{count: len(sets), onImage: on}
+	return st
 }
