@@ -3,10 +3,13 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,11 +80,11 @@ func TestHotfixReleaseIsUpdatedInPlace(t *testing.T) {
 // hangingAdmin is a MinIO admin API that reports nodes on release and
 // never answers an update call: what a hostile tenant aims its endpoint
 // at to hold the operator's update workers.
-func hangingAdmin(t *testing.T, release string, nodes int) (*httptest.Server, *atomic.Int32) {
+func hangingAdmin(t *testing.T, release string, nodes int) (*httptest.Server, *adminCalls) {
 	t.Helper()
 	rt, err := time.Parse("2006-01-02T15-04-05Z", strings.TrimPrefix(release, "RELEASE."))
 	require.NoError(t, err)
-	var calls atomic.Int32
+	calls := &adminCalls{by: map[string]int{}}
 	stop := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -92,8 +95,11 @@ func hangingAdmin(t *testing.T, release string, nodes int) (*httptest.Server, *a
 					State: string(madmin.ItemOnline), Version: rt.Format(time.RFC3339)})
 			}
 			_ = json.NewEncoder(w).Encode(info)
+		case r.URL.Path == "/minio/health/cluster":
+			// Healthy, and a node may go down: the operator's rollouts
+			// (the first restart of a new StatefulSet) go on.
 		case strings.HasSuffix(r.URL.Path, "/update"):
-			calls.Add(1)
+			calls.add(r)
 			// The request's context ends with the operator's call only once
 			// its body is read; the test's end ends it too.
 			select {
@@ -108,7 +114,35 @@ func hangingAdmin(t *testing.T, release string, nodes int) (*httptest.Server, *a
 		close(stop)
 		srv.Close()
 	})
-	return srv, &calls
+	return srv, calls
+}
+
+// adminCalls counts the update calls a fake admin API got, in all and by
+// the access key that signed them.
+type adminCalls struct {
+	total atomic.Int32
+	mu    sync.Mutex
+	by    map[string]int
+}
+
+func (c *adminCalls) add(r *http.Request) {
+	c.total.Add(1)
+	// AWS4-HMAC-SHA256 Credential=<access key>/<date>/...
+	_, cred, _ := strings.Cut(r.Header.Get("Authorization"), "Credential=")
+	key, _, _ := strings.Cut(cred, "/")
+	c.mu.Lock()
+	c.by[key]++
+	c.mu.Unlock()
+}
+
+// Load is how many calls were made in all.
+func (c *adminCalls) Load() int32 { return c.total.Load() }
+
+// callers are the access keys that called, sorted.
+func (c *adminCalls) callers() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.by))
 }
 
 // TestHangingUpdateEndpointsDoNotDelayAHealthyTenant: four ObjectStores
