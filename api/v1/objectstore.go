@@ -147,7 +147,7 @@ type Updates struct {
 	// failed: FallbackRolling (the StatefulSets get the image and their
 	// pods are replaced) or FallbackNone (the update stops with a
 	// condition and its remedy; no StatefulSet is changed). Empty: the
-	// operator's default (OPERATOR_UPDATE_FALLBACK).
+	// operator's default (docs/configuration.md).
 	Fallback string `json:"fallback,omitempty"`
 }
 
