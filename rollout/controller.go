@@ -214,9 +214,10 @@ func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 		// One disruption at a time: a pod taken down during an in-place
 		// update fails the update on its node, and the pod comes back on
 		// the image's binary beside nodes updated away from it. The
-		// update's end is a status write, which syncs this again.
+		// update's end is a status write the loop does not queue (it
+		// looks at spec changes): looked at again as MinIO would be.
 		msg := fmt.Sprintf("no pod is taken down until the in-place update to %s ends (status.update) (%s)", up.Release, progress(st))
-		return controller.Result{}, c.condition(ctx, u, metav1.ConditionFalse, ReasonWaitingForUpdate, msg)
+		return controller.Result{RequeueAfter: c.cfg.QuorumPoll}, c.condition(ctx, u, metav1.ConditionFalse, ReasonWaitingForUpdate, msg)
 	}
 	if st.verb == replaceAll {
 		return controller.Result{}, c.replaceAll(ctx, key, store, u, st)
@@ -229,8 +230,10 @@ func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 // change of the tenant's own again (its partition at the replicas).
 func (c *Controller) Finish(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return nil //nolint:nilerr // not a key this controller queues: nothing to put back
+	if err != nil || namespace == "" || name == "" {
+		// Not a key this controller queues (an empty namespace would list
+		// every namespace's StatefulSets): nothing to put back.
+		return nil //nolint:nilerr // see above
 	}
 	sets, err := c.sets.StatefulSets(namespace).List(v1.StatefulSetSelector(name))
 	if err != nil {

@@ -157,8 +157,9 @@ func TestNoPodIsTakenDownDuringAnInPlaceUpdate(t *testing.T) {
 	require.NoError(t, unstructured.SetNestedMap(f.store.Object, map[string]any{
 		"release": "RELEASE.2026-11-01T00-00-00Z", "started": "2026-11-27T00:00:00Z", "calls": int64(1), "lastCall": "2026-11-27T00:00:00Z",
 	}, "status", "update"))
-	_, err := f.sync()
+	after, err := f.sync()
 	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, after, "looked at again: the update's end is a status write, which the loop does not queue")
 	assert.Equal(t, []string{"patch objectstores/status"}, f.Actions(), "no pod deleted")
 	assert.Zero(t, f.health.asked, "MinIO is not asked either")
 	c := f.Condition(t, "t", "s")
@@ -331,4 +332,23 @@ func TestANewBinaryReplacesEveryPodTogetherWithoutAsking(t *testing.T) {
 			assert.Contains(t, c.Message, "replacing pods s-pool-0-0, s-pool-0-1, s-pool-0-2, s-pool-0-3 together")
 		})
 	}
+}
+
+// Finish is given namespace/name keys by the loop; one without a
+// namespace would list every namespace's StatefulSets labelled for the
+// name. Such keys, and odd ones, write nothing.
+func TestFinishReachesNoOtherNamespace(t *testing.T) {
+	s := heldSet("s-pool-0", 4, appsv1.RollingUpdateStatefulSetStrategyType)
+	f := newFixture(t, s, podsOf(s))
+	other := heldSet("s-pool-0", 4, appsv1.RollingUpdateStatefulSetStrategyType)
+	other.Namespace = "victim"
+	other.Annotations[v1.RolloutAnnotation] = "2"
+	_, err := f.Kube.AppsV1().StatefulSets("victim").Create(context.Background(), other, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.sets.GetIndexer().Add(other))
+	f.ClearActions()
+	for _, key := range []string{"s", "/s", "", "t/", "a/b/c", "t/s/", "t/nonexistent", "nons/s"} {
+		assert.NotPanics(t, func() { assert.NoError(t, f.c.Finish(context.Background(), key), key) })
+	}
+	assert.Empty(t, f.Actions(), "nothing written")
 }

@@ -333,11 +333,31 @@ func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	return controller.Result{}, c.reconcile(ctx, store, u)
 }
 
+// drop ends the update recorded for an ObjectStore whose spec.image is
+// gone: there is nothing to update to, and a record left would hold a
+// place in flight across the fleet (and the tenant's rollout) for ever.
+// Nothing is counted against the release.
+func (c *Controller) drop(ctx context.Context, key string, store *v1.ObjectStore) error {
+	if store.Status.Update == nil {
+		return nil
+	}
+	have := statusOf(store)
+	want := have
+	want.update, want.phase = nil, ""
+	if err := c.apply(ctx, store, have, want, store.ResourceVersion, false); err != nil {
+		return err
+	}
+	c.fleet.end(key)
+	c.log.Info().Str("objectstore", key).Str("release", store.Status.Update.Release).Str("reason", "ImageRemoved").
+		Msg("update ended: spec.image was removed")
+	return nil
+}
+
 func (c *Controller) reconcile(ctx context.Context, store *v1.ObjectStore, u *unstructured.Unstructured) error {
 	key := store.Namespace + "/" + store.Name
 	if store.Spec.Image == "" {
 		c.fleet.unwait(key)
-		return nil
+		return c.drop(ctx, key, store)
 	}
 	// One unit's silent endpoints hold at most its share of the workers;
 	// the key is queued again when one of its syncs ends.
