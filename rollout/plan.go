@@ -154,18 +154,8 @@ func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailabl
 			unready = append(unready, p)
 		}
 	}
-	// A pod replaced from the current template that does not get Ready:
-	// taking another one down could lose quorum for good.
-	for _, p := range unready {
-		if p.current() && timeout > 0 {
-			if age := now.Sub(p.pod.CreationTimestamp.Time); age >= timeout {
-				st.verb, st.reason, st.set, st.pod = stuck, ReasonPodTimeout, p.set, p.name
-				st.message = fmt.Sprintf("pod %s was replaced %s ago and is not Ready; no other pod is taken down until it is", p.name, age.Round(time.Second))
-				return st
-			} else if st.after == 0 || timeout-age < st.after {
-				st.after = timeout - age
-			}
-		}
+	if timedOut(&st, unready, timeout, now) {
+		return st
 	}
 	behind := slices.DeleteFunc(slices.Clone(all), podState.current)
 	if len(behind) > 0 && allAtOnce(sets) {
@@ -219,6 +209,31 @@ func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailabl
 		st.uid = next.pod.UID
 	}
 	return st
+}
+
+// timedOut stops st at a pod replaced from the current template that did
+// not get Ready within timeout: taking another one down could lose quorum
+// for good. Otherwise st looks again when the first of them would time
+// out.
+func timedOut(st *step, unready []podState, timeout time.Duration, now time.Time) bool {
+	if timeout <= 0 {
+		return false
+	}
+	for _, p := range unready {
+		if !p.current() {
+			continue
+		}
+		age := now.Sub(p.pod.CreationTimestamp.Time)
+		if age >= timeout {
+			st.verb, st.reason, st.set, st.pod = stuck, ReasonPodTimeout, p.set, p.name
+			st.message = fmt.Sprintf("pod %s was replaced %s ago and is not Ready; no other pod is taken down until it is", p.name, age.Round(time.Second))
+			return true
+		}
+		if st.after == 0 || timeout-age < st.after {
+			st.after = timeout - age
+		}
+	}
+	return false
 }
 
 // ordinals lists the ordinals of the StatefulSets the operator holds, with
