@@ -41,16 +41,16 @@ const (
 	ReasonReplacingPod = "ReplacingPod"
 	// ReasonWaitingForQuorum: MinIO answered 412 to the maintenance
 	// check; taking a node down now would lose quorum.
-	ReasonWaitingForQuorum = "WaitingForQuorum"
+	ReasonWaitingForQuorum = v1.PodsWaitingForQuorum
 	// ReasonWaitingForUpdate: an in-place update of the tenant is in
 	// flight (status.update): no pod is taken down until it ends.
-	ReasonWaitingForUpdate = "WaitingForUpdate"
+	ReasonWaitingForUpdate = v1.PodsWaitingForUpdate
 	// ReasonPodTimeout: a replaced pod did not become Ready in time; no
 	// other pod is taken down until it is.
-	ReasonPodTimeout = "PodTimeout"
+	ReasonPodTimeout = v1.PodsTimedOut
 	// ReasonTooManyPods: the held StatefulSets have more replicas in all
 	// than the rollout looks at (maxPods); no pod of theirs is replaced.
-	ReasonTooManyPods = "TooManyPods"
+	ReasonTooManyPods = v1.PodsTooMany
 )
 
 // maxPods bounds the pods of one ObjectStore the rollout looks at, as

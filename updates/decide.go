@@ -79,8 +79,10 @@ type setsState struct {
 	count int
 	// onImage: there is at least one, and every one runs spec.image.
 	onImage bool
-	// held are those a rollout replaces the pods of (v1.RolloutOf).
-	held []string
+	// replacing are those whose pods the rollout is replacing now: held
+	// (v1.RolloutOf), and PodsCurrent not saying that it waits
+	// (v1.RolloutIdle).
+	replacing []string
 }
 
 // callState is an update call made by this process.
@@ -284,13 +286,15 @@ func gate(o observation, p params, a action) action {
 			release, o.halt.since.UTC().Format(time.RFC3339), countUnits(len(o.halt.list), failedUnitsOf(o.halt.list)...),
 			describeFailuresFor(o.halt.list, o.namespace), v1.ResumeUpdatesAnnotation, release), haltRecheck)
 	}
-	if a.verb == call && len(o.sets.held) > 0 {
+	if a.verb == call && len(o.sets.replacing) > 0 {
 		// One disruption at a time: a pod the rollout replaces during the
 		// update would come back on the image's binary, which MinIO does
-		// not run beside the release its peers were updated to. (A
-		// rolling update supersedes the rollout: it is not held.)
+		// not run beside the release its peers were updated to. A rollout
+		// that waits (for MinIO's consent, say) has no pod down: the
+		// update goes, and the rollout waits for it. (A rolling update
+		// supersedes the rollout: it is not held.)
 		return hold(ReasonWaitingForPods, fmt.Sprintf("waiting to update to %s: the pods of StatefulSets %s are being replaced (PodsCurrent); the update starts once they all run their current template",
-			release, strings.Join(o.sets.held, ", ")), 5*p.poll)
+			release, strings.Join(o.sets.replacing, ", ")), 5*p.poll)
 	}
 	if a.verb == call && p.maxInFlight > 0 && len(o.inFlight) >= p.maxInFlight {
 		return hold(ReasonUpdateQueued, fmt.Sprintf("waiting to update to %s: %d in-place updates are in flight across the fleet (%s), the most the operator runs at once; it starts when one ends",

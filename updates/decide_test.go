@@ -249,11 +249,11 @@ func TestDecide(t *testing.T) {
 		// One disruption at a time: a rollout replacing the pods holds the
 		// in-place update back, not a rolling update, not one recorded.
 		{name: "the pods are being replaced: the update waits, naming the StatefulSets",
-			o:    obs(func(o *observation) { o.sets.held = []string{"s-pool-0"} }),
+			o:    obs(func(o *observation) { o.sets.replacing = []string{"s-pool-0"} }),
 			verb: report, status: metav1.ConditionFalse, reason: ReasonWaitingForPods, after: 5 * p.poll},
 		{name: "the pods are being replaced: a rolling update is not held (it supersedes the rollout)",
 			o: obs(func(o *observation) {
-				o.sets.held, o.platforms = []string{"s-pool-0"}, []string{"linux/amd64", "linux/arm64"}
+				o.sets.replacing, o.platforms = []string{"s-pool-0"}, []string{"linux/amd64", "linux/arm64"}
 			}),
 			verb: roll, status: metav1.ConditionFalse, reason: ReasonRollingUpdate, phase: "Rolling"},
 		// Fleet controls: the cap, the failure budget, the window.
@@ -538,7 +538,7 @@ func FuzzDecide(f *testing.F) {
 }
 
 func TestAnUpdateWaitsForTheRolloutNamingItsStatefulSets(t *testing.T) {
-	a := decide(obs(func(o *observation) { o.sets.held = []string{"s-pool-0", "s-pool-1"} }), p)
+	a := decide(obs(func(o *observation) { o.sets.replacing = []string{"s-pool-0", "s-pool-1"} }), p)
 	assert.Equal(t, ReasonWaitingForPods, a.reason)
 	assert.Contains(t, a.message, "StatefulSets s-pool-0, s-pool-1 are being replaced")
 	assert.Contains(t, a.message, relNew)
@@ -546,7 +546,7 @@ func TestAnUpdateWaitsForTheRolloutNamingItsStatefulSets(t *testing.T) {
 	// An update already recorded finishes: the rollout waits for it
 	// instead (rollout.ReasonWaitingForUpdate).
 	a = decide(obs(recorded(1, time.Minute, time.Minute), func(o *observation) {
-		o.sets.held, o.nodes = []string{"s-pool-0"}, nodesOn(relNew, relOld)
+		o.sets.replacing, o.nodes = []string{"s-pool-0"}, nodesOn(relNew, relOld)
 	}), p)
 	assert.Equal(t, call, a.verb)
 }

@@ -107,14 +107,14 @@ func dryRunAnswered(o observation, p params, r *callResult) action {
 		return rollBack(o, p, r.err)
 	case r.err != nil:
 		return stop(o, ReasonDryRunFailed, r.err, stoppedRetry)
-	case len(r.failed) == 0 && len(o.sets.held) > 0:
+	case len(r.failed) == 0 && len(o.sets.replacing) > 0:
 		// Every node passed, but the pods are being replaced since (a
 		// certificate restart): the real call now would meet them going
 		// down. The update ends, not counted, and starts again, dry run
 		// first, once the rollout is over (gate: WaitingForPods).
 		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonWaitingForPods, after: 5 * p.poll,
 			message: fmt.Sprintf("the dry run of %s passed, but the pods of StatefulSets %s are being replaced since (PodsCurrent); the update starts again once they all run their current template",
-				up.Release, strings.Join(o.sets.held, ", "))}
+				up.Release, strings.Join(o.sets.replacing, ", "))}
 	case len(r.failed) == 0:
 		// Every node fetched and verified the binary: the real call, a
 		// fresh count of our own refusals for it.

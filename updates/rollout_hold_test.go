@@ -70,11 +70,34 @@ func TestAnUpdateWaitingForItsPodsHoldsNoFleetPlace(t *testing.T) {
 // ends, not counted, and starts again (dry run first) after the rollout.
 func TestADryRunPassedWhileThePodsAreReplacedIsNotFollowedByTheCall(t *testing.T) {
 	a := decide(obs(dryRunRecorded(1, time.Minute, time.Minute), answered(callResult{updated: 4}), func(o *observation) {
-		o.sets.held = []string{"s-pool-0"}
+		o.sets.replacing = []string{"s-pool-0"}
 	}), p)
 	assert.Equal(t, report, a.verb, "no call")
 	assert.Equal(t, ReasonWaitingForPods, a.reason)
 	assert.Nil(t, a.update, "the update ends")
 	assert.Empty(t, a.outcome, "not counted")
 	assert.Contains(t, a.message, "StatefulSets s-pool-0")
+}
+
+// A rollout that waits, here for MinIO's consent (a tenant whose MinIO
+// answers 412 whenever a node would go: one node, say), has no pod down:
+// the update is not held behind it, and the rollout waits for the update
+// instead (rollout TestNoPodIsTakenDownDuringAnInPlaceUpdate). Held behind
+// it, neither would ever go.
+func TestAnUpdateIsNotHeldBehindARolloutThatWaits(t *testing.T) {
+	stores := tenantsInNamespaces(1)
+	conditions, _, _ := unstructured.NestedSlice(stores[0].Object, "status", "conditions")
+	require.NoError(t, unstructured.SetNestedSlice(stores[0].Object, append(conditions, map[string]any{
+		"type": v1.ConditionPodsCurrent, "status": "False", "reason": v1.PodsWaitingForQuorum,
+		"message": "pod tenant-pool-0-1 waits: MinIO says no node may go down now", "lastTransitionTime": "2026-11-27T00:00:00Z",
+	}), "status", "conditions"))
+	f := newFixtureWith(t, func(c *Config) {}, fakeBinaries{}, stores...)
+	held := statefulSet("tenant-pool-0", "tenant", corev1.Container{Name: "minio", Image: "minio/aistor:old"})
+	held.Namespace = "ns0"
+	held.Annotations = map[string]string{v1.RolloutAnnotation: ""}
+	f.c.cfg.StatefulSets = setsLister(t, held)
+	f.lead(t)
+	f.dryRun(t, "ns0", "tenant")
+	assert.Equal(t, 1, f.admin("ns0", "tenant").dryRunCount(), "the update started: %+v", conditionOf(f.live(t, "ns0", "tenant")))
+	assert.NotEqual(t, ReasonWaitingForPods, conditionOf(f.live(t, "ns0", "tenant")).Reason)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -114,7 +115,8 @@ func minioImage(s *appsv1.StatefulSet) (string, bool) {
 }
 
 // setsOf says how many StatefulSets the store has, whether all of them
-// run spec.image in their minio container, and which a rollout holds.
+// run spec.image in their minio container, and whose pods the rollout is
+// replacing now.
 func (c *Controller) setsOf(store *v1.ObjectStore) setsState {
 	sets, err := c.statefulSets(store)
 	if err != nil {
@@ -126,8 +128,11 @@ func (c *Controller) setsOf(store *v1.ObjectStore) setsState {
 			st.onImage = false
 		}
 		if held, _, _ := v1.RolloutOf(s); held {
-			st.held = append(st.held, s.Name)
+			st.replacing = append(st.replacing, s.Name)
 		}
+	}
+	if v1.RolloutIdle(meta.FindStatusCondition(store.Status.Conditions, v1.ConditionPodsCurrent)) {
+		st.replacing = nil
 	}
 	return st
 }

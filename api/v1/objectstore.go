@@ -64,6 +64,30 @@ const ConditionCertificatesReady = "CertificatesReady"
 // replace runs the current template (package rollout).
 const ConditionPodsCurrent = "PodsCurrent"
 
+// Reasons of PodsCurrent=False under which the rollout has no pod down
+// for it and takes none down: it waits for MinIO's consent, for an
+// in-place update, or is stopped. The updater reads them: an update may
+// start then, and the rollout waits for it (docs/restarts.md).
+const (
+	PodsWaitingForQuorum = "WaitingForQuorum"
+	PodsWaitingForUpdate = "WaitingForUpdate"
+	PodsTimedOut         = "PodTimeout"
+	PodsTooMany          = "TooManyPods"
+)
+
+// RolloutIdle tells whether the PodsCurrent condition c says the rollout
+// is not replacing a pod now (one of the reasons above).
+func RolloutIdle(c *metav1.Condition) bool {
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return false
+	}
+	switch c.Reason {
+	case PodsWaitingForQuorum, PodsWaitingForUpdate, PodsTimedOut, PodsTooMany:
+		return true
+	}
+	return false
+}
+
 // ObjectStoreOf names the ObjectStore a labelled object (a StatefulSet)
 // belongs to: the annotation holds a name too long for the label.
 func ObjectStoreOf(m metav1.Object) string {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -22,4 +23,15 @@ func TestLabelValueFitsLongNamesAndKeepsThemApart(t *testing.T) {
 		assert.Equal(t, v, ObjectStoreLabelValue(name), "stable")
 	}
 	assert.NotEqual(t, ObjectStoreLabelValue(long), ObjectStoreLabelValue(other), "two long names sharing a prefix differ")
+}
+
+func TestRolloutIdleOnlyWhenTheRolloutWaits(t *testing.T) {
+	for reason, idle := range map[string]bool{
+		PodsWaitingForQuorum: true, PodsWaitingForUpdate: true, PodsTimedOut: true, PodsTooMany: true,
+		"ReplacingPod": false, "PodsCurrent": false,
+	} {
+		assert.Equal(t, idle, RolloutIdle(&metav1.Condition{Type: ConditionPodsCurrent, Status: metav1.ConditionFalse, Reason: reason}), reason)
+	}
+	assert.False(t, RolloutIdle(nil), "no condition yet: the rollout may be about to replace")
+	assert.False(t, RolloutIdle(&metav1.Condition{Type: ConditionPodsCurrent, Status: metav1.ConditionTrue, Reason: PodsWaitingForQuorum}))
 }
