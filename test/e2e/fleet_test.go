@@ -195,6 +195,10 @@ spec:
     endpoint: %s
 `, ns, e.newImage, srv.URL))
 		tenantStatefulSet(t, ns, "hang", 1, e.oldImage)
+		// A new StatefulSet's pods are replaced once for the certificates
+		// and the update waits for that (WaitingForPods); the counts below
+		// are of tenants past it.
+		waitFirstRestart(t, ns, "hang")
 		return ns
 	}
 	var namespaces []string

@@ -153,6 +153,22 @@ func waitRolloutEnd(t *testing.T, ns, store string) {
 	}, 30*time.Second, 20*time.Millisecond, "the rollout ends")
 }
 
+// waitFirstRestart waits until the operator has restarted a new
+// StatefulSet's pods once for the certificates they mount (its template
+// carries the restart annotation) and that rollout has ended: a test
+// that reads the update's condition afterwards sees no WaitingForPods.
+func waitFirstRestart(t *testing.T, ns, store string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		s, err := adminClient(t).AppsV1().StatefulSets(ns).Get(t.Context(), poolName(store), metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		_, held := s.Annotations[apiv1.RolloutAnnotation]
+		return s.Spec.Template.Annotations[mountsecret.RestartAnnotation] != "" && !held
+	}, 30*time.Second, 20*time.Millisecond, "the first restart of the new StatefulSet ends")
+}
+
 func restartValue(t *testing.T, ns, store string) string {
 	t.Helper()
 	s, err := adminClient(t).AppsV1().StatefulSets(ns).Get(t.Context(), poolName(store), metav1.GetOptions{})
