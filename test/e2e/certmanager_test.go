@@ -183,7 +183,7 @@ spec:
 	op := startOperator(t, soloEnv(ns))
 	autocertLeaf, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err, "autocert serves a kubelet-signed certificate")
-	require.Equal(t, 1, csrs.filed())
+	csrs.assertFiled(t, 1)
 
 	// Step 1: the seed's Certificate, with the Secret autocert fills.
 	kubectlApply(t, fmt.Sprintf(`apiVersion: cert-manager.io/v1
@@ -217,7 +217,7 @@ spec:
 	}, 15*time.Second, 50*time.Millisecond, "autocert reports the Secret as another issuer's")
 	revision, _ := certificateState(t, ns, "operator-webhook-tls")
 	t.Logf("after Step 1: %d CSRs filed in all (1 before Step 1), Certificate at revision %d", csrs.filed(), revision)
-	assert.Equal(t, 1, csrs.filed(), "no CSR after Step 1")
+	csrs.assertFiled(t, 1, "no CSR after Step 1")
 	assert.Equal(t, int64(1), revision, "one issuance by cert-manager")
 	if !standsAside || t.Failed() {
 		t.FailNow()
@@ -254,7 +254,7 @@ spec:
 
 	revision, _ = certificateState(t, ns, "operator-webhook-tls")
 	t.Logf("after Step 4: %d CSRs filed in all, Certificate at revision %d", csrs.filed(), revision)
-	assert.Equal(t, 1, csrs.filed(), "no CSR after Step 1")
+	csrs.assertFiled(t, 1, "no CSR after Step 1")
 	assert.Equal(t, int64(1), revision, "one issuance by cert-manager")
 
 	// Back to autocert (docs/tls.md): the Certificate and its Secret
@@ -266,7 +266,7 @@ spec:
 	back, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err, "autocert serves a kubelet-signed certificate again")
 	assert.NotEqual(t, autocertLeaf.SerialNumber, back.SerialNumber)
-	assert.Equal(t, 2, csrs.filed(), "one CSR for the switch back")
+	csrs.assertFiled(t, 2, "one CSR for the switch back")
 	assert.Zero(t, counter(t, op, `objectstore_operator_autocert_foreign_secret{reason="cert_manager"}`))
 }
 

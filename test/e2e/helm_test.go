@@ -206,7 +206,7 @@ func TestChartInstallsAndItsRBACIsEnoughAndNoMore(t *testing.T) {
 	op := startOperator(t, env)
 	_, err = servedLeaf(op, ns, testCluster.KubeletServingCA)
 	require.NoError(t, err, "kubelet-serving certificate obtained with the chart's RBAC")
-	assert.Equal(t, 1, csrs.filed())
+	csrs.assertFiled(t, 1)
 	waitNoCSRLeft(t, ns)
 	assert.NotContains(t, op.logs.String(), "forbidden")
 

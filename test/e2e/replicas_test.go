@@ -27,7 +27,7 @@ func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
 		leafB, err := servedLeaf(b, ns, testCluster.KubeletServingCA)
 		return err == nil && leafB.SerialNumber.Cmp(leafA.SerialNumber) == 0
 	}, 5*time.Second, 10*time.Millisecond, "both replicas serve the Secret's certificate")
-	assert.Equal(t, 1, csrs.filed(), "only the leader files a CSR")
+	csrs.assertFiled(t, 1, "only the leader files a CSR")
 
 	// objectstore_operator_leader says which replica leads.
 	leader, follower := a, b
@@ -47,7 +47,7 @@ func TestTwoReplicasFileOneCSRBothServeAndTheLeaderHandsOver(t *testing.T) {
 		leaf, err := servedLeaf(follower, ns, testCluster.KubeletServingCA)
 		return err == nil && leaf.SerialNumber.Cmp(leafA.SerialNumber) != 0
 	}, 10*time.Second, 20*time.Millisecond, "new certificate from the new leader")
-	assert.Equal(t, 2, csrs.filed())
+	csrs.assertFiled(t, 2)
 	waitNoCSRLeft(t, ns)
 
 	// client-go's own lines (leader election, reflectors) are JSON too.
@@ -92,6 +92,6 @@ func TestLeaderThatLeadsAgainStillIssues(t *testing.T) {
 		leaf, err := servedLeaf(op, ns, testCluster.KubeletServingCA)
 		return err == nil && leaf.SerialNumber.Cmp(first.SerialNumber) != 0
 	}, 15*time.Second, 20*time.Millisecond, "the second term's issuer reissues")
-	assert.Equal(t, 2, csrs.filed())
+	csrs.assertFiled(t, 2)
 	waitNoCSRLeft(t, ns)
 }
