@@ -354,7 +354,9 @@ func TestACertificateRestartReplacesOnePodAtATimeWhenMinIOAgrees(t *testing.T) {
 	require.Empty(t, errs)
 	assert.ElementsMatch(t, []string{"rolling-0", "rolling-1"}, replaced, "no OnDelete pod replaced, each RollingUpdate pod once")
 	assert.Equal(t, 1, maxDown, "never two nodes down at once")
-	assert.True(t, e.minio.allRun(t, e.newer), "every node on the release, the replaced ones from the image")
+	// A node just replaced may not be listed online by its peers yet.
+	assert.Eventually(t, func() bool { return e.minio.allRun(t, e.newer) }, time.Minute, 200*time.Millisecond,
+		"every node on the release, the replaced ones from the image")
 	onDelete, err := adminClient(t).AppsV1().StatefulSets(e.tenantNS).Get(t.Context(), "ondelete", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, e.newImage, onDelete.Spec.Template.Spec.Containers[0].Image, "a pod created later runs the release")
