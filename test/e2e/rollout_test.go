@@ -255,7 +255,9 @@ func servedCertificate(t testing.TB, port int) *x509.Certificate {
 // strategies (a RollingUpdate StatefulSet and an OnDelete one of the same
 // ObjectStore): the operator replaces one pod at a time, never while
 // MinIO's maintenance check says no, and every node serves the new
-// certificate at the end.
+// certificate at the end. Then an in-place update of the same tenant:
+// no OnDelete pod is replaced afterwards, the RollingUpdate ones once
+// each, as VersionCurrent says.
 func TestACertificateRestartReplacesOnePodAtATimeWhenMinIOAgrees(t *testing.T) {
 	t.Parallel()
 	e := newUpdateEnv(t, updateOpts{deferMinIO: true})
@@ -327,6 +329,37 @@ func TestACertificateRestartReplacesOnePodAtATimeWhenMinIOAgrees(t *testing.T) {
 	if ru := rolling.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
 		assert.Zero(t, *ru.Partition, "the tenant's partition (none) is given back")
 	}
+
+	// Then an in-place update: MinIO restarts its own servers and the pods
+	// stay. Setting the image afterwards replaces no OnDelete pod; the
+	// RollingUpdate pods must be replaced to run the new template, once
+	// each, one at a time, and VersionCurrent says so, naming them.
+	k.mu.Lock()
+	k.replaced, k.maxDown = nil, 0
+	k.mu.Unlock()
+	e.minio.warm(t) // every node has just started: MinIO damages its own push until warm
+	e.setImage(t, e.newImage)
+	v := e.waitVersion(t, metav1.ConditionTrue, "UpdatedInPlace", 3*time.Minute)
+	t.Logf("after the update: %s", v.Message)
+	assert.Contains(t, v.Message, "StatefulSets rolling use the RollingUpdate strategy")
+	assert.NotContains(t, v.Message, "ondelete")
+	require.Eventually(t, func() bool {
+		c = conditionOf(t, e.tenantNS, e.store, apiv1.ConditionPodsCurrent)
+		_, replaced, _, _ := k.figures()
+		s, err := adminClient(t).AppsV1().StatefulSets(e.tenantNS).Get(t.Context(), "rolling", metav1.GetOptions{})
+		_, held := s.Annotations[apiv1.RolloutAnnotation]
+		return err == nil && !held && c.Status == metav1.ConditionTrue && len(replaced) >= 2 && k.allReady()
+	}, 5*time.Minute, 200*time.Millisecond, "the RollingUpdate pods replaced onto the image: %+v", c)
+	maxDown, replaced, _, errs = k.figures()
+	require.Empty(t, errs)
+	assert.ElementsMatch(t, []string{"rolling-0", "rolling-1"}, replaced, "no OnDelete pod replaced, each RollingUpdate pod once")
+	assert.Equal(t, 1, maxDown, "never two nodes down at once")
+	// A node just replaced may not be listed online by its peers yet.
+	assert.Eventually(t, func() bool { return e.minio.allRun(t, e.newer) }, time.Minute, 200*time.Millisecond,
+		"every node on the release, the replaced ones from the image")
+	onDelete, err := adminClient(t).AppsV1().StatefulSets(e.tenantNS).Get(t.Context(), "ondelete", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, e.newImage, onDelete.Spec.Template.Spec.Containers[0].Image, "a pod created later runs the release")
 }
 
 func pemOf(c *x509.Certificate) []byte {
