@@ -115,6 +115,7 @@ func New(cfg Config) (*Controller, error) {
 		Name: "rollout", ObjectStores: cfg.ObjectStores, Convert: v1.FromUnstructured, Workers: cfg.Workers,
 		PerUnit: cfg.SyncsPerTenant, UnitOf: cfg.UnitOf,
 		RateLimiter: workqueue.DefaultTypedControllerRateLimiter[string](),
+		Changed:     specChangedOrUpdateEnded,
 		Synced:      []cache.InformerSynced{cfg.StatefulSets.HasSynced, cfg.Pods.HasSynced},
 		OnError: func(key string, err error) {
 			c.log.Warn().Str("objectstore", key).Err(err).Msg("sync failed; retrying with backoff")
@@ -143,6 +144,16 @@ func New(cfg Config) (*Controller, error) {
 		}
 	}
 	return c, nil
+}
+
+// specChangedOrUpdateEnded queues an ObjectStore on a spec change, a
+// resync, and the end of its in-place update (status.update removed): a
+// rollout waiting for the update goes on at once. Other status writes,
+// this controller's own included, do not queue.
+func specChangedOrUpdateEnded(old, obj *unstructured.Unstructured) bool {
+	_, was, _ := unstructured.NestedFieldNoCopy(old.Object, "status", "update")
+	_, is, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", "update")
+	return controller.SpecChangedOrResync(old, obj) || (was && !is)
 }
 
 func metaOf(obj any) (metav1.Object, error) {
@@ -214,10 +225,9 @@ func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 		// One disruption at a time: a pod taken down during an in-place
 		// update fails the update on its node, and the pod comes back on
 		// the image's binary beside nodes updated away from it. The
-		// update's end is a status write the loop does not queue (it
-		// looks at spec changes): looked at again as MinIO would be.
+		// update's end queues this ObjectStore (specChangedOrUpdateEnded).
 		msg := fmt.Sprintf("no pod is taken down until the in-place update to %s ends (status.update) (%s)", up.Release, progress(st))
-		return controller.Result{RequeueAfter: c.cfg.QuorumPoll}, c.condition(ctx, u, metav1.ConditionFalse, ReasonWaitingForUpdate, msg)
+		return controller.Result{}, c.condition(ctx, u, metav1.ConditionFalse, ReasonWaitingForUpdate, msg)
 	}
 	if st.verb == replaceAll {
 		return controller.Result{}, c.replaceAll(ctx, key, store, u, st)

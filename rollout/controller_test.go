@@ -159,7 +159,7 @@ func TestNoPodIsTakenDownDuringAnInPlaceUpdate(t *testing.T) {
 	}, "status", "update"))
 	after, err := f.sync()
 	require.NoError(t, err)
-	assert.Equal(t, 5*time.Second, after, "looked at again: the update's end is a status write, which the loop does not queue")
+	assert.Zero(t, after, "not polled: the update's end queues it")
 	assert.Equal(t, []string{"patch objectstores/status"}, f.Actions(), "no pod deleted")
 	assert.Zero(t, f.health.asked, "MinIO is not asked either")
 	c := f.Condition(t, "t", "s")
@@ -351,4 +351,26 @@ func TestFinishReachesNoOtherNamespace(t *testing.T) {
 		assert.NotPanics(t, func() { assert.NoError(t, f.c.Finish(context.Background(), key), key) })
 	}
 	assert.Empty(t, f.Actions(), "nothing written")
+}
+
+// The end of an in-place update is a status write, yet it queues the
+// ObjectStore: a rollout waiting for it goes on at once. Other status
+// writes (this controller's own condition) do not.
+func TestTheEndOfAnUpdateQueuesTheRollout(t *testing.T) {
+	base := fakeapi.UnstructuredObjectStore("t", "s", map[string]any{})
+	base.SetResourceVersion("1")
+	updating := base.DeepCopy()
+	updating.SetResourceVersion("2")
+	require.NoError(t, unstructured.SetNestedMap(updating.Object, map[string]any{"release": "RELEASE.2026-11-01T00-00-00Z"}, "status", "update"))
+	ended := updating.DeepCopy()
+	ended.SetResourceVersion("3")
+	unstructured.RemoveNestedField(ended.Object, "status", "update")
+	conditioned := updating.DeepCopy()
+	conditioned.SetResourceVersion("4")
+	require.NoError(t, unstructured.SetNestedSlice(conditioned.Object, []any{map[string]any{"type": v1.ConditionPodsCurrent}}, "status", "conditions"))
+
+	assert.True(t, specChangedOrUpdateEnded(updating, ended), "the update ended")
+	assert.False(t, specChangedOrUpdateEnded(base, updating), "an update beginning: the rollout holds already or has nothing to do")
+	assert.False(t, specChangedOrUpdateEnded(updating, conditioned), "a condition written")
+	assert.True(t, specChangedOrUpdateEnded(ended, ended), "a resync")
 }
