@@ -208,7 +208,7 @@ func (c *Controller) adoptRestarts() {
 		}
 		byUnit[unit] = append(byUnit[unit], key)
 	}
-	for _, key := range c.restarts.slots.AdoptFound(byUnit) {
+	for _, key := range c.restarts.slots.AdoptFound(byUnit, nil) {
 		// Nothing else may sync key again (pods that never get ready):
 		// the timeout must.
 		if c.restarts.timeout > 0 {

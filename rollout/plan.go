@@ -140,7 +140,7 @@ func (p podState) current() bool {
 // the pods not Ready at once; timeout how long a pod replaced from the
 // current template has to become Ready.
 func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailable int, timeout time.Duration, now time.Time) step {
-	all, held := ordinals(sets, pods)
+	all, others, held := ordinals(sets, pods)
 	if held != nil {
 		return *held
 	}
@@ -182,9 +182,18 @@ func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailabl
 	// A pod that serves nothing may go whatever the others do: it cannot
 	// cost quorum, and it may be down for the very certificates it waits
 	// for.
-	if next.ready() && len(unready) >= max(maxUnavailable, 1) {
-		st.verb, st.set, st.pod = wait, unready[0].set, unready[0].name
-		st.message = fmt.Sprintf("waiting for pod %s to become Ready before the next one (%s)", unready[0].name, progress(st))
+	// maxUnavailable counts every pod of the ObjectStore that is down,
+	// those of StatefulSets it does not hold too (an OnDelete pool given
+	// the image after an in-place update, say).
+	down := slices.Clone(unready)
+	for _, p := range others {
+		if !p.ready() {
+			down = append(down, p)
+		}
+	}
+	if next.ready() && len(down) >= max(maxUnavailable, 1) {
+		st.verb, st.set, st.pod = wait, down[0].set, down[0].name
+		st.message = fmt.Sprintf("waiting for pod %s to become Ready before the next one (%s)", down[0].name, progress(st))
 		return st
 	}
 	// Nothing to take down: the partition is at the pod already, so the
@@ -238,38 +247,48 @@ func timedOut(st *step, unready []podState, timeout time.Duration, now time.Time
 
 // ordinals lists the ordinals of the StatefulSets the operator holds, with
 // the pod the informer has for each (nil when none, or one the
-// StatefulSet does not control). A step is returned instead when the
-// StatefulSets cannot be rolled now.
-func ordinals(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod) ([]podState, *step) {
-	var all []podState
+// StatefulSet does not control), and, as others, those of the
+// ObjectStore's other StatefulSets (maxPods in all at most). A step is
+// returned instead when the StatefulSets cannot be rolled now.
+func ordinals(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod) (all, others []podState, _ *step) {
 	for _, s := range sets {
 		if _, ours := s.Annotations[v1.RolloutAnnotation]; !ours {
+			if n := int(replicas(s)); len(all)+len(others)+n <= maxPods {
+				others = append(others, podsOfSet(s, n, pods)...)
+			}
 			continue
 		}
 		if s.Status.ObservedGeneration < s.Generation || s.Status.UpdateRevision == "" {
-			return nil, &step{verb: wait, set: s, message: fmt.Sprintf("StatefulSet %s: waiting for the statefulset controller to see its new template", s.Name)}
+			return nil, nil, &step{verb: wait, set: s, message: fmt.Sprintf("StatefulSet %s: waiting for the statefulset controller to see its new template", s.Name)}
 		}
 		n := int(replicas(s))
 		if len(all)+n > maxPods {
-			return nil, &step{verb: stuck, reason: ReasonTooManyPods, set: s,
+			return nil, nil, &step{verb: stuck, reason: ReasonTooManyPods, set: s,
 				message: fmt.Sprintf("StatefulSet %s: the StatefulSets the operator holds have more than %d replicas in all; it replaces none of their pods", s.Name, maxPods)}
 		}
-		// Pods are named from spec.ordinals.start; the partition counts
-		// from it (the statefulset controller's index, not the name's).
-		start := 0
-		if s.Spec.Ordinals != nil {
-			start = int(s.Spec.Ordinals.Start)
-		}
-		for i := range n {
-			name := fmt.Sprintf("%s-%d", s.Name, start+i)
-			p := podState{set: s, name: name, ordinal: i, pod: pods[name]}
-			if p.pod != nil && !controlledBy(p.pod, s) {
-				p.pod, p.foreign = nil, true
-			}
-			all = append(all, p)
-		}
+		all = append(all, podsOfSet(s, n, pods)...)
 	}
-	return all, nil
+	return all, others, nil
+}
+
+// podsOfSet are the n ordinals of StatefulSet s.
+func podsOfSet(s *appsv1.StatefulSet, n int, pods map[string]*corev1.Pod) []podState {
+	// Pods are named from spec.ordinals.start; the partition counts from
+	// it (the statefulset controller's index, not the name's).
+	start := 0
+	if s.Spec.Ordinals != nil {
+		start = int(s.Spec.Ordinals.Start)
+	}
+	out := make([]podState, 0, n)
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", s.Name, start+i)
+		p := podState{set: s, name: name, ordinal: i, pod: pods[name]}
+		if p.pod != nil && !controlledBy(p.pod, s) {
+			p.pod, p.foreign = nil, true
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // controlledBy: p's controller is the StatefulSet s itself (by UID), not

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1 "github.com/object-store-operator/operator/api/v1"
+	"github.com/object-store-operator/operator/internal/reason"
 	objstatus "github.com/object-store-operator/operator/status"
 )
 
@@ -53,10 +54,14 @@ func (c *Controller) act(ctx context.Context, key string, u *unstructured.Unstru
 // retryError is what a retry returns to the worker, which requeues the
 // key with backoff.
 func (c *Controller) retryError(key string, o observation) error {
-	if o.reach == nil && o.call.result != nil {
-		// The call panicked (decide): hand the panic to the worker once.
+	if r := o.call.result; r != nil && r.err != nil && reason.Of(r.err) == "" {
+		// The call panicked (decide): hand the panic to the worker once,
+		// whether or not MinIO answers now. Kept, it would be decided on
+		// again at every sync, before the update's timeout is looked at:
+		// a tenant whose answer panics and then stays silent would hold
+		// its record, and its place in flight, for ever.
 		c.calls.consume(key)
-		return o.call.result.err
+		return r.err
 	}
 	if o.reach == nil {
 		return o.haltErr

@@ -293,8 +293,19 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 // when the term ends is cancelled with it. A new term reads the halt
 // record afresh.
 func (c *Controller) Run(ctx context.Context) error {
-	c.halts.lead()
+	if !cache.WaitForCacheSync(ctx.Done(), c.loop.HasSynced) {
+		return nil
+	}
+	c.lead()
 	return c.loop.Run(ctx)
+}
+
+// lead begins a leadership term, the caches synced: the halt record is
+// read afresh and the updates in flight are counted from the status
+// (fleet.adopt).
+func (c *Controller) lead() {
+	c.halts.lead()
+	c.fleet.adopt()
 }
 
 // reportPanic sets VersionCurrent Unknown, reason InternalError: whether

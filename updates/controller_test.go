@@ -285,7 +285,7 @@ func (f *fixture) catchUp(t *testing.T, ns, name string) {
 // read afresh. Syncs act whenever a test calls them.
 func (f *fixture) lead(t *testing.T) {
 	require.True(t, f.c.NeedLeaderElection())
-	f.c.halts.lead()
+	f.c.lead()
 }
 
 func (f *fixture) admin(ns, name string) *fakeAdmin {

@@ -2,7 +2,7 @@ package updates
 
 import (
 	"fmt"
-	"sync"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
@@ -12,12 +12,13 @@ import (
 
 // fleet holds the fleet-wide cap on in-place updates in flight: from the
 // call recorded in status.update until the update ends (every node on the
-// release, or a fallback). What counts is what survives a restart or a
-// new leader: the ObjectStores whose status.update the informer holds
-// (the places' Observed holders); plus the ones this process recorded and
-// the cache does not show yet (held in places), less the ones it ended
-// and the cache does not show ended yet. A new leader therefore starts no
-// update while the fleet's count is full.
+// release, or a fallback). What counts is the places this process holds:
+// the updates it recorded in its term, and those it found recorded when
+// the term began (adopt), which a new leader or a restarted process must
+// count so as to start no update while the fleet is full. A record found
+// later, that this process did not write, is not counted: a tenant that
+// may write its ObjectStore's status could otherwise forge records and
+// take every place, past any share.
 type fleet struct {
 	max int // 0: no cap
 	// on: the cap or the failure budget's first updates need the count.
@@ -25,24 +26,48 @@ type fleet struct {
 	stores cache.Indexer
 	// unitOf names the party a key's place counts against (units.go).
 	unitOf func(key string) string
-
-	// mu orders the places' calls with ended, which their Observed reads.
-	mu     sync.Mutex
 	places *fairshare.Scheduler
-	// ended: ended by this process while the cache may still show the
-	// record.
-	ended map[string]struct{}
 }
 
 func newFleet(max int, budget bool, stores cache.Indexer, unit func(string) string, enqueue func(string)) *fleet {
-	f := &fleet{max: max, on: max > 0 || budget, stores: stores, ended: map[string]struct{}{},
+	f := &fleet{max: max, on: max > 0 || budget, stores: stores,
 		unitOf: func(key string) string { return unitOf(unit, key) }}
 	// Keys told UpdateQueued (for the cap, the budget or a share) wait
 	// until they take a place or stop wanting one (unwait), and are
 	// queued again whenever an update ends: a unit's share counts them.
-	f.places = fairshare.New(fairshare.Options{Total: max, Share: true,
-		Observed: f.recorded, Wake: enqueue})
+	f.places = fairshare.New(fairshare.Options{Total: max, Share: true, Wake: enqueue})
 	return f
+}
+
+// adopt starts a term's count afresh from the updates recorded in the
+// cached ObjectStores (the cache synced): a previous leader's, or this
+// process's before a restart. A tenant can forge a record, so each unit
+// is adopted within the share a fresh start would give it (fairshare
+// AdoptFound); a record not adopted is followed to its end uncounted.
+func (f *fleet) adopt() {
+	if !f.on {
+		return
+	}
+	f.places.Reset()
+	byUnit := map[string][]string{}
+	notes := map[string]string{}
+	keys := f.stores.ListKeys()
+	slices.Sort(keys)
+	for _, k := range keys {
+		obj, exists, err := f.stores.GetByKey(k)
+		u, ok := obj.(*unstructured.Unstructured)
+		if err != nil || !exists || !ok {
+			continue
+		}
+		up, recorded, _ := unstructured.NestedMap(u.Object, "status", "update")
+		if !recorded {
+			continue
+		}
+		unit := f.unitOf(k)
+		byUnit[unit] = append(byUnit[unit], k)
+		notes[k], _ = up["release"].(string)
+	}
+	f.places.AdoptFound(byUnit, notes)
 }
 
 // flight is an ObjectStore's update in flight; unit is what it counts
@@ -70,8 +95,6 @@ func (f *fleet) inFlight(key string) []flight {
 	if !f.on {
 		return nil
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	return flightsOf(f.places.Holders(key))
 }
 
@@ -79,32 +102,6 @@ func flightsOf(hs []fairshare.Holder) []flight {
 	out := make([]flight, len(hs))
 	for i, h := range hs {
 		out[i] = flight{key: h.Key, release: h.Note, unit: h.Party}
-	}
-	return out
-}
-
-// recorded lists the ObjectStores whose cached object records an update,
-// but those this process ended. It reads status.update off the cached
-// objects without converting them: a scan of a thousand ObjectStores
-// costs well under a millisecond, and it runs only for a tenant about to
-// start an update. Called by places, under f.mu.
-func (f *fleet) recorded() []fairshare.Holder {
-	var out []fairshare.Holder
-	for _, obj := range f.stores.List() {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		k := u.GetNamespace() + "/" + u.GetName()
-		up, recorded, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "update")
-		if !recorded {
-			delete(f.ended, k) // the cache caught up
-			continue
-		}
-		if _, gone := f.ended[k]; !gone {
-			release, _ := up.(map[string]any)["release"].(string)
-			out = append(out, fairshare.Holder{Key: k, Party: f.unitOf(k), Note: release})
-		}
 	}
 	return out
 }
@@ -146,17 +143,12 @@ func (f *fleet) reserve(key, release string, firstLimit func() (int, []string)) 
 	if !f.on {
 		return true, ""
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	unit := f.unitOf(key)
 	first := func(others []fairshare.Holder) bool {
 		limit, failed := firstLimit()
 		return limit < 0 || len(firstUnits(flightsOf(others), unit, release, failed)) < limit
 	}
 	ok, r := f.places.Acquire(fairshare.Holder{Key: key, Party: unit, Note: release}, first)
-	if ok {
-		delete(f.ended, key)
-	}
 	if r.Why == fairshare.OverShare {
 		return false, fmt.Sprintf("%s has %d of the fleet's %d in-place updates in flight, its share while other %s wait (%d); it starts when one of them ends",
 			unitName(unit), r.Held, f.max, unitNoun(unit), r.Share)
@@ -183,15 +175,9 @@ func (f *fleet) unwait(key string) {
 // end: key's update ended (or its record was not written). The waiting
 // keys are queued again to look for the place.
 func (f *fleet) end(key string) {
-	if !f.on {
-		return
+	if f.on {
+		f.places.Release(key)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	// Released before it is marked ended, so the places see it held
-	// (recorded) and wake the waiting; they look under f.mu, after.
-	f.places.Release(key)
-	f.ended[key] = struct{}{}
 }
 
 // holds tells whether this process recorded key's update and has not
@@ -209,11 +195,5 @@ func (f *fleet) forget(key string) {
 	if !f.on {
 		return
 	}
-	if f.holds(key) {
-		f.end(key)
-	}
-	f.places.Unwait(key)
-	f.mu.Lock()
-	delete(f.ended, key)
-	f.mu.Unlock()
+	f.places.Release(key) // its place, or its wait
 }

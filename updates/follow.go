@@ -22,6 +22,11 @@ const maxCalls = 3
 // before the ones left behind are called again.
 const settle = 10 * time.Second
 
+// clockSkew is how far ahead of this process's clock a recorded update
+// may have started: the replica that recorded it (a previous leader) may
+// run a clock a little ahead.
+const clockSkew = time.Minute
+
 // follow sees a recorded update through: done when every node reports
 // it, called once more for nodes left behind, rolled back past the
 // timeout. It never calls while a call may still be running.
@@ -35,6 +40,13 @@ func follow(o observation, p params) action {
 		// MinIO answers when every node has the binary; the call's own
 		// deadline is the update's timeout.
 		return keep(fmt.Sprintf("asked MinIO to update to %s (call %d); waiting for its answer", up.Release, up.Calls))
+	}
+	if up.Started.After(o.now.Add(clockSkew)) {
+		// Not a record the operator wrote: it stamps the start from its
+		// own clock. Followed, it would never time out.
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll,
+			message: fmt.Sprintf("status.update says the update to %s started at %s, ahead of the operator's clock (%s): not a record the operator wrote; it is ended, nothing is counted against the release, and the update starts afresh",
+				up.Release, up.Started.UTC().Format(time.RFC3339), o.now.UTC().Format(time.RFC3339))}
 	}
 	if up.Image != "" && up.Image != o.image {
 		// spec.image changed under the update: start over.

@@ -220,8 +220,9 @@ func (s *Scheduler) Adopt(h Holder) {
 // party at most its share of Total (split among the parties found,
 // rounded up), the parties taking turns, and no more than Total. What
 // it adopts is returned. Anything else found runs on uncounted: counted,
-// a party that forged running work could take every slot.
-func (s *Scheduler) AdoptFound(found map[string][]string) []string {
+// a party that forged running work could take every slot. notes (may be
+// nil) are the adopted holders' Notes, by key.
+func (s *Scheduler) AdoptFound(found map[string][]string, notes map[string]string) []string {
 	parties := slices.Sorted(maps.Keys(found))
 	var picked []string
 	share, total := 0, s.o.Total
@@ -233,7 +234,7 @@ func (s *Scheduler) AdoptFound(found map[string][]string) []string {
 		for _, p := range parties {
 			if keys := found[p]; turn < len(keys) && (total <= 0 || len(picked) < total) {
 				picked = append(picked, keys[turn])
-				s.Adopt(Holder{Key: keys[turn], Party: p})
+				s.Adopt(Holder{Key: keys[turn], Party: p, Note: notes[keys[turn]]})
 				more = more || turn+1 < len(keys)
 			}
 		}

@@ -232,13 +232,15 @@ func TestWorkFoundRunningIsAdoptedOnlyWithinEachPartysShare(t *testing.T) {
 	adopted := s.AdoptFound(map[string][]string{
 		"forger": {"forger/1", "forger/2", "forger/3", "forger/4", "forger/5"},
 		"honest": {"honest/1"},
-	})
+	}, map[string]string{"honest/1": "what it does"})
 	assert.Equal(t, []string{"forger/1", "honest/1", "forger/2"}, adopted,
 		"a party that shows many restarts running counts for its share only, the others taking turns")
+	h, _ := s.Holding("honest/1")
+	assert.Equal(t, "what it does", h.Note, "adopted with its note")
 	ok, _ := s.Acquire(Holder{Key: "third/1", Party: "third"}, nil)
 	assert.True(t, ok, "what was not adopted leaves a slot for a third party")
 
 	unbounded := New(Options{})
-	assert.Len(t, unbounded.AdoptFound(map[string][]string{"a": {"a/1", "a/2"}, "b": {"b/1"}}), 3,
+	assert.Len(t, unbounded.AdoptFound(map[string][]string{"a": {"a/1", "a/2"}, "b": {"b/1"}}, nil), 3,
 		"without a total everything found is adopted")
 }
