@@ -12,14 +12,11 @@ import (
 
 // maxUnavailable counts the pods of the ObjectStore that are down,
 // "counting pods that are down for reasons of their own"
-// (docs/restarts.md). plan counts only the pods of the StatefulSets it
-// holds: a pod down in another StatefulSet of the same ObjectStore (an
-// OnDelete pool the image was set on after an in-place update is never
-// held, updates.patchImages; or one the tenant did not annotate) is not
-// seen, and a serving pod of the held pool is taken down beside it. With
-// maxUnavailable 1 the ObjectStore then has two pods down; the
-// maintenance check, the tenant's MinIO's own answer, is all that stands
-// between it and quorum.
+// (docs/restarts.md), in its StatefulSets the rollout does not hold too
+// (an OnDelete pool given the image after an in-place update is never
+// held). Counting only the held ones, plan took a serving pod down beside
+// one already down elsewhere, leaving the tenant's quorum to the
+// maintenance check alone, its own MinIO's answer.
 func TestAPodDownInAnUnheldStatefulSetCountsAgainstMaxUnavailable(t *testing.T) {
 	held := heldSet("s-pool-0", 4, appsv1.RollingUpdateStatefulSetStrategyType)
 	unheld := heldSet("s-pool-1", 4, appsv1.OnDeleteStatefulSetStrategyType)

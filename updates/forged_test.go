@@ -46,6 +46,19 @@ func (g *gatedAdmin) ServerUpdateV2(ctx context.Context, opts madmin.ServerUpdat
 	return g.fakeAdmin.ServerUpdateV2(ctx, opts)
 }
 
+// answer lets every call made so far through.
+func (g *gatedAdmin) answer() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, gate := range g.gates {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	}
+}
+
 func (g *gatedAdmin) counts() (calls, running, peak int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -69,17 +82,13 @@ func (f *fixture) tenantSetsImage(t *testing.T, ns, name, image string) {
 	f.catchUp(t, ns, name)
 }
 
-// Attack: a tenant whose MinIO holds an update call open removes
-// spec.image and puts it back, again and again. drop ends the record (and
-// the fleet's place) but not the call; begin never asks whether a call
-// of the key still runs, and the unit's call slot is reentrant for the
-// key, so every cycle starts one more call beside the ones still held
-// open: OPERATOR_UPDATE_CALLS_PER_NAMESPACE (1) no longer bounds the
-// calls one tenant has the operator run at once (each a goroutine and a
-// connection for up to OPERATOR_UPDATE_TIMEOUT, each answer read up to
-// maxAdminResponse), and MinIO is asked again for the same release while
-// the earlier calls are still open. (When the first call ends it frees
-// the unit's slot although the others still run.)
+// A tenant whose MinIO holds an update call open removes spec.image and
+// puts it back, again and again. Removing it ends the record (and the
+// fleet's place), not the call; were a new update started beside it,
+// every cycle would stack one more call (a goroutine and a connection for
+// up to OPERATOR_UPDATE_TIMEOUT) past the unit's call slots
+// (OPERATOR_UPDATE_CALLS_PER_NAMESPACE). Nothing starts until the open
+// call ends; then the update starts afresh, one call at a time.
 func TestTogglingSpecImageNeverStacksUpdateCalls(t *testing.T) {
 	f := newFixtureWith(t, func(c *Config) { c.Timeout = time.Hour }, fakeBinaries{}, tenantStore("hostile", "h0"))
 	g := &gatedAdmin{fakeAdmin: f.admin("hostile", "h0")}
@@ -103,28 +112,30 @@ func TestTogglingSpecImageNeverStacksUpdateCalls(t *testing.T) {
 		require.NoError(t, f.c.sync(ctx, "hostile/h0"))
 		f.catchUp(t, "hostile", "h0")
 	}
-	// Give each cycle's call, if one was started, the time to reach MinIO.
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if c, _, _ := g.counts(); c == 6 {
-			break
-		}
-	}
-	_, running, peak := g.counts()
-	assert.LessOrEqual(t, peak, f.c.cfg.CallsPerNamespace,
-		"update calls of one unit running at once (CallsPerNamespace %d); %d still running", f.c.cfg.CallsPerNamespace, running)
+	// A call is recorded before it is made: no record, no call.
+	st := f.live(t, "hostile", "h0")
+	assert.Nil(t, st.Status.Update, "no update started beside the open call")
+	assert.Contains(t, conditionOf(st).Message, "waiting for MinIO to answer an update call made before spec.image last changed")
+	calls, _, _ := g.counts()
+	assert.Equal(t, 1, calls)
+
+	g.answer()
+	require.Eventually(t, func() bool { return !f.c.calls.state("hostile/h0").running }, 5*time.Second, time.Millisecond)
+	require.NoError(t, f.c.sync(ctx, "hostile/h0"))
+	assert.NotNil(t, f.live(t, "hostile", "h0").Status.Update, "the update starts afresh once the call ended")
+	require.Eventually(t, func() bool { c, _, _ := g.counts(); return c == 2 }, 5*time.Second, time.Millisecond)
+	_, _, peak := g.counts()
+	assert.Equal(t, 1, peak, "one call at a time")
 }
 
-// Attack: the tenant's MinIO answers the dry run so that reading the
-// answer panics (the threat TestAPanicWhileReadingMinIOsAnswerIsThatTenantsAlone
-// guards against), then closes its admin port. follow (verify) answers a
-// result whose error is untyped with verb retry, before it ever looks at
-// the timeout, and retryError consumes that result only while the admin
-// API answers: with ServerInfo failing, every sync returns the same
-// retry, for ever. status.update stays past any timeout, holding a place
-// of OPERATOR_MAX_CONCURRENT_UPDATES across the fleet (and the tenant's
-// rollout, WaitingForUpdate). Places taken while nobody waited are kept
-// whatever the share: with as many ObjectStores as the cap, one namespace
-// stops every in-place update of the fleet, with no status write.
+// The tenant's MinIO answers the dry run so that reading the answer
+// panics (the threat TestAPanicWhileReadingMinIOsAnswerIsThatTenantsAlone
+// guards against), then closes its admin port. The panic is handed to the
+// worker once; kept, it was decided on at every sync before the update's
+// timeout was looked at, and the record, with its place of
+// OPERATOR_MAX_CONCURRENT_UPDATES across the fleet, stayed for ever: with
+// as many ObjectStores as the cap, one namespace stopped every in-place
+// update of the fleet.
 func TestAPanickedAnswerThenSilenceEndsAtTheTimeout(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	stores := []*unstructured.Unstructured{tenantStore("hostile", "h0"), tenantStore("hostile", "h1"), tenantStore("good", "tenant")}
@@ -150,23 +161,18 @@ func TestAPanickedAnswerThenSilenceEndsAtTheTimeout(t *testing.T) {
 		"another namespace waits for it, its share notwithstanding: %s", conditionOf(f.live(t, "good", "tenant")).Message)
 }
 
-// Attack: a tenant allowed to write objectstores/status (docs/security.md
-// counts it among tenants: "a namespace admin given aistor.min.io/* has
-// it") writes status.update itself, started a year ahead. The fleet
-// counts every cached status.update as a place in flight (fleet.recorded),
-// and follow measures the timeout from started: a negative elapsed never
-// passes it, and a lastCall ahead never calls. One write holds a place of
-// OPERATOR_MAX_CONCURRENT_UPDATES for ever; the fleet's share does not
-// help (the cap is full before any share is asked), so with the cap's
-// number of ObjectStores no other tenant is ever updated.
+// A tenant allowed to write objectstores/status (docs/security.md counts
+// it among tenants: "a namespace admin given aistor.min.io/* has it")
+// writes status.update itself, started a year ahead, before a leader's
+// term begins. Found then, the record is counted within the unit's share,
+// but the operator stamps a start from its own clock: one ahead of it is
+// not its record, and is ended, nothing counted. Followed instead, it
+// would never time out, and hold its place for ever.
 func TestARecordStartedAheadOfTheClockIsEndedUncounted(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	stores := []*unstructured.Unstructured{tenantStore("hostile", "h0"), tenantStore("hostile", "h1"), tenantStore("good", "tenant")}
-	ahead := clk.Now().Add(365 * 24 * time.Hour).UTC().Format(time.RFC3339)
 	for _, s := range stores[:2] {
-		require.NoError(t, unstructured.SetNestedMap(s.Object, map[string]any{
-			"release": relNew, "image": imgNew, "started": ahead, "calls": int64(1), "lastCall": ahead,
-		}, "status", "update"))
+		forgeRecord(t, s, clk.Now().Add(365*24*time.Hour))
 	}
 	f := newFixtureWith(t, func(c *Config) { c.MaxInFlight, c.Clock = 2, clk }, fakeBinaries{}, stores...)
 	f.lead(t)
@@ -181,10 +187,10 @@ func TestARecordStartedAheadOfTheClockIsEndedUncounted(t *testing.T) {
 		"another namespace waits for it, its share notwithstanding: %s", conditionOf(f.live(t, "good", "tenant")).Message)
 }
 
-// Attack: a tenant allowed to write objectstores/status forges a record
-// of an update in flight, started now, after the leader's term began. A
-// record the operator did not write in its term (nor find when the term
-// began) takes no place: the cap stays the honest tenants'.
+// A tenant allowed to write objectstores/status forges a record of an
+// update in flight, started now, after the leader's term began. A record
+// the operator did not write in its term (nor find when the term began)
+// takes no place: the cap stays the honest tenants'.
 func TestARecordForgedDuringATermTakesNoPlace(t *testing.T) {
 	stores := []*unstructured.Unstructured{tenantStore("hostile", "h0"), tenantStore("good", "tenant")}
 	f := newFixtureWith(t, func(c *Config) { c.MaxInFlight = 1 }, fakeBinaries{}, stores...)
@@ -192,10 +198,7 @@ func TestARecordForgedDuringATermTakesNoPlace(t *testing.T) {
 	obj, err := f.dyn.Tracker().Get(v1.Resource, "hostile", "h0")
 	require.NoError(t, err)
 	u := obj.(*unstructured.Unstructured).DeepCopy()
-	now := time.Now().UTC().Format(time.RFC3339)
-	require.NoError(t, unstructured.SetNestedMap(u.Object, map[string]any{
-		"release": relNew, "image": imgNew, "started": now, "calls": int64(1), "lastCall": now,
-	}, "status", "update"))
+	forgeRecord(t, u, time.Now())
 	testutil.BumpResourceVersion(u)
 	require.NoError(t, f.dyn.Tracker().Update(v1.Resource, u, "hostile"))
 	f.catchUp(t, "hostile", "h0")
@@ -204,4 +207,14 @@ func TestARecordForgedDuringATermTakesNoPlace(t *testing.T) {
 	c := conditionOf(f.live(t, "good", "tenant"))
 	assert.NotEqual(t, ReasonUpdateQueued, c.Reason, "the forged record holds the fleet's one place: %s", c.Message)
 	assert.NotNil(t, f.live(t, "good", "tenant").Status.Update, "the honest tenant's update started")
+}
+
+// forgeRecord writes into u's status an update in flight, called once,
+// started at started, as a tenant with objectstores/status could.
+func forgeRecord(t *testing.T, u *unstructured.Unstructured, started time.Time) {
+	t.Helper()
+	at := started.UTC().Format(time.RFC3339)
+	require.NoError(t, unstructured.SetNestedMap(u.Object, map[string]any{
+		"release": relNew, "image": imgNew, "started": at, "calls": int64(1), "lastCall": at,
+	}, "status", "update"))
 }
