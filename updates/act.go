@@ -142,6 +142,17 @@ func (c *Controller) written(ctx context.Context, key string, u *unstructured.Un
 // the queue, on one of its unit's call slots. A conflict means the
 // object changed since: nothing is called, and the next sync looks again.
 func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.Unstructured, store *v1.ObjectStore, o observation, t *tenant, a action, msg string) error {
+	if c.calls.state(key).running {
+		// The call of an update that ended without its answer (spec.image
+		// was removed and put back) is still open, on the unit's call
+		// slot: MinIO may still be updating. Nothing starts beside it (a
+		// tenant toggling spec.image would stack calls past its slots);
+		// its end queues the key. Checked here, on the live object
+		// (reconcile read it before a call): a sync on a cache that lags
+		// this process's own record never gets this far.
+		return c.write(ctx, store, "", o.nodes, nil, store.Status.Stopped, "", metav1.ConditionFalse, ReasonUpdatingInPlace,
+			"waiting for MinIO to answer an update call made before spec.image last changed (it ends by the update's timeout at the latest); the update starts then")
+	}
 	unit := c.unitOf(key)
 	if !c.calls.reserve(key, unit) {
 		// Queued again when a call of the unit ends.

@@ -186,15 +186,6 @@ func decide(o observation, p params) action {
 	if o.recorded != nil {
 		return follow(o, p)
 	}
-	if o.call.running {
-		// The call of an update that ended without its answer (spec.image
-		// was removed) is still open, holding the unit's call slot: MinIO
-		// may still be updating. Nothing starts beside it (a tenant
-		// toggling spec.image would stack calls past its slots); its end
-		// queues the key.
-		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdatingInPlace, after: p.poll,
-			message: "waiting for MinIO to answer an update call made before spec.image last changed (it ends by the update's timeout at the latest); the update starts then"}
-	}
 	a := begin(o, p)
 	if a.verb == call || a.verb == roll {
 		return gate(o, p, a)

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
+	v1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/fairshare"
 )
 
@@ -59,13 +60,16 @@ func (f *fleet) adopt() {
 		if err != nil || !exists || !ok {
 			continue
 		}
-		up, recorded, _ := unstructured.NestedMap(u.Object, "status", "update")
-		if !recorded {
+		// Only a record the updates loop will follow, and so end within
+		// the update's timeout: an ObjectStore that does not convert is
+		// never synced, and would keep its place for the whole term.
+		store, err := v1.FromUnstructured(u)
+		if err != nil || store.Status.Update == nil {
 			continue
 		}
 		unit := f.unitOf(k)
 		byUnit[unit] = append(byUnit[unit], k)
-		notes[k], _ = up["release"].(string)
+		notes[k] = store.Status.Update.Release
 	}
 	f.places.AdoptFound(byUnit, notes)
 }
