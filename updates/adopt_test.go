@@ -85,20 +85,9 @@ func TestAnUnconvertibleRecordFoundAtTermStartHoldsNoFirstUnitOfTheBudget(t *tes
 func TestASyncOnACacheBehindARecordKeepsItsPlace(t *testing.T) {
 	stores := []*unstructured.Unstructured{tenantStore("hostile", "h0"), tenantStore("good", "tenant")}
 	f := newFixtureWith(t, func(c *Config) { c.MaxInFlight, c.Timeout = 1, time.Hour }, fakeBinaries{}, stores...)
-	g := &gatedAdmin{fakeAdmin: f.admin("hostile", "h0")}
-	dial := f.c.dial
-	f.c.dial = func(tn *tenant, host string) (adminAPI, func(), error) {
-		if tn.namespace == "hostile" {
-			return g, func() {}, nil
-		}
-		return dial(tn, host)
-	}
-	f.lead(t)
-	ctx := t.Context()
 	// The dry run is recorded and held open by the tenant's MinIO.
-	require.NoError(t, f.c.sync(ctx, "hostile/h0"))
-	f.catchUp(t, "hostile", "h0")
-	require.Eventually(t, func() bool { _, r, _ := g.counts(); return r == 1 }, 5*time.Second, time.Millisecond)
+	g := f.holdFirstCall(t)
+	ctx := t.Context()
 	// spec.image removed (the record ends) and put back (the call still runs).
 	f.tenantSetsImage(t, "hostile", "h0", "")
 	require.NoError(t, f.c.sync(ctx, "hostile/h0"))

@@ -46,6 +46,26 @@ func (g *gatedAdmin) ServerUpdateV2(ctx context.Context, opts madmin.ServerUpdat
 	return g.fakeAdmin.ServerUpdateV2(ctx, opts)
 }
 
+// holdFirstCall has hostile/h0's MinIO hold its update calls open until
+// answered, begins a term and starts hostile/h0's update: its dry run is
+// recorded, and its call open.
+func (f *fixture) holdFirstCall(t *testing.T) *gatedAdmin {
+	t.Helper()
+	g := &gatedAdmin{fakeAdmin: f.admin("hostile", "h0")}
+	dial := f.c.dial
+	f.c.dial = func(tn *tenant, host string) (adminAPI, func(), error) {
+		if tn.namespace == "hostile" {
+			return g, func() {}, nil
+		}
+		return dial(tn, host)
+	}
+	f.lead(t)
+	require.NoError(t, f.c.sync(t.Context(), "hostile/h0"))
+	f.catchUp(t, "hostile", "h0")
+	require.Eventually(t, func() bool { _, r, _ := g.counts(); return r == 1 }, 5*time.Second, time.Millisecond)
+	return g
+}
+
 // answer lets every call made so far through.
 func (g *gatedAdmin) answer() {
 	g.mu.Lock()
@@ -91,19 +111,8 @@ func (f *fixture) tenantSetsImage(t *testing.T, ns, name, image string) {
 // call ends; then the update starts afresh, one call at a time.
 func TestTogglingSpecImageNeverStacksUpdateCalls(t *testing.T) {
 	f := newFixtureWith(t, func(c *Config) { c.Timeout = time.Hour }, fakeBinaries{}, tenantStore("hostile", "h0"))
-	g := &gatedAdmin{fakeAdmin: f.admin("hostile", "h0")}
-	dial := f.c.dial
-	f.c.dial = func(tn *tenant, host string) (adminAPI, func(), error) {
-		if tn.namespace == "hostile" {
-			return g, func() {}, nil
-		}
-		return dial(tn, host)
-	}
-	f.lead(t)
+	g := f.holdFirstCall(t)
 	ctx := t.Context()
-	require.NoError(t, f.c.sync(ctx, "hostile/h0"))
-	f.catchUp(t, "hostile", "h0")
-	require.Eventually(t, func() bool { _, r, _ := g.counts(); return r == 1 }, 5*time.Second, time.Millisecond)
 
 	for range 5 {
 		f.tenantSetsImage(t, "hostile", "h0", "")
