@@ -11,8 +11,8 @@
 //     split among the contending parties (those holding or waiting,
 //     rounded up), so a party with many holders cannot take every slot
 //     that frees; alone, it may take them all.
-//   - Observed adds holders the process did not take itself but must
-//     count: what a previous process started, as the cluster records it.
+//   - AdoptFound counts work a previous process started, as the cluster
+//     records it, within the shares a fresh start would give.
 //
 // A slot is asked for in one of two ways. Acquire answers at once; a
 // refused key waits, and Wake is called with it when a slot it may take
@@ -45,10 +45,6 @@ type Options struct {
 	// waits (needs Total); with nobody else waiting a party may use every
 	// slot.
 	Share bool
-	// Observed lists holders held elsewhere that count as held here; it
-	// is called under the scheduler's lock, and a holder this scheduler
-	// holds itself is counted once.
-	Observed func() []Holder
 	// Wake is called, outside the lock, with each waiting key a freed
 	// slot may serve. nil: nobody is woken (Next hands the slots out).
 	Wake func(key string)
@@ -259,8 +255,7 @@ func (s *Scheduler) Holding(key string) (Holder, bool) {
 	return h, ok
 }
 
-// Holders lists every holder but except, its own and Observed's, sorted
-// by key.
+// Holders lists every holder but except, sorted by key.
 func (s *Scheduler) Holders(except string) []Holder {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -272,30 +267,19 @@ func (s *Scheduler) holdersLocked(except string) []Holder {
 	for _, h := range s.held {
 		all = append(all, h)
 	}
-	if s.o.Observed != nil {
-		for _, h := range s.o.Observed() {
-			if _, own := s.held[h.Key]; !own {
-				all = append(all, h)
-			}
-		}
-	}
 	all = slices.DeleteFunc(all, func(h Holder) bool { return h.Key == except })
 	slices.SortFunc(all, func(a, b Holder) int { return strings.Compare(a.Key, b.Key) })
 	return all
 }
 
-// Release frees key's slot, or forgets it waiting. When it held one (here
-// or as Observed) the keys the slot may serve are woken; it says how many.
+// Release frees key's slot, or forgets it waiting. When it held one the
+// keys the slot may serve are woken; it says how many.
 func (s *Scheduler) Release(key string) int {
 	s.mu.Lock()
 	s.unwaitLocked(key)
 	h, ok := s.held[key]
 	if ok {
 		delete(s.held, key)
-	} else if s.o.Observed != nil {
-		i := slices.IndexFunc(s.o.Observed(), func(o Holder) bool { return o.Key == key })
-		ok = i >= 0
-		h.Key = key
 	}
 	var woken []string
 	if ok {
