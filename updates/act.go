@@ -150,7 +150,7 @@ func (c *Controller) startCall(ctx context.Context, key string, u *unstructured.
 		// its end queues the key. Checked here, on the live object
 		// (reconcile read it before a call): a sync on a cache that lags
 		// this process's own record never gets this far.
-		return c.write(ctx, store, "", o.nodes, nil, store.Status.Stopped, "", metav1.ConditionFalse, ReasonUpdatingInPlace,
+		return c.write(ctx, store, "", o.nodes, o.recorded, store.Status.Stopped, "", metav1.ConditionFalse, ReasonUpdatingInPlace,
 			"waiting for MinIO to answer an update call made before spec.image last changed (it ends by the update's timeout at the latest); the update starts then")
 	}
 	unit := c.unitOf(key)
