@@ -46,6 +46,9 @@ type Current struct {
 	reasons   reason.Set
 	cur       atomic.Pointer[served]
 	changed   chan struct{}
+	// loaded is closed when the first certificate is stored.
+	loaded   chan struct{}
+	loadOnce sync.Once
 
 	mu       sync.Mutex
 	rejected map[string]string // last rejection logged per origin
@@ -63,6 +66,7 @@ func NewCurrent(log zerolog.Logger, v Validator, metrics *Metrics, reasons reaso
 		metrics:   metrics,
 		reasons:   reasons,
 		changed:   make(chan struct{}, 1),
+		loaded:    make(chan struct{}),
 		rejected:  map[string]string{},
 	}
 	metrics.served.Store(c)
@@ -102,6 +106,10 @@ func (c *Current) Changed() <-chan struct{} { return c.changed }
 
 // Loaded reports whether a certificate has been loaded, valid or not.
 func (c *Current) Loaded() bool { return c.cur.Load() != nil }
+
+// WhenLoaded is closed once a certificate has been loaded, valid or not:
+// what waits for it may act on the certificate pods are to trust.
+func (c *Current) WhenLoaded() <-chan struct{} { return c.loaded }
 
 // Ready reports whether a valid certificate is being served. The last
 // good certificate keeps being served after it expires (nothing better is
@@ -175,6 +183,7 @@ func (c *Current) Offer(kind, origin string, cert *tls.Certificate, caBundle []b
 		Time("notAfter", leaf.NotAfter).
 		Msgf("TLS %s loaded: serving it on the upgrade server", kind)
 	c.cur.Store(&served{cert: cert, ca: caBundle, kind: kind})
+	c.loadOnce.Do(func() { close(c.loaded) })
 	select {
 	case c.changed <- struct{}{}:
 	default:

@@ -17,7 +17,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,9 +58,9 @@ const secretRefIndex = "secretRef"
 type CABundleSource interface {
 	CABundle() []byte
 	Changed() <-chan struct{}
-	// Loaded is false until a serving certificate is loaded; until then
-	// CABundle says nothing about what pods must trust.
-	Loaded() bool
+	// WhenLoaded is closed once a serving certificate is loaded; until
+	// then CABundle says nothing about what pods must trust.
+	WhenLoaded() <-chan struct{}
 }
 
 // Config configures the controller.
@@ -149,10 +148,6 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 	writes  *prometheus.CounterVec
 	rebuild prometheus.Counter
-	// caLoaded is closed once the operator CA is known (at once without
-	// one): the first rebuild waits for it.
-	caLoaded chan struct{}
-	caOnce   sync.Once
 	status   *status.Writer
 	restarts *restarts
 }
@@ -185,14 +180,10 @@ func New(cfg Config) (*Controller, error) {
 		stores:   cfg.ObjectStores.GetIndexer(),
 		writes:   cfg.Metrics.writes,
 		rebuild:  cfg.Metrics.rebuild,
-		caLoaded: make(chan struct{}),
 		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons},
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.OperatorCA == nil {
-		c.caOnce.Do(func() { close(c.caLoaded) })
 	}
 	if err := cfg.ObjectStores.AddIndexers(cache.Indexers{secretRefIndex: v1.SecretIndex((*v1.ObjectStore).ReferencedSecrets)}); err != nil {
 		return nil, fmt.Errorf("index ObjectStores by Secret: %w", err)
@@ -314,9 +305,6 @@ func (c *Controller) Run(ctx context.Context) error {
 		// The one reader of ca.Changed() during the term.
 		go func() {
 			for {
-				if ca.Loaded() {
-					c.caOnce.Do(func() { close(c.caLoaded) })
-				}
 				select {
 				case <-ctx.Done():
 					return
@@ -339,8 +327,11 @@ func (c *Controller) Run(ctx context.Context) error {
 // Secret and roll every tenant, twice (autocert's cold start, a custom
 // Secret briefly missing). It returns false when ctx ended first.
 func (c *Controller) waitForCA(ctx context.Context) bool {
+	if c.cfg.OperatorCA == nil {
+		return true
+	}
 	select {
-	case <-c.caLoaded:
+	case <-c.cfg.OperatorCA.WhenLoaded():
 		return true
 	default:
 	}
@@ -348,7 +339,7 @@ func (c *Controller) waitForCA(ctx context.Context) bool {
 	select {
 	case <-ctx.Done():
 		return false
-	case <-c.caLoaded:
+	case <-c.cfg.OperatorCA.WhenLoaded():
 		return true
 	}
 }

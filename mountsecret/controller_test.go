@@ -66,7 +66,11 @@ type staticCA []byte
 
 func (s staticCA) CABundle() []byte         { return s }
 func (s staticCA) Changed() <-chan struct{} { return nil }
-func (s staticCA) Loaded() bool             { return true }
+func (s staticCA) WhenLoaded() <-chan struct{} {
+	loaded := make(chan struct{})
+	close(loaded)
+	return loaded
+}
 
 func newFixture(t *testing.T, store *unstructured.Unstructured, secrets []*corev1.Secret, sets []*appsv1.StatefulSet) *fixture {
 	t.Helper()
