@@ -24,7 +24,6 @@ import (
 
 	apiv1 "github.com/object-store-operator/operator/api/v1"
 	"github.com/object-store-operator/operator/internal/testutil"
-	"github.com/object-store-operator/operator/mountsecret"
 	"github.com/object-store-operator/operator/test/cluster"
 )
 
@@ -239,16 +238,8 @@ func availabilityCluster(b *testing.B, o updateOpts) (*updateEnv, *minioKubelet,
 	// name the certificates it mounts, a new one too (seen in every run:
 	// "replacing pod minio-3" right after it was created); the scenarios
 	// start once that rollout is over.
-	start := time.Now()
-	waitFor(b, 3*time.Minute, "the operator's first rollout of the new StatefulSet over", func() bool {
-		s, err := adminClient(b).AppsV1().StatefulSets(e.tenantNS).Get(b.Context(), "minio", metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		_, named := s.Spec.Template.Annotations[mountsecret.RestartAnnotation]
-		_, held := s.Annotations[apiv1.RolloutAnnotation]
-		return (named || time.Since(start) > 20*time.Second) && !held && k.allReady()
-	})
+	waitFirstRestart(b, e.tenantNS, "minio")
+	waitFor(b, time.Minute, "the four pods back after the first rollout", k.allReady)
 	return e, k, ca
 }
 

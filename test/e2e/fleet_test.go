@@ -208,7 +208,7 @@ spec:
 		// A new StatefulSet's pods are replaced once for the certificates
 		// and the update waits for that (WaitingForPods); the counts below
 		// are of tenants past it.
-		waitFirstRestart(t, ns, "hang")
+		waitFirstRestart(t, ns, poolName("hang"))
 		return ns
 	}
 	var namespaces []string

@@ -153,20 +153,27 @@ func waitRolloutEnd(t *testing.T, ns, store string) {
 	}, 30*time.Second, 20*time.Millisecond, "the rollout ends")
 }
 
-// waitFirstRestart waits until the operator has restarted a new
-// StatefulSet's pods once for the certificates they mount (its template
-// carries the restart annotation) and that rollout has ended: a test
-// that reads the update's condition afterwards sees no WaitingForPods.
-func waitFirstRestart(t *testing.T, ns, store string) {
+// waitFirstRestart waits until the operator has restarted the pods of
+// the new StatefulSets sets once for the certificates they mount (each
+// template carries the restart annotation) and that rollout has ended: a
+// test that counts restarts, or reads the update's condition, afterwards
+// sees neither that rollout nor WaitingForPods. The ObjectStore's
+// PodsCurrent condition cannot tell: it may still be True from
+// StatefulSets before these.
+func waitFirstRestart(t testing.TB, ns string, sets ...string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		s, err := adminClient(t).AppsV1().StatefulSets(ns).Get(t.Context(), poolName(store), metav1.GetOptions{})
-		if err != nil {
-			return false
+		for _, name := range sets {
+			s, err := adminClient(t).AppsV1().StatefulSets(ns).Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			if _, held := s.Annotations[apiv1.RolloutAnnotation]; held || s.Spec.Template.Annotations[mountsecret.RestartAnnotation] == "" {
+				return false
+			}
 		}
-		_, held := s.Annotations[apiv1.RolloutAnnotation]
-		return s.Spec.Template.Annotations[mountsecret.RestartAnnotation] != "" && !held
-	}, 30*time.Second, 20*time.Millisecond, "the first restart of the new StatefulSet ends")
+		return true
+	}, 3*time.Minute, 20*time.Millisecond, "the first restart of StatefulSets %v ends", sets)
 }
 
 func restartValue(t *testing.T, ns, store string) string {

@@ -278,13 +278,15 @@ func TestACertificateRestartReplacesOnePodAtATimeWhenMinIOAgrees(t *testing.T) {
 	}, time.Minute, 50*time.Millisecond, "the four pods run the four nodes")
 	// New StatefulSets do not mount the generated Secret's current content
 	// yet (no restart annotation): the operator restarts them first. That
-	// rollout ends before the test counts anything (a CI run stopped a
-	// node in the middle of it).
+	// rollout ends before the test counts anything: a CI run stopped a
+	// node in the middle of it, and another rotated the certificate then,
+	// so that a pod just created was replaced again before it was Ready
+	// (PodsCurrent, still True from the env's own StatefulSet, had not
+	// waited for it).
+	waitFirstRestart(t, e.tenantNS, "rolling", "ondelete")
 	require.Eventually(t, func() bool {
 		c := conditionOf(t, e.tenantNS, e.store, apiv1.ConditionPodsCurrent)
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		return c.Status == metav1.ConditionTrue && len(k.running) == 4
+		return c.Status == metav1.ConditionTrue && k.allReady()
 	}, 3*time.Minute, 100*time.Millisecond, "the first rollout of the new StatefulSets ends")
 	k.mu.Lock()
 	k.replaced, k.maxDown = nil, 0
