@@ -294,7 +294,10 @@ func (c *Controller) replaceAll(ctx context.Context, key string, store *v1.Objec
 // replace takes st.pod down, after the maintenance check when it serves.
 func (c *Controller) replace(ctx context.Context, key string, store *v1.ObjectStore, u *unstructured.Unstructured, st step) (controller.Result, error) {
 	unchecked := ""
-	if st.ready {
+	switch {
+	case st.ready && st.alone:
+		unchecked = ", the ObjectStore's only pod, without the maintenance check (a single MinIO node always answers 412: no node of it may go down, and replacing it costs what any restart of it costs)"
+	case st.ready:
 		err := c.cfg.Health.MayTakeDown(ctx, store)
 		switch {
 		case errors.Is(err, ErrNotNow):

@@ -93,6 +93,11 @@ type step struct {
 	uid types.UID
 	// ready: the pod to replace serves now, so MinIO is asked first.
 	ready bool
+	// alone: it is the ObjectStore's only pod, and MinIO is not asked. A
+	// single MinIO node answers 412 to the maintenance check whatever its
+	// health (the check leaves out the answering node's own drives, and
+	// it has no others): asked, it would hold the restart for ever.
+	alone bool
 	// reason is stuck's: ReasonPodTimeout or ReasonTooManyPods.
 	reason string
 	// after: look again then, for a timeout (wait).
@@ -213,7 +218,7 @@ func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailabl
 		}
 		return st
 	}
-	st.verb, st.set, st.pod, st.ordinal, st.ready = replace, next.set, next.name, next.ordinal, next.ready()
+	st.verb, st.set, st.pod, st.ordinal, st.ready, st.alone = replace, next.set, next.name, next.ordinal, next.ready(), len(all)+len(others) == 1
 	if next.pod != nil {
 		st.uid = next.pod.UID
 	}
