@@ -139,15 +139,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // Controller is the mount-secret controller.
 type Controller struct {
-	cfg     Config
-	log     zerolog.Logger
-	loop    *controller.Loop[*v1.ObjectStore]
-	secrets *secretcache.Reader
-	sets    appslisters.StatefulSetLister
-	stores  cache.Indexer
-	queue   workqueue.TypedRateLimitingInterface[string]
-	writes  *prometheus.CounterVec
-	rebuild prometheus.Counter
+	cfg      Config
+	log      zerolog.Logger
+	loop     *controller.Loop[*v1.ObjectStore]
+	secrets  *secretcache.Reader
+	sets     appslisters.StatefulSetLister
+	stores   cache.Indexer
+	queue    workqueue.TypedRateLimitingInterface[string]
+	writes   *prometheus.CounterVec
+	rebuild  prometheus.Counter
 	status   *status.Writer
 	restarts *restarts
 }
@@ -173,14 +173,14 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{
-		cfg:      cfg,
-		log:      cfg.Log.With().Str("component", "mountsecret").Logger(),
-		secrets:  cfg.Reader,
-		sets:     cfg.StatefulSets.Lister(),
-		stores:   cfg.ObjectStores.GetIndexer(),
-		writes:   cfg.Metrics.writes,
-		rebuild:  cfg.Metrics.rebuild,
-		status:   &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons},
+		cfg:     cfg,
+		log:     cfg.Log.With().Str("component", "mountsecret").Logger(),
+		secrets: cfg.Reader,
+		sets:    cfg.StatefulSets.Lister(),
+		stores:  cfg.ObjectStores.GetIndexer(),
+		writes:  cfg.Metrics.writes,
+		rebuild: cfg.Metrics.rebuild,
+		status:  &status.Writer{Client: cfg.Dynamic, Manager: FieldManager, Recorder: cfg.Recorder, Reasons: cfg.Reasons},
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
