@@ -34,13 +34,15 @@ import (
 // may go down now (412 to the maintenance check, or not healthy).
 var ErrNotNow = errors.New("MinIO says no node may go down now")
 
-// Health asks an ObjectStore's MinIO whether one more of its nodes may go
-// down now.
+// Health asks an ObjectStore's MinIO whether one of its nodes may go down
+// now.
 type Health interface {
-	// MayTakeDown is nil when MinIO answers 200 to the maintenance check,
-	// an error that is ErrNotNow when it says no, and another error when
-	// it cannot be asked.
-	MayTakeDown(ctx context.Context, store *v1.ObjectStore) error
+	// MayTakeDown asks about pod, of a StatefulSet whose spec.serviceName
+	// is service (MinIO's check answers for the node that answers it). It
+	// is nil when MinIO answers 200 to the maintenance check, an error
+	// that is ErrNotNow when it says no, and another error when it cannot
+	// be asked.
+	MayTakeDown(ctx context.Context, store *v1.ObjectStore, pod, service string) error
 }
 
 // Config configures the controller.
@@ -298,7 +300,7 @@ func (c *Controller) replace(ctx context.Context, key string, store *v1.ObjectSt
 	case st.ready && st.alone:
 		unchecked = ", the ObjectStore's only pod, without the maintenance check (a single MinIO node always answers 412: no node of it may go down, and replacing it costs what any restart of it costs)"
 	case st.ready:
-		err := c.cfg.Health.MayTakeDown(ctx, store)
+		err := c.cfg.Health.MayTakeDown(ctx, store, st.pod, st.set.Spec.ServiceName)
 		switch {
 		case errors.Is(err, ErrNotNow):
 			msg := fmt.Sprintf("pod %s waits: %v (%s)", st.pod, err, progress(st))
