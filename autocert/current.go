@@ -104,11 +104,14 @@ func (c *Current) CABundle() []byte {
 // swap, for consumers of CABundle such as the mount-secret controller.
 func (c *Current) Changed() <-chan struct{} { return c.changed }
 
-// Loaded reports whether a certificate has been loaded, valid or not.
+// Loaded reports whether a certificate has been loaded: one that was
+// valid when offered (it may have expired since; Ready tells).
 func (c *Current) Loaded() bool { return c.cur.Load() != nil }
 
-// WhenLoaded is closed once a certificate has been loaded, valid or not:
-// what waits for it may act on the certificate pods are to trust.
+// WhenLoaded is closed once a certificate has been loaded, as Loaded
+// says: what waits for it may act on the CA pods are to trust. An
+// operator offered only certificates the validator rejects never closes
+// it, so nothing that must go on without a certificate may wait for it.
 func (c *Current) WhenLoaded() <-chan struct{} { return c.loaded }
 
 // Ready reports whether a valid certificate is being served. The last

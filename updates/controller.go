@@ -47,9 +47,6 @@ import (
 // ServingCertificate is the upgrade server's current certificate.
 type ServingCertificate interface {
 	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	// WhenLoaded is closed once a certificate is loaded: before it, no
-	// tenant can be told whether it would trust the upgrade server.
-	WhenLoaded() <-chan struct{}
 }
 
 // Secrets reads a Secret with its data, kept while its resourceVersion
@@ -296,34 +293,11 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 // when the term ends is cancelled with it. A new term reads the halt
 // record afresh.
 func (c *Controller) Run(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), c.loop.HasSynced) || !c.waitForServing(ctx) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.loop.HasSynced) {
 		return nil
 	}
 	c.lead()
 	return c.loop.Run(ctx)
-}
-
-// waitForServing holds a term until the upgrade server's certificate is
-// loaded. A restarted operator's caches sync before it (it reads its
-// Secret, or files a CSR): a tenant due an update would meanwhile be
-// judged unable to trust it (OperatorNotTrusted) and rolled for nothing.
-// It returns false when ctx ended first.
-func (c *Controller) waitForServing(ctx context.Context) bool {
-	if c.cfg.Serving == nil {
-		return true
-	}
-	select {
-	case <-c.cfg.Serving.WhenLoaded():
-		return true
-	default:
-	}
-	c.log.Info().Msg("waiting for the serving certificate before deciding any update: a tenant must trust it before it is called")
-	select {
-	case <-ctx.Done():
-		return false
-	case <-c.cfg.Serving.WhenLoaded():
-		return true
-	}
 }
 
 // lead begins a leadership term, the caches synced: the halt record is

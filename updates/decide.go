@@ -1,6 +1,7 @@
 package updates
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -513,6 +514,9 @@ func start(o observation, p params) action {
 			release, describeNodes(o.nodes)))
 	case o.urlErr != nil:
 		return rollBack(o, p, reason.Wrap(CauseBinaryUnavailable, o.urlErr))
+	case errors.Is(o.trustErr, errNoCertificateYet):
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: p.poll,
+			message: fmt.Sprintf("waiting to update to %s: %v (the operator's /readyz says why); no tenant is called or rolled until it has one", release, o.trustErr)}
 	case o.trustErr != nil:
 		return rollBack(o, p, o.trustErr)
 	}

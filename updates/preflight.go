@@ -2,11 +2,22 @@ package updates
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
-	"github.com/object-store-operator/operator/internal/reason"
 	"net/url"
 	"time"
+
+	"github.com/object-store-operator/operator/internal/reason"
 )
+
+// errNoCertificateYet: the upgrade server has no certificate loaded yet.
+// A restarted operator's caches sync before it has read its Secret or
+// filed its CSR, and a certificate may never come (a CSR nobody
+// approves). Either way it is no verdict on the tenant, which would
+// trust the certificate a moment away: no update starts, and none is
+// rolled for it (start). What needs no certificate (following, ending
+// and rolling back updates in flight) goes on.
+var errNoCertificateYet = errors.New("the upgrade server has no serving certificate loaded yet")
 
 // preflight checks, before any call, that the tenant will trust the
 // upgrade server: the tenant's CAs must verify the server's current
@@ -25,7 +36,7 @@ func (c *Controller) preflight(roots *x509.CertPool, updateURL string, now time.
 	}
 	cert, err := c.cfg.Serving.GetCertificate(nil)
 	if err != nil || cert == nil || len(cert.Certificate) == 0 {
-		return reason.Errorf(CauseOperatorNotTrusted, "the upgrade server has no certificate yet: %v", err)
+		return errNoCertificateYet
 	}
 	leaf := cert.Leaf
 	if leaf == nil {

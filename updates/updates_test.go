@@ -87,12 +87,6 @@ func (s staticCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, erro
 	return s.cert, nil
 }
 
-func (staticCert) WhenLoaded() <-chan struct{} {
-	loaded := make(chan struct{})
-	close(loaded)
-	return loaded
-}
-
 func TestPreflightCallsOnlyWhenTheTenantTrustsTheUpgradeServer(t *testing.T) {
 	ca := testutil.NewCA(t, "test CA")
 	leaf := ca.Leaf(t, "object-store-operator.ops.svc.cluster.local", "10.0.0.7")
