@@ -296,12 +296,18 @@ func (c *Controller) replaceAll(ctx context.Context, key string, store *v1.Objec
 // replace takes st.pod down, after the maintenance check when it serves.
 func (c *Controller) replace(ctx context.Context, key string, store *v1.ObjectStore, u *unstructured.Unstructured, st step) (controller.Result, error) {
 	unchecked := ""
-	switch {
-	case st.ready && st.alone:
-		unchecked = ", the ObjectStore's only pod, without the maintenance check (a single MinIO node always answers 412: no node of it may go down, and replacing it costs what any restart of it costs)"
-	case st.ready:
+	if st.ready {
 		err := c.cfg.Health.MayTakeDown(ctx, store, st.pod, st.set.Spec.ServiceName)
 		switch {
+		case errors.Is(err, ErrNotNow) && len(store.Status.Nodes) == 1:
+			// A single MinIO server answers 412 whatever its health: the
+			// check leaves out the answering node's own drives, and it has
+			// no others. Heeded, it would hold the restart for ever while
+			// the certificates go stale; the restart costs what any
+			// restart of it costs. The count is MinIO's own (its server
+			// info, status.nodes), not the StatefulSets', which need not
+			// list every node.
+			unchecked = fmt.Sprintf(", the tenant's only MinIO server (status.nodes), though MinIO said no (%v): a single server always does", err)
 		case errors.Is(err, ErrNotNow):
 			msg := fmt.Sprintf("pod %s waits: %v (%s)", st.pod, err, progress(st))
 			return controller.Result{RequeueAfter: c.cfg.QuorumPoll}, c.condition(ctx, u, metav1.ConditionFalse, ReasonWaitingForQuorum, msg)

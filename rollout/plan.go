@@ -93,11 +93,6 @@ type step struct {
 	uid types.UID
 	// ready: the pod to replace serves now, so MinIO is asked first.
 	ready bool
-	// alone: it is the ObjectStore's only pod, and MinIO is not asked. A
-	// single MinIO node answers 412 to the maintenance check whatever its
-	// health (the check leaves out the answering node's own drives, and
-	// it has no others): asked, it would hold the restart for ever.
-	alone bool
 	// reason is stuck's: ReasonPodTimeout or ReasonTooManyPods.
 	reason string
 	// after: look again then, for a timeout (wait).
@@ -218,7 +213,7 @@ func plan(sets []*appsv1.StatefulSet, pods map[string]*corev1.Pod, maxUnavailabl
 		}
 		return st
 	}
-	st.verb, st.set, st.pod, st.ordinal, st.ready, st.alone = replace, next.set, next.name, next.ordinal, next.ready(), len(all)+len(others) == 1
+	st.verb, st.set, st.pod, st.ordinal, st.ready = replace, next.set, next.name, next.ordinal, next.ready()
 	if next.pod != nil {
 		st.uid = next.pod.UID
 	}
@@ -361,7 +356,7 @@ func Reasons() []reason.Reason {
 	return []reason.Reason{
 		{Name: ReasonPodsCurrent, Severity: reason.Normal},
 		{Name: ReasonReplacingPod, Severity: reason.Normal},
-		{Name: ReasonWaitingForQuorum, Severity: reason.Normal, Remedy: "nothing to do if MinIO is healing; otherwise see which of its nodes or drives are offline (mc admin info)"},
+		{Name: ReasonWaitingForQuorum, Severity: reason.Normal, Remedy: "nothing to do if MinIO is healing; otherwise see which of its nodes or drives are offline (mc admin info); a node that holds a whole erasure set is always refused: delete its pod yourself when its pool may go down"},
 		{Name: ReasonWaitingForUpdate, Severity: reason.Normal},
 		{Name: ReasonPodTimeout, Severity: reason.Warning, Remedy: "see why the pod is not Ready (kubectl describe pod); once it is, or once you delete it, the rollout goes on; spec.restarts.podTimeout or {restart-pod-timeout} sets the time"},
 		{Name: ReasonTooManyPods, Severity: reason.Warning, Remedy: "lower the replicas of the ObjectStore's StatefulSets; or replace their pods yourself and remove the annotation aistor.min.io/rollout"},
