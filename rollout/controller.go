@@ -34,15 +34,13 @@ import (
 // may go down now (412 to the maintenance check, or not healthy).
 var ErrNotNow = errors.New("MinIO says no node may go down now")
 
-// Health asks an ObjectStore's MinIO whether one of its nodes may go down
-// now.
+// Health asks an ObjectStore's MinIO whether one more of its nodes may go
+// down now.
 type Health interface {
-	// MayTakeDown asks about pod, of a StatefulSet whose spec.serviceName
-	// is service (MinIO's check answers for the node that answers it). It
-	// is nil when MinIO answers 200 to the maintenance check, an error
-	// that is ErrNotNow when it says no, and another error when it cannot
-	// be asked.
-	MayTakeDown(ctx context.Context, store *v1.ObjectStore, pod, service string) error
+	// MayTakeDown is nil when MinIO answers 200 to the maintenance check,
+	// an error that is ErrNotNow when it says no, and another error when
+	// it cannot be asked.
+	MayTakeDown(ctx context.Context, store *v1.ObjectStore) error
 }
 
 // Config configures the controller.
@@ -234,7 +232,21 @@ func (c *Controller) Reconcile(ctx context.Context, store *v1.ObjectStore, u *un
 	if st.verb == replaceAll {
 		return controller.Result{}, c.replaceAll(ctx, key, store, u, st)
 	}
-	return c.replace(ctx, key, store, u, st)
+	return c.replace(ctx, key, store, u, st, singleServer(store, sets))
+}
+
+// singleServer: the tenant is one MinIO server, by MinIO's own count of
+// its servers (its server info, status.nodes) and by its StatefulSets'
+// replicas alike. Either alone may be wrong: status.nodes stays as last
+// read while the updater cannot read it (a tenant grown since), and the
+// StatefulSets need not list every node (peers orphaned by kubectl
+// delete --cascade=orphan, a pool not labelled).
+func singleServer(store *v1.ObjectStore, sets []*appsv1.StatefulSet) bool {
+	var n int64
+	for _, s := range sets {
+		n += int64(replicas(s))
+	}
+	return n == 1 && len(store.Status.Nodes) == 1
 }
 
 // Finish ends the rollout of an ObjectStore that is gone: its StatefulSets
@@ -294,20 +306,18 @@ func (c *Controller) replaceAll(ctx context.Context, key string, store *v1.Objec
 }
 
 // replace takes st.pod down, after the maintenance check when it serves.
-func (c *Controller) replace(ctx context.Context, key string, store *v1.ObjectStore, u *unstructured.Unstructured, st step) (controller.Result, error) {
+func (c *Controller) replace(ctx context.Context, key string, store *v1.ObjectStore, u *unstructured.Unstructured, st step, single bool) (controller.Result, error) {
 	unchecked := ""
 	if st.ready {
-		err := c.cfg.Health.MayTakeDown(ctx, store, st.pod, st.set.Spec.ServiceName)
+		err := c.cfg.Health.MayTakeDown(ctx, store)
 		switch {
-		case errors.Is(err, ErrNotNow) && len(store.Status.Nodes) == 1:
+		case errors.Is(err, ErrNotNow) && single:
 			// A single MinIO server answers 412 whatever its health: the
 			// check leaves out the answering node's own drives, and it has
 			// no others. Heeded, it would hold the restart for ever while
 			// the certificates go stale; the restart costs what any
-			// restart of it costs. The count is MinIO's own (its server
-			// info, status.nodes), not the StatefulSets', which need not
-			// list every node.
-			unchecked = fmt.Sprintf(", the tenant's only MinIO server (status.nodes), though MinIO said no (%v): a single server always does", err)
+			// restart of it costs.
+			unchecked = fmt.Sprintf(", the tenant's only MinIO server (status.nodes and its StatefulSets agree), though MinIO said no (%v): a single server always does", err)
 		case errors.Is(err, ErrNotNow):
 			msg := fmt.Sprintf("pod %s waits: %v (%s)", st.pod, err, progress(st))
 			return controller.Result{RequeueAfter: c.cfg.QuorumPoll}, c.condition(ctx, u, metav1.ConditionFalse, ReasonWaitingForQuorum, msg)

@@ -44,7 +44,7 @@ func TestASingleServersRefusalDoesNotHoldItsRestart(t *testing.T) {
 			assert.Equal(t, 1, f.health.asked, "MinIO is asked")
 			c := f.Condition(t, "t", "s")
 			assert.Equal(t, ReasonReplacingPod, c.Reason)
-			assert.Contains(t, c.Message, "replacing pod s-pool-0-0, the tenant's only MinIO server (status.nodes), though MinIO said no")
+			assert.Contains(t, c.Message, "replacing pod s-pool-0-0, the tenant's only MinIO server (status.nodes and its StatefulSets agree), though MinIO said no")
 			if strategy == appsv1.OnDeleteStatefulSetStrategyType {
 				_, err = f.Kube.CoreV1().Pods("t").Get(context.Background(), "s-pool-0-0", metav1.GetOptions{})
 				assert.Error(t, err, "deleted")
@@ -96,5 +96,23 @@ func TestTwoPodsAreStillAskedFor(t *testing.T) {
 	_, err := f.sync()
 	require.NoError(t, err)
 	assert.Equal(t, 1, f.health.asked)
+	assert.Equal(t, ReasonWaitingForQuorum, f.Condition(t, "t", "s").Reason)
+}
+
+// TestAStaleSingleServerStatusDoesNotDeleteAPodOfFour: status.nodes is
+// what MinIO's server info last said, kept while the updater cannot read
+// it (credentials rotated, configuration Secret missing); a tenant that
+// was one server and now runs four StatefulSet pods is not alone, and its
+// 412 holds. (Found by a hostile review of a first fix that trusted
+// status.nodes alone.)
+func TestAStaleSingleServerStatusDoesNotDeleteAPodOfFour(t *testing.T) {
+	s := heldSet("s-pool-0", 4, appsv1.OnDeleteStatefulSetStrategyType)
+	f := newFixture(t, s, podsOf(s))
+	f.withNodes("s-pool-0-0.s-hl.t.svc.cluster.local:9000") // from when it was alone
+	f.health.err = fmt.Errorf("412: %w", ErrNotNow)
+	_, err := f.sync()
+	require.NoError(t, err)
+	_, err = f.Kube.CoreV1().Pods("t").Get(context.Background(), "s-pool-0-3", metav1.GetOptions{})
+	assert.NoError(t, err, "not deleted")
 	assert.Equal(t, ReasonWaitingForQuorum, f.Condition(t, "t", "s").Reason)
 }

@@ -515,7 +515,7 @@ func start(o observation, p params) action {
 	case o.urlErr != nil:
 		return rollBack(o, p, reason.Wrap(CauseBinaryUnavailable, o.urlErr))
 	case errors.Is(o.trustErr, errNoCertificateYet):
-		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: p.poll,
+		return action{verb: report, status: metav1.ConditionFalse, reason: ReasonUpdateQueued, after: 5 * p.poll,
 			message: fmt.Sprintf("waiting to update to %s: %v (the operator's /readyz says why); no tenant is called or rolled until it has one", release, o.trustErr)}
 	case o.trustErr != nil:
 		return rollBack(o, p, o.trustErr)

@@ -414,8 +414,8 @@ func (p parts) rollout(inf informerSet, u *updates.Controller, recorder record.E
 // rollout.ErrNotNow.
 type maintenanceCheck struct{ u *updates.Controller }
 
-func (m maintenanceCheck) MayTakeDown(ctx context.Context, store *apiv1.ObjectStore, pod, service string) error {
-	err := m.u.MayTakeDown(ctx, store, pod, service)
+func (m maintenanceCheck) MayTakeDown(ctx context.Context, store *apiv1.ObjectStore) error {
+	err := m.u.MayTakeDown(ctx, store)
 	if errors.Is(err, updates.ErrNotNow) {
 		return notNow{err}
 	}
