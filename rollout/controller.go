@@ -34,13 +34,15 @@ import (
 // may go down now (412 to the maintenance check, or not healthy).
 var ErrNotNow = errors.New("MinIO says no node may go down now")
 
-// Health asks an ObjectStore's MinIO whether one more of its nodes may go
-// down now.
+// Health asks an ObjectStore's MinIO whether one of its nodes may go down
+// now.
 type Health interface {
-	// MayTakeDown is nil when MinIO answers 200 to the maintenance check,
-	// an error that is ErrNotNow when it says no, and another error when
-	// it cannot be asked.
-	MayTakeDown(ctx context.Context, store *v1.ObjectStore) error
+	// MayTakeDown asks about pod (MinIO's check answers for the node
+	// that answers it). Its error is nil when MinIO answers 200 to the
+	// maintenance check, ErrNotNow when it says no, and another error
+	// when it cannot be asked; asked, when not empty, says that another
+	// than pod's own node answered, and why.
+	MayTakeDown(ctx context.Context, store *v1.ObjectStore, pod string) (asked string, err error)
 }
 
 // Config configures the controller.
@@ -309,7 +311,10 @@ func (c *Controller) replaceAll(ctx context.Context, key string, store *v1.Objec
 func (c *Controller) replace(ctx context.Context, key string, store *v1.ObjectStore, u *unstructured.Unstructured, st step, single bool) (controller.Result, error) {
 	unchecked := ""
 	if st.ready {
-		err := c.cfg.Health.MayTakeDown(ctx, store)
+		asked, err := c.cfg.Health.MayTakeDown(ctx, store, st.pod)
+		if asked != "" {
+			unchecked = " (" + asked + ")"
+		}
 		switch {
 		case errors.Is(err, ErrNotNow) && single:
 			// A single MinIO server answers 412 whatever its health: the
@@ -317,16 +322,16 @@ func (c *Controller) replace(ctx context.Context, key string, store *v1.ObjectSt
 			// no others. Heeded, it would hold the restart for ever while
 			// the certificates go stale; the restart costs what any
 			// restart of it costs.
-			unchecked = fmt.Sprintf(", the tenant's only MinIO server (status.nodes and its StatefulSets agree), though MinIO said no (%v): a single server always does", err)
+			unchecked = fmt.Sprintf(", the tenant's only MinIO server (status.nodes and its StatefulSets agree), though MinIO said no (%v): a single server always does", err) + unchecked
 		case errors.Is(err, ErrNotNow):
-			msg := fmt.Sprintf("pod %s waits: %v (%s)", st.pod, err, progress(st))
+			msg := fmt.Sprintf("pod %s waits: %v%s (%s)", st.pod, err, unchecked, progress(st))
 			return controller.Result{RequeueAfter: c.cfg.QuorumPoll}, c.condition(ctx, u, metav1.ConditionFalse, ReasonWaitingForQuorum, msg)
 		case err != nil:
 			// The pods are the tenant's; a MinIO the operator cannot ask
 			// is replaced on readiness alone, as the statefulset
 			// controller would, rather than never (its certificates may
 			// be what keeps it unreachable).
-			unchecked = fmt.Sprintf(" without the maintenance check (%v)", err)
+			unchecked = fmt.Sprintf(" without the maintenance check (%v)", err) + unchecked
 		}
 	}
 	if err := c.takeDown(ctx, st); err != nil {

@@ -33,11 +33,15 @@ import (
 type health struct {
 	err   error
 	asked int
+	// about is the last pod asked about; elsewhere what MayTakeDown says
+	// of who answered.
+	about, elsewhere string
 }
 
-func (h *health) MayTakeDown(context.Context, *v1.ObjectStore) error {
+func (h *health) MayTakeDown(_ context.Context, _ *v1.ObjectStore, pod string) (string, error) {
 	h.asked++
-	return h.err
+	h.about = pod
+	return h.elsewhere, h.err
 }
 
 type fixture struct {
@@ -89,6 +93,7 @@ func TestOnDeleteThePodIsDeletedOnlyOnceMinIOAgrees(t *testing.T) {
 	f.health.err = fmt.Errorf("https://s-hl.t.svc:9000: %w", ErrNotNow)
 	after, err := f.sync()
 	require.NoError(t, err)
+	assert.Equal(t, "s-pool-0-3", f.health.about, "MinIO is asked about the pod to replace")
 	assert.Equal(t, 5*time.Second, after, "MinIO is asked again soon")
 	assert.Equal(t, []string{"patch objectstores/status"}, f.Actions(), "no pod is deleted while MinIO says no")
 	c := f.Condition(t, "t", "s")
@@ -373,4 +378,19 @@ func TestTheEndOfAnUpdateQueuesTheRollout(t *testing.T) {
 	assert.False(t, specChangedOrUpdateEnded(base, updating), "an update beginning: the rollout holds already or has nothing to do")
 	assert.False(t, specChangedOrUpdateEnded(updating, conditioned), "a condition written")
 	assert.True(t, specChangedOrUpdateEnded(ended, ended), "a resync")
+}
+
+// TestAnAnswerFromAnotherNodeIsSaid: when the pod's own node could not
+// be asked on its own (the tenant's Service does not lead to it), the
+// condition says who answered.
+func TestAnAnswerFromAnotherNodeIsSaid(t *testing.T) {
+	s := heldSet("s-pool-1", 2, appsv1.OnDeleteStatefulSetStrategyType)
+	f := newFixture(t, s, podsOf(s))
+	f.health.elsewhere = "asked through https://s-pool-0.t.svc:9000 as a whole: Service t/s-pool-0 has no ready endpoint of Pod s-pool-1-1"
+	f.health.err = fmt.Errorf("412: %w", ErrNotNow)
+	_, err := f.sync()
+	require.NoError(t, err)
+	c := f.Condition(t, "t", "s")
+	assert.Equal(t, ReasonWaitingForQuorum, c.Reason)
+	assert.Contains(t, c.Message, "pod s-pool-1-1 waits: 412: MinIO says no node may go down now (asked through https://s-pool-0.t.svc:9000 as a whole")
 }

@@ -124,6 +124,10 @@ type serviceTarget struct {
 	// pod is the endpoint's hostname of <pod>.<service>.<ns>.svc; ""
 	// for the Service itself.
 	pod string
+	// only keeps, of the Service's endpoints, the one of Pod only, its
+	// port mapped as the Service's are: one node asked through the
+	// Service's name and port (the maintenance check).
+	only string
 }
 
 // route is allowHost that also says how the host is reached: nil for a

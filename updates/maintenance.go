@@ -20,23 +20,49 @@ var ErrNotNow = errors.New("MinIO says no node may go down now")
 // maintenanceTimeout bounds the check: MinIO answers it from memory.
 const maintenanceTimeout = 10 * time.Second
 
-// MayTakeDown asks the ObjectStore's MinIO whether one more of its nodes
-// may go down now, as MinIO offers orchestrators:
-// GET /minio/health/cluster?maintenance=true, anonymous, through the
-// endpoint, the policy and the CAs of the updater's own calls. nil: 200.
-// ErrNotNow, wrapped with what MinIO answered: wait. Any other error
-// (CauseTenantUnreachable, CauseEndpointNotAllowed): it could not be
-// asked.
-func (c *Controller) MayTakeDown(ctx context.Context, store *v1.ObjectStore) error {
+// MayTakeDown asks the ObjectStore's MinIO whether pod may go down now,
+// as MinIO offers orchestrators: GET /minio/health/cluster?maintenance=true,
+// anonymous, through the endpoint, the policy and the CAs of the
+// updater's own calls. nil: 200. ErrNotNow, wrapped with what MinIO
+// answered: wait. Any other error (CauseTenantUnreachable,
+// CauseEndpointNotAllowed): it could not be asked. asked says who
+// answered, for the rollout's message.
+//
+// MinIO's check answers for the node that answers it: it leaves that
+// node's own drives out and says whether every erasure set keeps its
+// write quorum (cmd/erasure-server-pool.go, Health). Any node of a
+// Service may answer, and in a tenant of several pools one of another
+// pool would say 200 while taking pod down costs its own pool its
+// quorum. So when the endpoint is a Service of the namespace, pod's own
+// endpoint of it is asked: the Service's name (which MinIO's certificate
+// serves) and port, mapped to the pod's as kube-proxy would. A pod the
+// Service does not lead to (a Service of one pool, say) is asked about
+// through the Service as a whole, and asked says so.
+func (c *Controller) MayTakeDown(ctx context.Context, store *v1.ObjectStore, pod string) (asked string, err error) {
 	t, err := c.reach(ctx, store)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return t.maintenance(ctx)
+	return t.mayTakeDown(ctx, pod)
 }
 
-func (t *tenant) maintenance(ctx context.Context) error {
-	tr, err := t.transport(t.endpoint.Host)
+func (t *tenant) mayTakeDown(ctx context.Context, pod string) (asked string, err error) {
+	// One deadline for both tries: a tenant whose nodes accept and never
+	// answer holds a rollout worker for one timeout, not two.
+	ctx, cancel := context.WithTimeout(ctx, maintenanceTimeout)
+	defer cancel()
+	err = t.maintenance(ctx, pod)
+	var nb notBehind
+	if pod == "" || !errors.As(err, &nb) {
+		return "", err
+	}
+	return fmt.Sprintf("asked through %s as a whole: %v", t.endpoint.Redacted(), nb.error), t.maintenance(ctx, "")
+}
+
+// maintenance asks the endpoint, only pod's endpoint of it when pod is
+// not "" (transport).
+func (t *tenant) maintenance(ctx context.Context, pod string) error {
+	tr, err := t.transport(t.endpoint.Host, pod)
 	if err != nil {
 		return err
 	}
@@ -46,16 +72,22 @@ func (t *tenant) maintenance(ctx context.Context) error {
 		return fmt.Errorf("health client for %s: %w", t.endpoint.Redacted(), err)
 	}
 	client.SetCustomTransport(limitedBodies{tr})
-	ctx, cancel := context.WithTimeout(ctx, maintenanceTimeout)
-	defer cancel()
 	h, err := client.Healthy(ctx, madmin.HealthOpts{Maintenance: true})
+	by := ""
+	if pod != "" {
+		by = fmt.Sprintf(" (pod %s's node)", pod)
+	}
 	switch {
 	case err != nil:
-		return reason.Errorf(CauseTenantUnreachable, "maintenance check at %s: %w", t.endpoint.Redacted(), adminError(err))
+		var nb notBehind
+		if errors.As(err, &nb) {
+			return nb
+		}
+		return reason.Errorf(CauseTenantUnreachable, "maintenance check at %s%s: %w", t.endpoint.Redacted(), by, adminError(err))
 	case h.MaintenanceMode:
-		return fmt.Errorf("%w: 412 from /minio/health/cluster?maintenance=true: taking a node down now would lose quorum", ErrNotNow)
+		return fmt.Errorf("%w: 412 from /minio/health/cluster?maintenance=true%s: taking a node down now would lose quorum", ErrNotNow, by)
 	case !h.Healthy:
-		return fmt.Errorf("%w: /minio/health/cluster?maintenance=true did not answer 200; the cluster is not healthy now", ErrNotNow)
+		return fmt.Errorf("%w: /minio/health/cluster?maintenance=true%s did not answer 200; the cluster is not healthy now", ErrNotNow, by)
 	}
 	return nil
 }

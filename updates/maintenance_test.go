@@ -30,7 +30,7 @@ func TestTheMaintenanceCheckReadsMinIOsAnswer(t *testing.T) {
 			w.WriteHeader(tc.status)
 		}))
 		tn := loopbackTenant(t, srv)
-		err := tn.maintenance(t.Context())
+		err := tn.maintenance(t.Context(), "")
 		srv.Close()
 		assert.Equal(t, "/minio/health/cluster?maintenance=true", asked)
 		if tc.want == "" {
@@ -45,7 +45,7 @@ func TestTheMaintenanceCheckReadsMinIOsAnswer(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	tn := loopbackTenant(t, srv)
 	srv.Close()
-	err := tn.maintenance(t.Context())
+	err := tn.maintenance(t.Context(), "")
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, ErrNotNow), "a MinIO that cannot be asked did not say no")
 	assert.Equal(t, CauseTenantUnreachable, reason.Of(err))

@@ -74,7 +74,7 @@ func resolve(ctx context.Context, kube kubernetes.Interface, target serviceTarge
 	if err != nil {
 		return nil, fmt.Errorf("list the EndpointSlices of Service %s/%s: %w", target.namespace, target.service, err)
 	}
-	cands, err := candidates(svc, list.Items, target.pod, port)
+	cands, err := candidates(svc, list.Items, target.pod, target.only, port)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +100,12 @@ func resolve(ctx context.Context, kube kubernetes.Interface, target serviceTarge
 	return nil, fmt.Errorf("Service %s/%s: %w", target.namespace, target.service, unreachable)
 }
 
+// notBehind: the Service has no ready endpoint of the Pod asked for
+// (serviceTarget.only).
+type notBehind struct{ error }
+
+func (n notBehind) Unwrap() error { return n.error }
+
 // cmpOr keeps the first error.
 func cmpOr(first, err error) error {
 	if first != nil {
@@ -114,8 +120,9 @@ func cmpOr(first, err error) error {
 // address), else the slices' port of the same name as the Service's
 // port (kube-proxy's mapping to the target port). Only ready endpoints,
 // or every one when the Service publishes not-ready addresses; for pod,
-// only the endpoint of that hostname.
-func candidates(svc *corev1.Service, sl []discoveryv1.EndpointSlice, pod string, port uint16) ([]candidate, error) {
+// only the endpoint of that hostname; for only, only the endpoint of
+// that Pod.
+func candidates(svc *corev1.Service, sl []discoveryv1.EndpointSlice, pod, only string, port uint16) ([]candidate, error) {
 	ns, name := svc.Namespace, svc.Name
 	mapPort := pod == "" && svc.Spec.ClusterIP != corev1.ClusterIPNone
 	portName := ""
@@ -142,7 +149,8 @@ func candidates(svc *corev1.Service, sl []discoveryv1.EndpointSlice, pod string,
 			dialPort = uint16(*s.Ports[i].Port)
 		}
 		for _, ep := range s.Endpoints {
-			if pod != "" && (ep.Hostname == nil || *ep.Hostname != pod) {
+			if pod != "" && (ep.Hostname == nil || *ep.Hostname != pod) ||
+				only != "" && (ep.TargetRef == nil || ep.TargetRef.Kind != "Pod" || ep.TargetRef.Name != only) {
 				continue
 			}
 			named = true
@@ -167,6 +175,8 @@ func candidates(svc *corev1.Service, sl []discoveryv1.EndpointSlice, pod string,
 	switch {
 	case pod != "" && !named:
 		return nil, reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no endpoint %s", ns, name, pod)
+	case only != "" && (!named || !ready):
+		return nil, notBehind{reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no ready endpoint of Pod %s", ns, name, cleanText(only, 253))}
 	case !ready || len(out) == 0:
 		what := "ready endpoint"
 		switch {

@@ -300,7 +300,7 @@ func TestADialKeepsOnlyTheEndpointsItChecks(t *testing.T) {
 		}
 		eps = append(eps, ep)
 	}
-	cands, err := candidates(tService("hand", nil), []discoveryv1.EndpointSlice{*tSlice("hand", "hand-1", 9000, eps...)}, "", 9000)
+	cands, err := candidates(tService("hand", nil), []discoveryv1.EndpointSlice{*tSlice("hand", "hand-1", 9000, eps...)}, "", "", 9000)
 	require.NoError(t, err)
 	assert.Len(t, cands, maxCandidates)
 }

@@ -177,7 +177,7 @@ func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error
 	if host == "" {
 		host = t.endpoint.Host
 	}
-	tr, err := t.transport(host)
+	tr, err := t.transport(host, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -192,8 +192,9 @@ func (t *tenant) admin(host string) (*madmin.AdminClient, *http.Transport, error
 	return client, tr, nil
 }
 
-// transport reaches host as admin says.
-func (t *tenant) transport(host string) (*http.Transport, error) {
+// transport reaches host as admin says; through a Service of the
+// namespace rule, only the endpoint of Pod only when it is not "".
+func (t *tenant) transport(host, only string) (*http.Transport, error) {
 	target, err := t.policy.route(host, t.namespace, t.clusterDomain)
 	if err != nil {
 		return nil, reason.Wrap(CauseEndpointNotAllowed, fmt.Errorf("admin client: %w", err))
@@ -216,6 +217,9 @@ func (t *tenant) transport(host string) (*http.Transport, error) {
 	if target != nil {
 		// A proxy would resolve the name by DNS, and reach whatever an
 		// ExternalName Service aliases.
+		if target.pod == "" {
+			target.only = only
+		}
 		tr.Proxy = nil
 		tr.DialContext = t.dialService(*target, dial)
 	}

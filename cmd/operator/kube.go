@@ -414,12 +414,12 @@ func (p parts) rollout(inf informerSet, u *updates.Controller, recorder record.E
 // rollout.ErrNotNow.
 type maintenanceCheck struct{ u *updates.Controller }
 
-func (m maintenanceCheck) MayTakeDown(ctx context.Context, store *apiv1.ObjectStore) error {
-	err := m.u.MayTakeDown(ctx, store)
+func (m maintenanceCheck) MayTakeDown(ctx context.Context, store *apiv1.ObjectStore, pod string) (string, error) {
+	asked, err := m.u.MayTakeDown(ctx, store, pod)
 	if errors.Is(err, updates.ErrNotNow) {
-		return notNow{err}
+		return asked, notNow{err}
 	}
-	return err
+	return asked, err
 }
 
 type notNow struct{ error }
