@@ -1,0 +1,177 @@
+package updates
+
+// Hostile review of b78dbd9 (the maintenance check asks the pod's own
+// node). Each test here fails on that commit.
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// h37cHeadless: the tenant's headless Service minio-hl over both pools,
+// its endpoints named by the pods' hostnames (StatefulSet pods).
+func h37cHeadless() []runtime.Object {
+	svc := tService("minio-hl", func(s *corev1.Service) {
+		s.Spec.ClusterIP = corev1.ClusterIPNone
+		s.Spec.Selector = map[string]string{"app": "minio"}
+	})
+	labels := map[string]string{"app": "minio"}
+	slice := tSlice("minio-hl", "minio-hl-1", 9000,
+		tEndpoint("10.0.0.5", "minio-pool-0-0", "t", "minio-pool-0-0", true),
+		tEndpoint("10.0.0.6", "minio-pool-1-0", "t", "minio-pool-1-0", true))
+	return []runtime.Object{svc, slice, tPod("t", "minio-pool-0-0", "10.0.0.5", labels), tPod("t", "minio-pool-1-0", "10.0.0.6", labels)}
+}
+
+// TestHostile37cAPodHostnameEndpointAnswersForAnotherPodSilently: with
+// spec.updates.endpoint a pod's hostname (<pod>.<svc>.<ns>.svc, which the
+// namespace rule allows and docs/updates.md offers), transport drops
+// `only` (target.pod != ""), so every pod is asked about through that one
+// pod's node. The pod to replace's own node says 412, the endpoint's pod
+// says 200: the rollout is approved and `asked` is empty, which the
+// Health contract reads as "pod's own node answered". And when the
+// endpoint's node says 412, the message claims "(pod minio-pool-1-0's
+// node)" although minio-pool-0-0 answered.
+func TestHostile37cAPodHostnameEndpointAnswersForAnotherPodSilently(t *testing.T) {
+	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
+	c, cs := tenantController(t, "")
+	for _, o := range h37cHeadless() {
+		require.NoError(t, cs.Tracker().Add(o))
+	}
+	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://minio-pool-0-0.minio-hl.t.svc.cluster.local:9000"))
+	require.NoError(t, err)
+	tn.dial = n.dial
+
+	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
+	approvedSilently := err == nil && asked == ""
+	assert.False(t, approvedSilently,
+		"minio-pool-1-0's own node says 412, yet it is approved by minio-pool-0-0's node with no word of it (dialled %v)", n.asked)
+
+	// The other way round: the endpoint's node refuses, and the message
+	// names the wrong node.
+	n2 := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusPreconditionFailed, "10.0.0.6:9000": http.StatusOK})
+	tn.dial = n2.dial
+	asked, err = tn.mayTakeDown(t.Context(), "minio-pool-1-0")
+	require.Error(t, err)
+	if !slices.Contains(n2.asked, "10.0.0.6:9000") {
+		assert.NotContains(t, err.Error()+asked, "pod minio-pool-1-0's node",
+			"only %v was dialled (minio-pool-0-0), yet the message says pod minio-pool-1-0's node answered", n2.asked)
+	}
+}
+
+// TestHostile37cAPlatformEndpointIsNotSaidToBeThePodsNode: an endpoint
+// the platform allows by glob is asked as written (any node behind it
+// answers), yet a 412 is worded "(pod X's node)" and a 200 comes back
+// with an empty `asked`, as if the pod's own node had answered.
+func TestHostile37cAPlatformEndpointIsNotSaidToBeThePodsNode(t *testing.T) {
+	c, _ := tenantController(t, "*.minio.example.com")
+	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://lb.minio.example.com:9000"))
+	require.NoError(t, err)
+
+	n := newMinIONodes(t, map[string]int{"lb.minio.example.com:9000": http.StatusPreconditionFailed})
+	tn.dial = n.dial
+	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrNotNow))
+	assert.NotContains(t, err.Error(), "pod minio-pool-1-0's node",
+		"lb.minio.example.com answered, not necessarily pod minio-pool-1-0's node")
+
+	n = newMinIONodes(t, map[string]int{"lb.minio.example.com:9000": http.StatusOK})
+	tn.dial = n.dial
+	asked, err = tn.mayTakeDown(t.Context(), "minio-pool-1-0")
+	require.NoError(t, err)
+	assert.NotEmpty(t, asked, "the condition should say the platform's endpoint answered, not the pod's own node")
+}
+
+// TestHostile37cANotReadyEndpointOfAReadyPodIsAskedElsewhere: the Pod is
+// Ready (the rollout asks only then: st.ready), but its endpoint in the
+// Service's slice is not ready yet (the endpointslice controller lags
+// the Pod's condition, or MinIO's readiness flapped). The Service does
+// lead to the pod (the slice names it): this is not the "Service of one
+// pool" case the fallback is for. Yet candidates says notBehind, the
+// Service as a whole is asked, another node answers 200, and the pod is
+// approved although its own node says 412.
+func TestHostile37cANotReadyEndpointOfAReadyPodIsAskedElsewhere(t *testing.T) {
+	objs := twoPools("minio-pool-0-0")
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			s.Endpoints = append(s.Endpoints, tEndpoint("10.0.0.6", "", "t", "minio-pool-1-0", false))
+		}
+		if p, ok := o.(*corev1.Pod); ok {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}
+	}
+	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
+	tn := twoPoolTenant(t, n, objs...)
+
+	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
+	assert.Error(t, err, "pod minio-pool-1-0's own node says 412; approved through %v (%s)", n.asked, asked)
+	assert.NotEqual(t, []string{"10.0.0.5:9000"}, n.asked, "only another pool's node was asked about minio-pool-1-0")
+}
+
+// TestHostile37cSlicesBeyondMaxSlicesAreSaidNotToLeadToThePod: the
+// apiserver honours Limit (maxSlices = 8) and returns the slices in name
+// order with a continue token. A Service whose 9th slice holds the pod's
+// endpoint (a large or fragmented Service; slices the tenant wrote, named
+// to sort first) gets notBehind, "has no ready endpoint of Pod X", which
+// is false, and the fallback approves the pod on another node's word
+// although its own node says 412.
+func TestHostile37cSlicesBeyondMaxSlicesAreSaidNotToLeadToThePod(t *testing.T) {
+	objs := twoPools("minio-pool-0-0")
+	var pool1 *discoveryv1.EndpointSlice
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			for i := range maxSlices {
+				extra := s.DeepCopy()
+				extra.Name = fmt.Sprintf("minio-0%d", i)
+				objs = append(objs, extra)
+			}
+			pool1 = s.DeepCopy()
+			pool1.Name = "minio-zz"
+			pool1.Endpoints = []discoveryv1.Endpoint{tEndpoint("10.0.0.6", "", "t", "minio-pool-1-0", true)}
+		}
+	}
+	objs = append(objs, pool1)
+	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
+	c, cs := tenantController(t, "")
+	for _, o := range objs {
+		require.NoError(t, cs.Tracker().Add(o))
+	}
+	// The apiserver's List: name order, at most Limit items, a continue
+	// token when more remain.
+	gvr := discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
+	gvk := discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice")
+	cs.PrependReactor("list", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		la := a.(k8stesting.ListActionImpl)
+		o, err := cs.Tracker().List(gvr, gvk, la.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		list := o.(*discoveryv1.EndpointSliceList)
+		slices.SortFunc(list.Items, func(a, b discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+		if l := la.ListOptions.Limit; l > 0 && int64(len(list.Items)) > l {
+			list.Items = list.Items[:l]
+			list.ListMeta = metav1.ListMeta{Continue: "more"}
+		}
+		return true, list, nil
+	})
+	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://minio.t.svc.cluster.local"))
+	require.NoError(t, err)
+	tn.dial = n.dial
+
+	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
+	assert.NotContains(t, asked, "has no ready endpoint of Pod minio-pool-1-0",
+		"the Service does lead to minio-pool-1-0 (slice minio-zz); only the first %d slices were read", maxSlices)
+	assert.Error(t, err, "minio-pool-1-0's own node says 412; approved through %v", n.asked)
+}
