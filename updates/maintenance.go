@@ -51,12 +51,24 @@ func (t *tenant) mayTakeDown(ctx context.Context, pod string) (asked string, err
 	// answer holds a rollout worker for one timeout, not two.
 	ctx, cancel := context.WithTimeout(ctx, maintenanceTimeout)
 	defer cancel()
+	if target, err := t.policy.route(t.endpoint.Host, t.namespace, t.clusterDomain); pod == "" || err != nil || target == nil || target.pod != "" {
+		// An endpoint the platform allowed, or one naming a node: asked
+		// as written, whichever node answers there.
+		return fmt.Sprintf("asked %s as written: whichever node answers there", t.endpoint.Redacted()), t.maintenance(ctx, "")
+	}
 	err = t.maintenance(ctx, pod)
 	var nb notBehind
-	if pod == "" || !errors.As(err, &nb) {
-		return "", err
+	var nr endpointNotReady
+	switch {
+	case errors.As(err, &nr):
+		// The Service leads to the pod, whose endpoint is not ready
+		// there yet (its slice lags the Pod): asked again soon, never
+		// of another node in its stead.
+		return "", fmt.Errorf("%w: %v", ErrNotNow, nr.error)
+	case errors.As(err, &nb):
+		return fmt.Sprintf("asked through %s as a whole: %v", t.endpoint.Redacted(), nb.error), t.maintenance(ctx, "")
 	}
-	return fmt.Sprintf("asked through %s as a whole: %v", t.endpoint.Redacted(), nb.error), t.maintenance(ctx, "")
+	return "", err
 }
 
 // maintenance asks the endpoint, only pod's endpoint of it when pod is
@@ -82,6 +94,10 @@ func (t *tenant) maintenance(ctx context.Context, pod string) error {
 		var nb notBehind
 		if errors.As(err, &nb) {
 			return nb
+		}
+		var nr endpointNotReady
+		if errors.As(err, &nr) {
+			return nr
 		}
 		return reason.Errorf(CauseTenantUnreachable, "maintenance check at %s%s: %w", t.endpoint.Redacted(), by, adminError(err))
 	case h.MaintenanceMode:

@@ -109,7 +109,7 @@ func TestAPodTheServiceDoesNotLeadToIsAskedAboutThroughTheService(t *testing.T) 
 	tn := twoPoolTenant(t, n, twoPools("minio-pool-0-0")...)
 	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
 	require.NoError(t, err)
-	assert.Contains(t, asked, "asked through http://minio.t.svc.cluster.local as a whole: Service t/minio has no ready endpoint of Pod minio-pool-1-0")
+	assert.Contains(t, asked, "asked through http://minio.t.svc.cluster.local as a whole: Service t/minio has no endpoint of Pod minio-pool-1-0")
 	assert.Equal(t, []string{"10.0.0.5:9000"}, n.asked)
 }
 

@@ -13,6 +13,7 @@ package updates
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -69,12 +70,7 @@ func resolve(ctx context.Context, kube kubernetes.Interface, target serviceTarge
 			"Service %s/%s is of type ExternalName, a DNS alias the operator does not follow (it dials only addresses of the namespace's Pods); nothing was dialled",
 			target.namespace, target.service)
 	}
-	list, err := kube.DiscoveryV1().EndpointSlices(target.namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: discoveryv1.LabelServiceName + "=" + target.service, Limit: maxSlices})
-	if err != nil {
-		return nil, fmt.Errorf("list the EndpointSlices of Service %s/%s: %w", target.namespace, target.service, err)
-	}
-	cands, err := candidates(svc, list.Items, target.pod, target.only, port)
+	cands, err := candidatesOf(ctx, kube, svc, target, port)
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +96,44 @@ func resolve(ctx context.Context, kube kubernetes.Interface, target serviceTarge
 	return nil, fmt.Errorf("Service %s/%s: %w", target.namespace, target.service, unreachable)
 }
 
-// notBehind: the Service has no ready endpoint of the Pod asked for
-// (serviceTarget.only).
+// notBehind: the Service has no endpoint of the Pod asked for
+// (serviceTarget.only) in any of its EndpointSlices.
 type notBehind struct{ error }
 
 func (n notBehind) Unwrap() error { return n.error }
+
+// endpointNotReady: the Service leads to the Pod asked for, but not now:
+// its endpoint is not ready, or is past the slices read.
+type endpointNotReady struct{ error }
+
+func (n endpointNotReady) Unwrap() error { return n.error }
+
+// maxOnlyPages bounds the pages of maxSlices EndpointSlices read to find
+// one Pod's endpoint (serviceTarget.only): a page at a time is held.
+const maxOnlyPages = 16
+
+// candidatesOf reads svc's EndpointSlices (maxSlices of them; for one
+// Pod's endpoint, page after page until it is found, maxOnlyPages at
+// most) and returns their candidates.
+func candidatesOf(ctx context.Context, kube kubernetes.Interface, svc *corev1.Service, target serviceTarget, port uint16) ([]candidate, error) {
+	opts := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + target.service, Limit: maxSlices}
+	for page := 1; ; page++ {
+		list, err := kube.DiscoveryV1().EndpointSlices(target.namespace).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list the EndpointSlices of Service %s/%s: %w", target.namespace, target.service, err)
+		}
+		cands, err := candidates(svc, list.Items, target.pod, target.only, port)
+		var nb notBehind
+		if target.only == "" || !errors.As(err, &nb) || list.Continue == "" {
+			return cands, err
+		}
+		if page == maxOnlyPages {
+			return nil, endpointNotReady{reason.Errorf(CauseTenantUnreachable, "Service %s/%s has more than %d EndpointSlices, and Pod %s's endpoint is not among them",
+				target.namespace, target.service, maxOnlyPages*maxSlices, cleanText(target.only, 253))}
+		}
+		opts.Continue = list.Continue
+	}
+}
 
 // cmpOr keeps the first error.
 func cmpOr(first, err error) error {
@@ -175,8 +204,10 @@ func candidates(svc *corev1.Service, sl []discoveryv1.EndpointSlice, pod, only s
 	switch {
 	case pod != "" && !named:
 		return nil, reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no endpoint %s", ns, name, pod)
-	case only != "" && (!named || !ready):
-		return nil, notBehind{reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no ready endpoint of Pod %s", ns, name, cleanText(only, 253))}
+	case only != "" && !named:
+		return nil, notBehind{reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no endpoint of Pod %s", ns, name, cleanText(only, 253))}
+	case only != "" && !ready:
+		return nil, endpointNotReady{reason.Errorf(CauseTenantUnreachable, "Service %s/%s lists Pod %s's endpoint as not ready yet", ns, name, cleanText(only, 253))}
 	case !ready || len(out) == 0:
 		what := "ready endpoint"
 		switch {

@@ -20,9 +20,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// h37cHeadless: the tenant's headless Service minio-hl over both pools,
+// headlessOverTwoPools: the tenant's headless Service minio-hl over both pools,
 // its endpoints named by the pods' hostnames (StatefulSet pods).
-func h37cHeadless() []runtime.Object {
+func headlessOverTwoPools() []runtime.Object {
 	svc := tService("minio-hl", func(s *corev1.Service) {
 		s.Spec.ClusterIP = corev1.ClusterIPNone
 		s.Spec.Selector = map[string]string{"app": "minio"}
@@ -34,7 +34,7 @@ func h37cHeadless() []runtime.Object {
 	return []runtime.Object{svc, slice, tPod("t", "minio-pool-0-0", "10.0.0.5", labels), tPod("t", "minio-pool-1-0", "10.0.0.6", labels)}
 }
 
-// TestHostile37cAPodHostnameEndpointAnswersForAnotherPodSilently: with
+// TestAnEndpointNamingANodeIsSaidToAnswerForIt: with
 // spec.updates.endpoint a pod's hostname (<pod>.<svc>.<ns>.svc, which the
 // namespace rule allows and docs/updates.md offers), transport drops
 // `only` (target.pod != ""), so every pod is asked about through that one
@@ -43,10 +43,10 @@ func h37cHeadless() []runtime.Object {
 // Health contract reads as "pod's own node answered". And when the
 // endpoint's node says 412, the message claims "(pod minio-pool-1-0's
 // node)" although minio-pool-0-0 answered.
-func TestHostile37cAPodHostnameEndpointAnswersForAnotherPodSilently(t *testing.T) {
+func TestAnEndpointNamingANodeIsSaidToAnswerForIt(t *testing.T) {
 	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
 	c, cs := tenantController(t, "")
-	for _, o := range h37cHeadless() {
+	for _, o := range headlessOverTwoPools() {
 		require.NoError(t, cs.Tracker().Add(o))
 	}
 	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://minio-pool-0-0.minio-hl.t.svc.cluster.local:9000"))
@@ -70,11 +70,11 @@ func TestHostile37cAPodHostnameEndpointAnswersForAnotherPodSilently(t *testing.T
 	}
 }
 
-// TestHostile37cAPlatformEndpointIsNotSaidToBeThePodsNode: an endpoint
+// TestAPlatformEndpointIsSaidToBeAskedAsWritten: an endpoint
 // the platform allows by glob is asked as written (any node behind it
 // answers), yet a 412 is worded "(pod X's node)" and a 200 comes back
 // with an empty `asked`, as if the pod's own node had answered.
-func TestHostile37cAPlatformEndpointIsNotSaidToBeThePodsNode(t *testing.T) {
+func TestAPlatformEndpointIsSaidToBeAskedAsWritten(t *testing.T) {
 	c, _ := tenantController(t, "*.minio.example.com")
 	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://lb.minio.example.com:9000"))
 	require.NoError(t, err)
@@ -94,7 +94,7 @@ func TestHostile37cAPlatformEndpointIsNotSaidToBeThePodsNode(t *testing.T) {
 	assert.NotEmpty(t, asked, "the condition should say the platform's endpoint answered, not the pod's own node")
 }
 
-// TestHostile37cANotReadyEndpointOfAReadyPodIsAskedElsewhere: the Pod is
+// TestANotReadyEndpointOfAReadyPodWaits: the Pod is
 // Ready (the rollout asks only then: st.ready), but its endpoint in the
 // Service's slice is not ready yet (the endpointslice controller lags
 // the Pod's condition, or MinIO's readiness flapped). The Service does
@@ -102,7 +102,7 @@ func TestHostile37cAPlatformEndpointIsNotSaidToBeThePodsNode(t *testing.T) {
 // pool" case the fallback is for. Yet candidates says notBehind, the
 // Service as a whole is asked, another node answers 200, and the pod is
 // approved although its own node says 412.
-func TestHostile37cANotReadyEndpointOfAReadyPodIsAskedElsewhere(t *testing.T) {
+func TestANotReadyEndpointOfAReadyPodWaits(t *testing.T) {
 	objs := twoPools("minio-pool-0-0")
 	for _, o := range objs {
 		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
@@ -120,14 +120,14 @@ func TestHostile37cANotReadyEndpointOfAReadyPodIsAskedElsewhere(t *testing.T) {
 	assert.NotEqual(t, []string{"10.0.0.5:9000"}, n.asked, "only another pool's node was asked about minio-pool-1-0")
 }
 
-// TestHostile37cSlicesBeyondMaxSlicesAreSaidNotToLeadToThePod: the
+// TestAPodsEndpointPastTheFirstSlicesIsFound: the
 // apiserver honours Limit (maxSlices = 8) and returns the slices in name
 // order with a continue token. A Service whose 9th slice holds the pod's
 // endpoint (a large or fragmented Service; slices the tenant wrote, named
 // to sort first) gets notBehind, "has no ready endpoint of Pod X", which
 // is false, and the fallback approves the pod on another node's word
 // although its own node says 412.
-func TestHostile37cSlicesBeyondMaxSlicesAreSaidNotToLeadToThePod(t *testing.T) {
+func TestAPodsEndpointPastTheFirstSlicesIsFound(t *testing.T) {
 	objs := twoPools("minio-pool-0-0")
 	var pool1 *discoveryv1.EndpointSlice
 	for _, o := range objs {
