@@ -247,10 +247,11 @@ func availabilityCluster(b *testing.B, o updateOpts) (*updateEnv, *minioKubelet,
 // own, as cert-manager would, before its nodes start: a new certificate
 // from the same CA is then a rotation its running nodes verify, where a
 // new self-signed one is a CA change without overlap (docs/restarts.md).
-func (e *updateEnv) useTenantCA(t testing.TB) *testutil.CA {
+// names are the certificate's (default: 127.0.0.1).
+func (e *updateEnv) useTenantCA(t testing.TB, names ...string) *testutil.CA {
 	t.Helper()
 	ca := testutil.NewCA(t, "tenant-ca")
-	secret := tenantTLS(t, ca)
+	secret := tenantTLS(t, ca, names...)
 	putNamedSecret(t, e.tenantNS, "tenant-tls", secret)
 	waitFor(t, 30*time.Second, "the generated Secret with the CA-signed certificate", func() bool {
 		gen, err := generated(t, e.tenantNS, e.store)
@@ -268,11 +269,14 @@ func (e *updateEnv) useTenantCA(t testing.TB) *testutil.CA {
 	return ca
 }
 
-// tenantTLS is the data of a server certificate Secret for 127.0.0.1,
-// signed by ca.
-func tenantTLS(t testing.TB, ca *testutil.CA) map[string][]byte {
+// tenantTLS is the data of a server certificate Secret for names
+// (default: 127.0.0.1), signed by ca.
+func tenantTLS(t testing.TB, ca *testutil.CA, names ...string) map[string][]byte {
 	t.Helper()
-	leaf := ca.Leaf(t, "127.0.0.1")
+	if len(names) == 0 {
+		names = []string{"127.0.0.1"}
+	}
+	leaf := ca.Leaf(t, names...)
 	key, err := x509.MarshalPKCS8PrivateKey(leaf.PrivateKey)
 	require.NoError(t, err)
 	return map[string][]byte{

@@ -6,10 +6,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,9 +35,11 @@ func minioReleases(t testing.TB) (older, newer string) {
 	return older, newer
 }
 
-// minioCluster is a distributed MinIO of processes on 127.0.0.1, one drive
-// each, with TLS, as a tenant's pods would run it.
+// minioCluster is a distributed MinIO of processes on one address
+// (127.0.0.1 unless a layout says otherwise), one drive each, with TLS,
+// as a tenant's pods would run it.
 type minioCluster struct {
+	host       string
 	ports      []int
 	nodes      []*minioNode
 	user, pass string
@@ -58,16 +62,45 @@ type minioNode struct {
 // PEM), written from the tenant's generated Secret.
 func startMinIO(t testing.TB, ports []int, releases []string, certs map[string][]byte, roots *x509.CertPool, env ...string) *minioCluster {
 	t.Helper()
-	m := &minioCluster{ports: ports, user: "tenant-admin", pass: "tenant-secret-123", roots: roots}
+	return startMinIOLayout(t, minioLayout{host: "127.0.0.1", pools: 1}, ports, releases, certs, roots, env...)
+}
+
+// minioLayout is where a minioCluster's nodes listen and how they form
+// pools.
+type minioLayout struct {
+	// host is the address every node listens on, each on its own port.
+	host string
+	// pools splits the nodes, in order, into pools of equal size: MinIO
+	// takes a pool as one argument of ellipses, so each pool's ports are
+	// consecutive (consecutivePorts).
+	pools int
+}
+
+// startMinIOLayout is startMinIO with the nodes where l says.
+func startMinIOLayout(t testing.TB, l minioLayout, ports []int, releases []string, certs map[string][]byte, roots *x509.CertPool, env ...string) *minioCluster {
+	t.Helper()
+	m := &minioCluster{host: l.host, ports: ports, user: "tenant-admin", pass: "tenant-secret-123", roots: roots}
 	base := t.TempDir()
 	var endpoints []string
-	for i, p := range ports {
-		endpoints = append(endpoints, fmt.Sprintf("https://127.0.0.1:%d%s", p, filepath.Join(base, fmt.Sprint("drive-", i))))
-	}
-	if len(ports) == 1 {
+	switch {
+	case len(ports) == 1:
 		// One node: MinIO takes only a path (a URL is for distributed
 		// setups).
 		endpoints = []string{filepath.Join(base, "drive-0")}
+	case l.pools > 1:
+		// Ellipses expand to every port with the same path: each node
+		// finds its drive in its own working directory (launch), which
+		// /proc/self/cwd names for the process that opens it.
+		size := len(ports) / l.pools
+		require.Equal(t, len(ports), size*l.pools, "pools of equal size")
+		for i := 0; i < len(ports); i += size {
+			require.Equal(t, ports[i]+size-1, ports[i+size-1], "a pool's ports are consecutive")
+			endpoints = append(endpoints, fmt.Sprintf("https://%s:{%d...%d}/proc/self/cwd/drive", l.host, ports[i], ports[i+size-1]))
+		}
+	default:
+		for i, p := range ports {
+			endpoints = append(endpoints, fmt.Sprintf("https://%s:%d%s", l.host, p, filepath.Join(base, fmt.Sprint("drive-", i))))
+		}
 	}
 	m.env = append([]string{"MINIO_ROOT_USER=" + m.user, "MINIO_ROOT_PASSWORD=" + m.pass,
 		"MINIO_UPDATE_MINISIGN_PUBKEY=" + testKey.PublicString(),
@@ -75,7 +108,7 @@ func startMinIO(t testing.TB, ports []int, releases []string, certs map[string][
 	for i, release := range releases {
 		dir := filepath.Join(base, fmt.Sprint("node-", i))
 		m.dirs = append(m.dirs, dir)
-		m.args = append(m.args, append([]string{"server", "--address", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--certs-dir", filepath.Join(dir, "certs")}, endpoints...))
+		m.args = append(m.args, append([]string{"server", "--address", net.JoinHostPort(l.host, strconv.Itoa(ports[i])), "--certs-dir", filepath.Join(dir, "certs")}, endpoints...))
 		m.nodes = append(m.nodes, nil)
 		require.NoError(t, m.install(i, release, certs))
 		require.NoError(t, m.launch(i))
@@ -123,14 +156,14 @@ func (m *minioCluster) launch(i int) error {
 	// In a container (as CI is) MinIO waits for 127.0.0.1 to resolve to
 	// something else; this names the node's own endpoint, as a pod's host
 	// name would.
-	env = append(env, "HOME="+dir, fmt.Sprintf("_MINIO_SERVER_LOCAL=127.0.0.1:%d", m.ports[i]))
+	env = append(env, "HOME="+dir, "_MINIO_SERVER_LOCAL="+m.addr(i))
 	bin := filepath.Join(dir, "bin", "minio")
 	// The binary was just written: a process that a parallel test forks
 	// meanwhile holds its write descriptor until it execs, and exec fails
 	// with "text file busy" (golang/go#22315). Try again, briefly.
 	for attempt := 0; ; attempt++ {
 		n.cmd = exec.Command(bin, m.args[i]...)
-		n.cmd.Env, n.cmd.Stdout, n.cmd.Stderr = env, n.logs, n.logs
+		n.cmd.Env, n.cmd.Stdout, n.cmd.Stderr, n.cmd.Dir = env, n.logs, n.logs, dir
 		n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		err := n.cmd.Start()
 		if errors.Is(err, syscall.ETXTBSY) && attempt < 100 {
@@ -199,8 +232,8 @@ func (m *minioCluster) warm(t testing.TB) {
 	}()
 	var g errgroup.Group
 	g.SetLimit(32)
-	for i, port := range m.ports {
-		client, err := minio.New(fmt.Sprintf("127.0.0.1:%d", port), &minio.Options{
+	for i := range m.ports {
+		client, err := minio.New(m.addr(i), &minio.Options{
 			Creds: credentials.NewStaticV4(m.user, m.pass, ""), Secure: true,
 			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: m.roots}, MaxIdleConnsPerHost: 32},
 		})
@@ -228,9 +261,14 @@ func (m *minioCluster) warm(t testing.TB) {
 	require.NoError(t, g.Wait())
 }
 
+// addr is node i's address.
+func (m *minioCluster) addr(i int) string {
+	return net.JoinHostPort(m.host, strconv.Itoa(m.ports[i]))
+}
+
 func (m *minioCluster) admin(t testing.TB) *madmin.AdminClient {
 	t.Helper()
-	adm, err := madmin.NewWithOptions(fmt.Sprintf("127.0.0.1:%d", m.ports[0]), &madmin.Options{
+	adm, err := madmin.NewWithOptions(m.addr(0), &madmin.Options{
 		Creds: credentials.NewStaticV4(m.user, m.pass, ""), Secure: true,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: m.roots}},
 	})

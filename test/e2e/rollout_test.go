@@ -7,7 +7,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,12 +50,17 @@ type minioKubelet struct {
 	// takenWhileOutside are pods taken down while a node was down outside.
 	takenWhileOutside []string
 	replaced          []string
-	errs              []error
+	// notReady: nodes taken down with their pod and not Ready again;
+	// downAt: the nodes down (those and the ones outside) each time a pod
+	// was taken down.
+	notReady map[int]bool
+	downAt   [][]int
+	errs     []error
 }
 
 func newMinIOKubelet(t testing.TB, m *minioCluster, ns, store string, nodeOf map[string]int) *minioKubelet {
 	t.Helper()
-	k := &minioKubelet{t: t, m: m, ns: ns, store: store, nodeOf: nodeOf, running: map[int]types.UID{}, outside: map[int]bool{}}
+	k := &minioKubelet{t: t, m: m, ns: ns, store: store, nodeOf: nodeOf, running: map[int]types.UID{}, outside: map[int]bool{}, notReady: map[int]bool{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(adminClient(t), 0, informers.WithNamespace(ns))
 	pods := factory.Core().V1().Pods().Informer()
 	_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -139,6 +143,14 @@ func (k *minioKubelet) takeDown(p *corev1.Pod) {
 	if len(k.outside) > 0 {
 		k.takenWhileOutside = append(k.takenWhileOutside, p.Name)
 	}
+	k.notReady[node] = true
+	var down []int
+	for n := range k.m.nodes {
+		if k.notReady[n] || k.outside[n] {
+			down = append(down, n)
+		}
+	}
+	k.downAt = append(k.downAt, down)
 	k.mu.Unlock()
 	k.m.stop(k.t, node, false)
 }
@@ -171,12 +183,13 @@ func (k *minioKubelet) start(p *corev1.Pod, node int) {
 	k.mu.Unlock()
 	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // liveness only
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		resp, err := insecure.Get(fmt.Sprintf("https://127.0.0.1:%d/minio/health/ready", k.m.ports[node]))
+		resp, err := insecure.Get("https://" + k.m.addr(node) + "/minio/health/ready")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				k.mu.Lock()
 				k.down = max(k.down-1, 0)
+				delete(k.notReady, node)
 				k.mu.Unlock()
 				k.ready(p)
 				return
@@ -191,7 +204,7 @@ func (k *minioKubelet) ready(p *corev1.Pod) {
 	p = p.DeepCopy()
 	now := metav1.Now()
 	p.Status.Phase = corev1.PodRunning
-	p.Status.PodIP, p.Status.HostIP = "127.0.0.1", "127.0.0.1"
+	p.Status.PodIP, p.Status.HostIP = k.m.host, k.m.host
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
 	if _, err := adminClient(k.t).CoreV1().Pods(k.ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
 		k.mu.Lock()
@@ -242,10 +255,10 @@ func minioStatefulSet(t testing.TB, ns, store, name string, replicas int32, imag
 	require.NoError(t, err)
 }
 
-// servedCertificate is the leaf node serves on its port.
-func servedCertificate(t testing.TB, port int) *x509.Certificate {
+// servedCertificate is the leaf a node serves at addr.
+func servedCertificate(t testing.TB, addr string) *x509.Certificate {
 	t.Helper()
-	conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the certificate
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the certificate
 	require.NoError(t, err)
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0]
@@ -291,7 +304,7 @@ func TestACertificateRestartReplacesOnePodAtATimeWhenMinIOAgrees(t *testing.T) {
 	k.mu.Lock()
 	k.replaced, k.maxDown = nil, 0
 	k.mu.Unlock()
-	before := servedCertificate(t, e.minioPorts[3])
+	before := servedCertificate(t, e.minio.addr(3))
 
 	// One node down outside any pod: MinIO says no other may go.
 	k.stopOutside(1)
@@ -319,8 +332,8 @@ func TestACertificateRestartReplacesOnePodAtATimeWhenMinIOAgrees(t *testing.T) {
 	assert.ElementsMatch(t, []string{"rolling-0", "rolling-1", "ondelete-0", "ondelete-1"}, replaced, "each pod once, under both strategies")
 	assert.Equal(t, 1, maxDown, "never two nodes down at once")
 	assert.Empty(t, whileOutside, "no pod taken down while MinIO said no")
-	for i, port := range e.minioPorts {
-		served := servedCertificate(t, port)
+	for i := range e.minioPorts {
+		served := servedCertificate(t, e.minio.addr(i))
 		assert.Equal(t, cert, pemOf(served), "node %d serves the new certificate", i)
 	}
 	assert.NotEqual(t, pemOf(before), cert)
