@@ -277,7 +277,7 @@ func (c *Controller) Finish(ctx context.Context, key string) error {
 	if err := c.release(ctx, sets); err != nil {
 		return err
 	}
-	c.log.Info().Str("objectstore", key).Strs("statefulSets", held).Str("reason", "ObjectStoreGone").
+	c.log.Info().Str("objectstore", key).Strs("statefulSets", held).Str("reason", ReasonObjectStoreGone).
 		Msg("rollout ended: the ObjectStore is gone; its StatefulSets get their own partition back")
 	return nil
 }

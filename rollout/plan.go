@@ -53,6 +53,10 @@ const (
 	ReasonTooManyPods = v1.PodsTooMany
 )
 
+// ReasonObjectStoreGone is logged, never set: a deleted ObjectStore's
+// rollout ended and its StatefulSets got their own partition back.
+const ReasonObjectStoreGone = "ObjectStoreGone"
+
 // maxPods bounds the pods of one ObjectStore the rollout looks at, as
 // updates bounds the nodes it reads: replicas is the tenant's to write, up
 // to 2^31-1, and each is a name and a state built at every sync (a million
@@ -360,5 +364,6 @@ func Reasons() []reason.Reason {
 		{Name: ReasonWaitingForUpdate, Severity: reason.Normal},
 		{Name: ReasonPodTimeout, Severity: reason.Warning, Remedy: "see why the pod is not Ready (kubectl describe pod); once it is, or once you delete it, the rollout goes on; spec.restarts.podTimeout or {restart-pod-timeout} sets the time"},
 		{Name: ReasonTooManyPods, Severity: reason.Warning, Remedy: "lower the replicas of the ObjectStore's StatefulSets; or replace their pods yourself and remove the annotation aistor.min.io/rollout"},
+		{Name: ReasonObjectStoreGone, Severity: reason.Normal},
 	}
 }

@@ -359,7 +359,7 @@ func (c *Controller) drop(ctx context.Context, key string, store *v1.ObjectStore
 		return err
 	}
 	c.fleet.end(key)
-	c.log.Info().Str("objectstore", key).Str("release", store.Status.Update.Release).Str("reason", "ImageRemoved").
+	c.log.Info().Str("objectstore", key).Str("release", store.Status.Update.Release).Str("reason", ReasonImageRemoved).
 		Msg("update ended: spec.image was removed")
 	return nil
 }

@@ -65,6 +65,10 @@ const (
 	ReasonFallbackDisabled = "FallbackDisabled"
 )
 
+// ReasonImageRemoved is logged, never set: an update in flight ended
+// because spec.image was removed.
+const ReasonImageRemoved = "ImageRemoved"
+
 // Causes of a fallback to a rolling update, or of a condition that is not
 // True; each has its remedy in Reasons.
 const (
@@ -122,6 +126,7 @@ func Reasons() []reason.Reason {
 		{Name: ReasonWaitingForBinary, Severity: reason.Normal},
 		{Name: ReasonUpdateQueued, Severity: reason.Warning},
 		{Name: ReasonWaitingForPods, Severity: reason.Normal},
+		{Name: ReasonImageRemoved, Severity: reason.Normal},
 		{Name: ReasonUpdatesHalted, Severity: reason.Warning,
 			Remedy: "fix the release or the tenants named, then delete the Lease object-store-operator-update-halts in the operator's namespace to resume the fleet, or annotate one ObjectStore aistor.min.io/resume-updates=<release> to let it alone proceed"},
 		{Name: ReasonConfigurationMissing, Severity: reason.Warning,
