@@ -39,9 +39,10 @@ var ErrNotNow = errors.New("MinIO says no node may go down now")
 type Health interface {
 	// MayTakeDown asks about pod (MinIO's check answers for the node
 	// that answers it). Its error is nil when MinIO answers 200 to the
-	// maintenance check, ErrNotNow when it says no, and another error
-	// when it cannot be asked; asked, when not empty, says that another
-	// than pod's own node answered, and why.
+	// maintenance check, ErrNotNow when it says no or cannot be asked
+	// yet (worded as which), and another error when it cannot be asked;
+	// asked, when not empty, says that another than pod's own node may
+	// have answered, and why.
 	MayTakeDown(ctx context.Context, store *v1.ObjectStore, pod string) (asked string, err error)
 }
 
@@ -322,7 +323,7 @@ func (c *Controller) replace(ctx context.Context, key string, store *v1.ObjectSt
 			// no others. Heeded, it would hold the restart for ever while
 			// the certificates go stale; the restart costs what any
 			// restart of it costs.
-			unchecked = fmt.Sprintf(", the tenant's only MinIO server (status.nodes and its StatefulSets agree), though MinIO said no (%v): a single server always does", err) + unchecked
+			unchecked = fmt.Sprintf(", the tenant's only MinIO server (status.nodes and its StatefulSets agree), though its maintenance check said no (%v): a single server's always does", err) + unchecked
 		case errors.Is(err, ErrNotNow):
 			msg := fmt.Sprintf("pod %s waits: %v%s (%s)", st.pod, err, unchecked, progress(st))
 			return controller.Result{RequeueAfter: c.cfg.QuorumPoll}, c.condition(ctx, u, metav1.ConditionFalse, ReasonWaitingForQuorum, msg)

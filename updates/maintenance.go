@@ -17,6 +17,15 @@ import (
 // not healthy as it is).
 var ErrNotNow = errors.New("MinIO says no node may go down now")
 
+// notAskedYet is a wait before MinIO was asked: the pod's own endpoint is
+// not listed ready yet, or the operator's read of the API failed. It is
+// ErrNotNow to the rollout (it waits and asks again), worded as what it
+// is, not as MinIO's answer.
+type notAskedYet struct{ error }
+
+func (n notAskedYet) Is(target error) bool { return target == ErrNotNow }
+func (n notAskedYet) Unwrap() error        { return n.error }
+
 // maintenanceTimeout bounds the check: MinIO answers it from memory.
 const maintenanceTimeout = 10 * time.Second
 
@@ -53,8 +62,13 @@ func (t *tenant) mayTakeDown(ctx context.Context, pod string) (asked string, err
 	defer cancel()
 	if target, err := t.policy.route(t.endpoint.Host, t.namespace, t.clusterDomain); pod == "" || err != nil || target == nil || target.pod != "" {
 		// An endpoint the platform allowed, or one naming a node: asked
-		// as written, whichever node answers there.
-		return fmt.Sprintf("asked %s as written: whichever node answers there", t.endpoint.Redacted()), t.maintenance(ctx, "")
+		// as written, whichever node answers there (said, unless it names
+		// the pod's own).
+		asked := fmt.Sprintf("asked %s as written: whichever node answers there", t.endpoint.Redacted())
+		if pod != "" && target != nil && target.pod == pod {
+			asked = ""
+		}
+		return asked, t.maintenance(ctx, "")
 	}
 	err = t.maintenance(ctx, pod)
 	var nb notBehind
@@ -64,7 +78,7 @@ func (t *tenant) mayTakeDown(ctx context.Context, pod string) (asked string, err
 		// The Service leads to the pod, whose endpoint is not ready
 		// there yet (its slice lags the Pod): asked again soon, never
 		// of another node in its stead.
-		return "", fmt.Errorf("%w: %v", ErrNotNow, nr.error)
+		return "", notAskedYet{nr.error}
 	case errors.As(err, &nb):
 		return fmt.Sprintf("asked through %s as a whole: %v", t.endpoint.Redacted(), nb.error), t.maintenance(ctx, "")
 	}
@@ -98,6 +112,13 @@ func (t *tenant) maintenance(ctx context.Context, pod string) error {
 		var nr endpointNotReady
 		if errors.As(err, &nr) {
 			return nr
+		}
+		// The operator's own read of the API failed (a 503 while etcd
+		// changes leader): that is no MinIO it cannot ask, whose pods
+		// go on readiness alone. The pod waits, and is asked about again.
+		var nd notDialled
+		if errors.As(err, &nd) && reason.Of(nd.err) == "" {
+			return notAskedYet{fmt.Errorf("maintenance check at %s%s not made: %w", t.endpoint.Redacted(), by, nd.err)}
 		}
 		return reason.Errorf(CauseTenantUnreachable, "maintenance check at %s%s: %w", t.endpoint.Redacted(), by, adminError(err))
 	case h.MaintenanceMode:

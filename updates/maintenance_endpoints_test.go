@@ -1,13 +1,15 @@
 package updates
 
-// Hostile review of b78dbd9 (the maintenance check asks the pod's own
-// node). Each test here fails on that commit.
+// The maintenance check asks the pod's own node, through the Service as
+// its EndpointSlices lead to it. Each test here failed on b78dbd9, the
+// check's first version (a hostile review).
 
 import (
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,8 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -128,8 +132,26 @@ func TestANotReadyEndpointOfAReadyPodWaits(t *testing.T) {
 // is false, and the fallback approves the pod on another node's word
 // although its own node says 412.
 func TestAPodsEndpointPastTheFirstSlicesIsFound(t *testing.T) {
+	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
+	c, cs := tenantController(t, "")
+	for _, o := range pool1InTheNinthSlice() {
+		require.NoError(t, cs.Tracker().Add(o))
+	}
+	pagedSlices(cs, 0)
+	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://minio.t.svc.cluster.local"))
+	require.NoError(t, err)
+	tn.dial = n.dial
+
+	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
+	assert.Empty(t, asked, "the Service does lead to minio-pool-1-0 (slice minio-zz); only the first %d slices were read", maxSlices)
+	assert.True(t, errors.Is(err, ErrNotNow), "minio-pool-1-0's own node says 412: %v", err)
+	assert.Equal(t, []string{"10.0.0.6:9000"}, n.asked, "its own node only")
+}
+
+// pool1InTheNinthSlice is twoPools with minio-pool-1-0's endpoint in a
+// ninth slice, minio-zz, after eight of minio-pool-0-0's.
+func pool1InTheNinthSlice() []runtime.Object {
 	objs := twoPools("minio-pool-0-0")
-	var pool1 *discoveryv1.EndpointSlice
 	for _, o := range objs {
 		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
 			for i := range maxSlices {
@@ -137,22 +159,27 @@ func TestAPodsEndpointPastTheFirstSlicesIsFound(t *testing.T) {
 				extra.Name = fmt.Sprintf("minio-0%d", i)
 				objs = append(objs, extra)
 			}
-			pool1 = s.DeepCopy()
+			pool1 := s.DeepCopy()
 			pool1.Name = "minio-zz"
 			pool1.Endpoints = []discoveryv1.Endpoint{tEndpoint("10.0.0.6", "", "t", "minio-pool-1-0", true)}
+			return append(objs, pool1)
 		}
 	}
-	objs = append(objs, pool1)
-	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
-	c, cs := tenantController(t, "")
-	for _, o := range objs {
-		require.NoError(t, cs.Tracker().Add(o))
-	}
-	// The apiserver's List: name order, at most Limit items, a continue
-	// token when more remain.
+	return objs
+}
+
+// pagedSlices serves EndpointSlice lists as the apiserver does: name
+// order, Limit items, a continue token; the failPage-th List (from 1)
+// fails as the apiserver does while etcd changes leader.
+func pagedSlices(cs *fake.Clientset, failPage int) {
 	gvr := discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
 	gvk := discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice")
+	page := 0
 	cs.PrependReactor("list", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		page++
+		if page == failPage {
+			return true, nil, apierrors.NewServiceUnavailable("etcdserver: leader changed")
+		}
 		la := a.(k8stesting.ListActionImpl)
 		o, err := cs.Tracker().List(gvr, gvk, la.GetNamespace())
 		if err != nil {
@@ -160,18 +187,15 @@ func TestAPodsEndpointPastTheFirstSlicesIsFound(t *testing.T) {
 		}
 		list := o.(*discoveryv1.EndpointSliceList)
 		slices.SortFunc(list.Items, func(a, b discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
-		if l := la.ListOptions.Limit; l > 0 && int64(len(list.Items)) > l {
+		start := 0
+		if c := la.ListOptions.Continue; c != "" {
+			start, _ = strconv.Atoi(c)
+		}
+		list.Items = list.Items[start:]
+		if l := int(la.ListOptions.Limit); l > 0 && len(list.Items) > l {
 			list.Items = list.Items[:l]
-			list.ListMeta = metav1.ListMeta{Continue: "more"}
+			list.ListMeta = metav1.ListMeta{Continue: strconv.Itoa(start + l)}
 		}
 		return true, list, nil
 	})
-	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://minio.t.svc.cluster.local"))
-	require.NoError(t, err)
-	tn.dial = n.dial
-
-	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
-	assert.NotContains(t, asked, "has no ready endpoint of Pod minio-pool-1-0",
-		"the Service does lead to minio-pool-1-0 (slice minio-zz); only the first %d slices were read", maxSlices)
-	assert.Error(t, err, "minio-pool-1-0's own node says 412; approved through %v", n.asked)
 }

@@ -54,7 +54,6 @@ func twoPools(pods ...string) []runtime.Object {
 		s.Spec.Selector = map[string]string{"app": "minio"}
 		s.Spec.Ports = []corev1.ServicePort{{Name: "http-minio", Port: 80}}
 	})
-	labels := map[string]string{"app": "minio"}
 	slice := tSlice("minio", "minio-1", 9000)
 	name := "http-minio"
 	slice.Ports[0].Name = &name
@@ -62,7 +61,9 @@ func twoPools(pods ...string) []runtime.Object {
 	for _, p := range pods {
 		slice.Endpoints = append(slice.Endpoints, tEndpoint(ips[p], "", "t", p, true))
 	}
-	return []runtime.Object{svc, tPod("t", "minio-pool-0-0", "10.0.0.5", labels), tPod("t", "minio-pool-1-0", "10.0.0.6", labels), slice}
+	return []runtime.Object{svc,
+		tPod("t", "minio-pool-0-0", "10.0.0.5", map[string]string{"app": "minio", "pool": "0"}),
+		tPod("t", "minio-pool-1-0", "10.0.0.6", map[string]string{"app": "minio", "pool": "1"}), slice}
 }
 
 func twoPoolTenant(t *testing.T, n *minioNodes, objs ...runtime.Object) *tenant {
@@ -106,7 +107,9 @@ func TestTheMaintenanceCheckAsksThePodsOwnNode(t *testing.T) {
 // told so.
 func TestAPodTheServiceDoesNotLeadToIsAskedAboutThroughTheService(t *testing.T) {
 	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
-	tn := twoPoolTenant(t, n, twoPools("minio-pool-0-0")...)
+	objs := twoPools("minio-pool-0-0")
+	objs[0].(*corev1.Service).Spec.Selector["pool"] = "0"
+	tn := twoPoolTenant(t, n, objs...)
 	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
 	require.NoError(t, err)
 	assert.Contains(t, asked, "asked through http://minio.t.svc.cluster.local as a whole: Service t/minio has no endpoint of Pod minio-pool-1-0")

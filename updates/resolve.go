@@ -24,6 +24,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/object-store-operator/operator/internal/reason"
@@ -87,14 +88,25 @@ func resolve(ctx context.Context, kube kubernetes.Interface, target serviceTarge
 			unreachable = cmpOr(unreachable, err)
 		}
 	}
+	var st stale
 	switch {
 	case len(addrs) > 0:
 		return addrs, nil
+	case target.only != "" && (errors.As(refused, &st) || errors.As(unreachable, &st)):
+		// The Pod's own endpoint, as an earlier Pod of its name left it:
+		// its slice lags the Pod, and will catch up.
+		return nil, endpointNotReady{fmt.Errorf("Service %s/%s: %w", target.namespace, target.service, st)}
 	case refused != nil:
 		return nil, reason.Errorf(CauseEndpointNotAllowed, "Service %s/%s: %w; nothing was dialled", target.namespace, target.service, refused)
 	}
 	return nil, fmt.Errorf("Service %s/%s: %w", target.namespace, target.service, unreachable)
 }
+
+// stale: an endpoint that names a Pod as an earlier Pod of its name was
+// (its UID, its address), or one being deleted.
+type stale struct{ error }
+
+func (s stale) Unwrap() error { return s.error }
 
 // notBehind: the Service has no endpoint of the Pod asked for
 // (serviceTarget.only) in any of its EndpointSlices.
@@ -124,8 +136,11 @@ func candidatesOf(ctx context.Context, kube kubernetes.Interface, svc *corev1.Se
 		}
 		cands, err := candidates(svc, list.Items, target.pod, target.only, port)
 		var nb notBehind
-		if target.only == "" || !errors.As(err, &nb) || list.Continue == "" {
+		if target.only == "" || !errors.As(err, &nb) {
 			return cands, err
+		}
+		if list.Continue == "" {
+			return nil, selects(ctx, kube, svc, target.only, nb)
 		}
 		if page == maxOnlyPages {
 			return nil, endpointNotReady{reason.Errorf(CauseTenantUnreachable, "Service %s/%s has more than %d EndpointSlices, and Pod %s's endpoint is not among them",
@@ -133,6 +148,27 @@ func candidatesOf(ctx context.Context, kube kubernetes.Interface, svc *corev1.Se
 		}
 		opts.Continue = list.Continue
 	}
+}
+
+// selects is notBehind's error for a Service that does not select Pod
+// only (a Service of one pool: it is asked as a whole), and a wait for
+// one that does (the endpointslice controller has not listed it yet:
+// another node is never asked in its stead).
+func selects(ctx context.Context, kube kubernetes.Interface, svc *corev1.Service, only string, nb notBehind) error {
+	if len(svc.Spec.Selector) == 0 {
+		return nb
+	}
+	pod, err := kube.CoreV1().Pods(svc.Namespace).Get(ctx, only, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nb
+	}
+	if err != nil {
+		return fmt.Errorf("read Pod %s/%s: %w", svc.Namespace, only, err)
+	}
+	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+		return nb
+	}
+	return endpointNotReady{reason.Errorf(CauseTenantUnreachable, "Service %s/%s selects Pod %s but does not list its endpoint yet", svc.Namespace, svc.Name, cleanText(only, 253))}
 }
 
 // cmpOr keeps the first error.
@@ -245,10 +281,10 @@ func checkPod(ctx context.Context, kube kubernetes.Interface, ns string, c candi
 		return fmt.Errorf("read Pod %s/%s: %w", ns, ref.Name, err)
 	}
 	if ref.UID != "" && ref.UID != pod.UID {
-		return reason.Errorf(CauseTenantUnreachable, "address %s names an earlier Pod %s/%s, since replaced", c.raw, ns, pod.Name)
+		return stale{reason.Errorf(CauseTenantUnreachable, "address %s names an earlier Pod %s/%s, since replaced", c.raw, ns, pod.Name)}
 	}
 	if !slices.ContainsFunc(podIPs(pod), func(a netip.Addr) bool { return a == c.addr.Addr().Unmap() }) {
-		return reason.Errorf(CauseEndpointNotAllowed, "address %s is not an address of Pod %s/%s", c.raw, ns, pod.Name)
+		return stale{reason.Errorf(CauseEndpointNotAllowed, "address %s is not an address of Pod %s/%s", c.raw, ns, pod.Name)}
 	}
 	// A Pod that finished or is going keeps its IP in its status after
 	// the network may have given it to another Pod, of any namespace.
@@ -256,7 +292,7 @@ func checkPod(ctx context.Context, kube kubernetes.Interface, ns string, c candi
 		return reason.Errorf(CauseEndpointNotAllowed, "address %s: Pod %s/%s has finished (%s); its address may be another Pod's now", c.raw, ns, pod.Name, pod.Status.Phase)
 	}
 	if pod.DeletionTimestamp != nil {
-		return reason.Errorf(CauseEndpointNotAllowed, "address %s: Pod %s/%s is being deleted; its address may be another Pod's soon", c.raw, ns, pod.Name)
+		return stale{reason.Errorf(CauseEndpointNotAllowed, "address %s: Pod %s/%s is being deleted; its address may be another Pod's soon", c.raw, ns, pod.Name)}
 	}
 	if pod.Spec.HostNetwork {
 		return reason.Errorf(CauseEndpointNotAllowed, "address %s: Pod %s/%s runs on its node's network, whose address is the node's", c.raw, ns, pod.Name)
