@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -36,16 +35,10 @@ func TestAnAPIErrorFindingThePodsEndpointDoesNotTakeItDown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := pool1InTheNinthSlice()
 			n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
-			c, cs := tenantController(t, "")
-			for _, o := range objs {
-				require.NoError(t, cs.Tracker().Add(o))
-			}
+			tn, cs := tenantAt(t, n, "http://minio.t.svc.cluster.local", objs...)
 			tc.fail(cs)
-			tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://minio.t.svc.cluster.local"))
-			require.NoError(t, err)
-			tn.dial = n.dial
 
-			_, err = tn.mayTakeDown(t.Context(), "minio-pool-1-0")
+			_, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
 			rolloutDeletes := !errors.Is(err, ErrNotNow) // rollout/controller.go replace: nil or any other error takes the pod down
 			assert.False(t, rolloutDeletes,
 				"minio-pool-1-0's own node says 412; the operator failed to read the API (dialled %v), and the rollout would delete it: %v", n.asked, err)

@@ -40,22 +40,13 @@ func headlessOverTwoPools() []runtime.Object {
 
 // TestAnEndpointNamingANodeIsSaidToAnswerForIt: with
 // spec.updates.endpoint a pod's hostname (<pod>.<svc>.<ns>.svc, which the
-// namespace rule allows and docs/updates.md offers), transport drops
-// `only` (target.pod != ""), so every pod is asked about through that one
-// pod's node. The pod to replace's own node says 412, the endpoint's pod
-// says 200: the rollout is approved and `asked` is empty, which the
-// Health contract reads as "pod's own node answered". And when the
-// endpoint's node says 412, the message claims "(pod minio-pool-1-0's
-// node)" although minio-pool-0-0 answered.
+// namespace rule allows and docs/updates.md offers), every pod is asked
+// about through that one pod's node, and the answer says so: a 200 comes
+// with `asked` naming the endpoint, and a 412 does not claim the pod's
+// own node answered.
 func TestAnEndpointNamingANodeIsSaidToAnswerForIt(t *testing.T) {
 	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
-	c, cs := tenantController(t, "")
-	for _, o := range headlessOverTwoPools() {
-		require.NoError(t, cs.Tracker().Add(o))
-	}
-	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://minio-pool-0-0.minio-hl.t.svc.cluster.local:9000"))
-	require.NoError(t, err)
-	tn.dial = n.dial
+	tn, _ := tenantAt(t, n, "http://minio-pool-0-0.minio-hl.t.svc.cluster.local:9000", headlessOverTwoPools()...)
 
 	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
 	approvedSilently := err == nil && asked == ""
@@ -74,10 +65,9 @@ func TestAnEndpointNamingANodeIsSaidToAnswerForIt(t *testing.T) {
 	}
 }
 
-// TestAPlatformEndpointIsSaidToBeAskedAsWritten: an endpoint
-// the platform allows by glob is asked as written (any node behind it
-// answers), yet a 412 is worded "(pod X's node)" and a 200 comes back
-// with an empty `asked`, as if the pod's own node had answered.
+// TestAPlatformEndpointIsSaidToBeAskedAsWritten: an endpoint the
+// platform allows by glob is asked as written (any node behind it
+// answers), and the answer says so, never "(pod X's node)".
 func TestAPlatformEndpointIsSaidToBeAskedAsWritten(t *testing.T) {
 	c, _ := tenantController(t, "*.minio.example.com")
 	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://lb.minio.example.com:9000"))
@@ -98,14 +88,12 @@ func TestAPlatformEndpointIsSaidToBeAskedAsWritten(t *testing.T) {
 	assert.NotEmpty(t, asked, "the condition should say the platform's endpoint answered, not the pod's own node")
 }
 
-// TestANotReadyEndpointOfAReadyPodWaits: the Pod is
-// Ready (the rollout asks only then: st.ready), but its endpoint in the
-// Service's slice is not ready yet (the endpointslice controller lags
-// the Pod's condition, or MinIO's readiness flapped). The Service does
-// lead to the pod (the slice names it): this is not the "Service of one
-// pool" case the fallback is for. Yet candidates says notBehind, the
-// Service as a whole is asked, another node answers 200, and the pod is
-// approved although its own node says 412.
+// TestANotReadyEndpointOfAReadyPodWaits: the Pod is Ready (the rollout
+// asks only then: st.ready), but its endpoint in the Service's slice is
+// not ready yet (the endpointslice controller lags the Pod's condition,
+// or MinIO's readiness flapped). The Service does lead to the pod: it
+// waits, no other node is asked in its stead, and the wait, which the
+// rollout's condition quotes, does not say MinIO said no.
 func TestANotReadyEndpointOfAReadyPodWaits(t *testing.T) {
 	objs := twoPools("minio-pool-0-0")
 	for _, o := range objs {
@@ -120,27 +108,21 @@ func TestANotReadyEndpointOfAReadyPodWaits(t *testing.T) {
 	tn := twoPoolTenant(t, n, objs...)
 
 	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
-	assert.Error(t, err, "pod minio-pool-1-0's own node says 412; approved through %v (%s)", n.asked, asked)
-	assert.NotEqual(t, []string{"10.0.0.5:9000"}, n.asked, "only another pool's node was asked about minio-pool-1-0")
+	require.True(t, errors.Is(err, ErrNotNow), "pod minio-pool-1-0's own node says 412; approved through %v (%s)", n.asked, asked)
+	assert.Empty(t, n.asked, "no node was dialled")
+	assert.Contains(t, err.Error(), "Service t/minio lists Pod minio-pool-1-0's endpoint as not ready yet")
+	assert.NotContains(t, err.Error(), "MinIO says", "nothing was dialled, yet the wait is worded as MinIO's answer")
 }
 
-// TestAPodsEndpointPastTheFirstSlicesIsFound: the
-// apiserver honours Limit (maxSlices = 8) and returns the slices in name
-// order with a continue token. A Service whose 9th slice holds the pod's
-// endpoint (a large or fragmented Service; slices the tenant wrote, named
-// to sort first) gets notBehind, "has no ready endpoint of Pod X", which
-// is false, and the fallback approves the pod on another node's word
-// although its own node says 412.
+// TestAPodsEndpointPastTheFirstSlicesIsFound: the apiserver honours
+// Limit (maxSlices = 8) and returns the slices in name order with a
+// continue token. A Service whose 9th slice holds the pod's endpoint (a
+// large or fragmented Service; slices the tenant wrote, named to sort
+// first) is read page after page, and the pod's own node is asked.
 func TestAPodsEndpointPastTheFirstSlicesIsFound(t *testing.T) {
 	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
-	c, cs := tenantController(t, "")
-	for _, o := range pool1InTheNinthSlice() {
-		require.NoError(t, cs.Tracker().Add(o))
-	}
+	tn, cs := tenantAt(t, n, "http://minio.t.svc.cluster.local", pool1InTheNinthSlice()...)
 	pagedSlices(cs, 0)
-	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://minio.t.svc.cluster.local"))
-	require.NoError(t, err)
-	tn.dial = n.dial
 
 	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
 	assert.Empty(t, asked, "the Service does lead to minio-pool-1-0 (slice minio-zz); only the first %d slices were read", maxSlices)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/object-store-operator/operator/internal/reason"
 )
@@ -68,14 +69,22 @@ func twoPools(pods ...string) []runtime.Object {
 
 func twoPoolTenant(t *testing.T, n *minioNodes, objs ...runtime.Object) *tenant {
 	t.Helper()
+	tn, _ := tenantAt(t, n, "http://minio.t.svc.cluster.local", objs...)
+	return tn
+}
+
+// tenantAt is a tenant whose endpoint is endpoint, of a cluster of objs,
+// that reaches n's nodes; the clientset takes reactors.
+func tenantAt(t *testing.T, n *minioNodes, endpoint string, objs ...runtime.Object) (*tenant, *fake.Clientset) {
+	t.Helper()
 	c, cs := tenantController(t, "")
 	for _, o := range objs {
 		require.NoError(t, cs.Tracker().Add(o))
 	}
-	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://minio.t.svc.cluster.local"))
+	tn, err := c.loadTenant(t.Context(), storeWithEndpoint(endpoint))
 	require.NoError(t, err)
 	tn.dial = n.dial
-	return tn
+	return tn, cs
 }
 
 // TestTheMaintenanceCheckAsksThePodsOwnNode: MinIO's check answers for

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,15 +30,9 @@ func TestAnEndpointOfAnEarlierPodWaits(t *testing.T) {
 		}
 	}
 	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
-	c, cs := tenantController(t, "")
-	for _, o := range objs {
-		require.NoError(t, cs.Tracker().Add(o))
-	}
-	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://tenant-hl.t.svc.cluster.local:9000"))
-	require.NoError(t, err)
-	tn.dial = n.dial
+	tn, _ := tenantAt(t, n, "http://tenant-hl.t.svc.cluster.local:9000", objs...)
 
-	_, err = tn.mayTakeDown(t.Context(), "minio-pool-1-0")
+	_, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
 	rolloutDeletes := !errors.Is(err, ErrNotNow) // rollout/controller.go replace: nil or any other error takes the pod down
 	assert.False(t, rolloutDeletes,
 		"minio-pool-1-0's own node says 412, its slice lags the Pod, and no node was asked (dialled %v); the rollout would delete it: %v", n.asked, err)

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -44,13 +43,7 @@ func minioHL(listed ...string) []runtime.Object {
 // node says 412).
 func TestAPodTheServiceSelectsButDoesNotListYetWaits(t *testing.T) {
 	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
-	c, cs := tenantController(t, "")
-	for _, o := range minioHL("minio-pool-0-0") {
-		require.NoError(t, cs.Tracker().Add(o))
-	}
-	tn, err := c.loadTenant(t.Context(), storeWithEndpoint("http://tenant-hl.t.svc.cluster.local:9000"))
-	require.NoError(t, err)
-	tn.dial = n.dial
+	tn, _ := tenantAt(t, n, "http://tenant-hl.t.svc.cluster.local:9000", minioHL("minio-pool-0-0")...)
 
 	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
 	assert.True(t, errors.Is(err, ErrNotNow),
