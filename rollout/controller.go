@@ -323,7 +323,7 @@ func (c *Controller) replace(ctx context.Context, key string, store *v1.ObjectSt
 			// no others. Heeded, it would hold the restart for ever while
 			// the certificates go stale; the restart costs what any
 			// restart of it costs.
-			unchecked = fmt.Sprintf(", the tenant's only MinIO server (status.nodes and its StatefulSets agree), though its maintenance check said no (%v): a single server's always does", err) + unchecked
+			unchecked = fmt.Sprintf(", the tenant's only MinIO server (status.nodes and its StatefulSets agree), whatever its maintenance check says (%v): a single server's says 412 always", err) + unchecked
 		case errors.Is(err, ErrNotNow):
 			msg := fmt.Sprintf("pod %s waits: %v%s (%s)", st.pod, err, unchecked, progress(st))
 			return controller.Result{RequeueAfter: c.cfg.QuorumPoll}, c.condition(ctx, u, metav1.ConditionFalse, ReasonWaitingForQuorum, msg)

@@ -44,7 +44,7 @@ func TestASingleServersRefusalDoesNotHoldItsRestart(t *testing.T) {
 			assert.Equal(t, 1, f.health.asked, "MinIO is asked")
 			c := f.Condition(t, "t", "s")
 			assert.Equal(t, ReasonReplacingPod, c.Reason)
-			assert.Contains(t, c.Message, "replacing pod s-pool-0-0, the tenant's only MinIO server (status.nodes and its StatefulSets agree), though its maintenance check said no")
+			assert.Contains(t, c.Message, "replacing pod s-pool-0-0, the tenant's only MinIO server (status.nodes and its StatefulSets agree), whatever its maintenance check says")
 			if strategy == appsv1.OnDeleteStatefulSetStrategyType {
 				_, err = f.Kube.CoreV1().Pods("t").Get(context.Background(), "s-pool-0-0", metav1.GetOptions{})
 				assert.Error(t, err, "deleted")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/madmin-go/v3"
@@ -32,10 +34,11 @@ const maintenanceTimeout = 10 * time.Second
 // MayTakeDown asks the ObjectStore's MinIO whether pod may go down now,
 // as MinIO offers orchestrators: GET /minio/health/cluster?maintenance=true,
 // anonymous, through the endpoint, the policy and the CAs of the
-// updater's own calls. nil: 200. ErrNotNow, wrapped with what MinIO
-// answered: wait. Any other error (CauseTenantUnreachable,
-// CauseEndpointNotAllowed): it could not be asked. asked says who
-// answered, for the rollout's message.
+// updater's own calls. nil: 200. ErrNotNow: wait, with what MinIO
+// answered, or why it was not asked yet (the pod's endpoint not listed
+// ready, the API not read). Any other error (CauseTenantUnreachable,
+// CauseEndpointNotAllowed): it could not be asked. asked says who may
+// have answered in the pod's node's stead, for the rollout's message.
 //
 // MinIO's check answers for the node that answers it: it leaves that
 // node's own drives out and says whether every erasure set keeps its
@@ -44,11 +47,15 @@ const maintenanceTimeout = 10 * time.Second
 // pool would say 200 while taking pod down costs its own pool its
 // quorum. So when the endpoint is a Service of the namespace, pod's own
 // endpoint of it is asked: the Service's name (which MinIO's certificate
-// serves) and port, mapped to the pod's as kube-proxy would. A pod the
-// Service does not lead to (a Service of one pool, say) is asked about
-// through the Service as a whole, and asked says so.
+// serves) at the port the Service leads to. A pod the Service does not
+// select (a Service of one pool, say) is asked about through the
+// Service as a whole, and asked says so.
 func (c *Controller) MayTakeDown(ctx context.Context, store *v1.ObjectStore, pod string) (asked string, err error) {
 	t, err := c.reach(ctx, store)
+	if err != nil && reason.Of(err) == "" {
+		// The operator's own read (the tenant's CAs): the pod waits.
+		return "", notAskedYet{fmt.Errorf("maintenance check not made: %w", err)}
+	}
 	if err != nil {
 		return "", err
 	}
@@ -60,15 +67,14 @@ func (t *tenant) mayTakeDown(ctx context.Context, pod string) (asked string, err
 	// answer holds a rollout worker for one timeout, not two.
 	ctx, cancel := context.WithTimeout(ctx, maintenanceTimeout)
 	defer cancel()
-	if target, err := t.policy.route(t.endpoint.Host, t.namespace, t.clusterDomain); pod == "" || err != nil || target == nil || target.pod != "" {
-		// An endpoint the platform allowed, or one naming a node: asked
-		// as written, whichever node answers there (said, unless it names
-		// the pod's own).
-		asked := fmt.Sprintf("asked %s as written: whichever node answers there", t.endpoint.Redacted())
-		if pod != "" && target != nil && target.pod == pod {
-			asked = ""
-		}
-		return asked, t.maintenance(ctx, "")
+	target, err := t.policy.route(t.endpoint.Host, t.namespace, t.clusterDomain)
+	// own: the endpoint names the pod's own node (<pod>.<service>): its
+	// endpoint is the pod's, as through a Service.
+	own := pod != "" && err == nil && target != nil && target.pod == pod
+	if pod == "" || err != nil || target == nil || target.pod != "" && !own {
+		// An endpoint the platform allowed, or one naming another node:
+		// asked as written, whichever node answers there.
+		return fmt.Sprintf("asked %s as written: whichever node answers there", t.endpoint.Redacted()), t.maintenance(ctx, "")
 	}
 	err = t.maintenance(ctx, pod)
 	var nb notBehind
@@ -79,7 +85,7 @@ func (t *tenant) mayTakeDown(ctx context.Context, pod string) (asked string, err
 		// there yet (its slice lags the Pod): asked again soon, never
 		// of another node in its stead.
 		return "", notAskedYet{nr.error}
-	case errors.As(err, &nb):
+	case errors.As(err, &nb) && !own:
 		return fmt.Sprintf("asked through %s as a whole: %v", t.endpoint.Redacted(), nb.error), t.maintenance(ctx, "")
 	}
 	return "", err
@@ -98,6 +104,11 @@ func (t *tenant) maintenance(ctx context.Context, pod string) error {
 		return fmt.Errorf("health client for %s: %w", t.endpoint.Redacted(), err)
 	}
 	client.SetCustomTransport(limitedBodies{tr})
+	// A Service's endpoint is found through the API inside the dial: a
+	// read that hangs past the deadline ends the request before any
+	// connection begins, with the request's error, not the dial's.
+	var connecting atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{ConnectStart: func(string, string) { connecting.Store(true) }})
 	h, err := client.Healthy(ctx, madmin.HealthOpts{Maintenance: true})
 	by := ""
 	if pod != "" {
@@ -119,6 +130,9 @@ func (t *tenant) maintenance(ctx context.Context, pod string) error {
 		var nd notDialled
 		if errors.As(err, &nd) && reason.Of(nd.err) == "" {
 			return notAskedYet{fmt.Errorf("maintenance check at %s%s not made: %w", t.endpoint.Redacted(), by, nd.err)}
+		}
+		if !connecting.Load() && ctx.Err() != nil {
+			return notAskedYet{fmt.Errorf("maintenance check at %s%s not made: no connection was begun in time (the operator's reads to find the endpoint did not finish): %w", t.endpoint.Redacted(), by, ctx.Err())}
 		}
 		return reason.Errorf(CauseTenantUnreachable, "maintenance check at %s%s: %w", t.endpoint.Redacted(), by, adminError(err))
 	case h.MaintenanceMode:

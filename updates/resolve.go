@@ -238,12 +238,12 @@ func candidates(svc *corev1.Service, sl []discoveryv1.EndpointSlice, pod, only s
 		}
 	}
 	switch {
-	case pod != "" && !named:
-		return nil, reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no endpoint %s", ns, name, pod)
 	case only != "" && !named:
 		return nil, notBehind{reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no endpoint of Pod %s", ns, name, cleanText(only, 253))}
 	case only != "" && !ready:
 		return nil, endpointNotReady{reason.Errorf(CauseTenantUnreachable, "Service %s/%s lists Pod %s's endpoint as not ready yet", ns, name, cleanText(only, 253))}
+	case pod != "" && !named:
+		return nil, reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no endpoint %s", ns, name, pod)
 	case !ready || len(out) == 0:
 		what := "ready endpoint"
 		switch {

@@ -217,7 +217,7 @@ func (t *tenant) transport(host, only string) (*http.Transport, error) {
 	if target != nil {
 		// A proxy would resolve the name by DNS, and reach whatever an
 		// ExternalName Service aliases.
-		if target.pod == "" {
+		if target.pod == "" || target.pod == only {
 			target.only = only
 		}
 		tr.Proxy = nil

@@ -1,0 +1,69 @@
+package updates
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ownEndpoint: spec.updates.endpoint names minio-pool-1-0 itself under
+// MinIO's headless Service (<pod>.<svc>.<ns>.svc, which the namespace
+// rule allows and docs/updates.md offers).
+const ownEndpoint = "http://minio-pool-1-0.tenant-hl.t.svc.cluster.local:9000"
+
+// TestAnEndpointNamingThePodItselfIsAnsweredByItsOwnPod: the Service
+// lists two endpoints of hostname minio-pool-1-0 (a second Pod of the
+// tenant's with spec.hostname minio-pool-1-0 and spec.subdomain
+// tenant-hl, which the endpointslice controller lists under that
+// hostname, or a slice written beside the controller's). resolve picks by
+// hostname and by Pod, as through the Service: only minio-pool-1-0's own
+// node (10.0.0.6) is asked, and its 412 is heeded. (A hostile review
+// found the other Pod's 200 taken as the pod's own node's.)
+func TestAnEndpointNamingThePodItselfIsAnsweredByItsOwnPod(t *testing.T) {
+	objs := minioHL("minio-pool-0-0", "minio-pool-1-0")
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			// minio-pool-0-0's Pod listed under hostname minio-pool-1-0,
+			// first in the slice.
+			s.Endpoints = append([]discoveryv1.Endpoint{tEndpoint("10.0.0.5", "minio-pool-1-0", "t", "minio-pool-0-0", true)}, s.Endpoints...)
+		}
+	}
+	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
+	tn, _ := tenantAt(t, n, ownEndpoint, objs...)
+
+	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
+	approvedAsItsOwn := err == nil && asked == ""
+	assert.False(t, approvedAsItsOwn,
+		"minio-pool-1-0's own node says 412; it is approved by Pod minio-pool-0-0's node (dialled %v) and reported as its own node's answer", n.asked)
+}
+
+// TestAnEndpointNamingThePodItselfWaitsForItsEarlierPodsEndpoint: the
+// same lagging slice as TestAnEndpointOfAnEarlierPodWaits (the Service
+// still lists minio-pool-1-0's earlier Pod, uid "old", 10.0.0.7), but
+// with the endpoint naming the pod itself: it waits too, rather than go
+// on readiness alone.
+func TestAnEndpointNamingThePodItselfWaitsForItsEarlierPodsEndpoint(t *testing.T) {
+	objs := minioHL("minio-pool-0-0")
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *discoveryv1.EndpointSlice:
+			ep := tEndpoint("10.0.0.7", "minio-pool-1-0", "t", "minio-pool-1-0", true)
+			ep.TargetRef.UID = "old"
+			o.Endpoints = append(o.Endpoints, ep)
+		case *corev1.Pod:
+			o.UID = types.UID("new-" + o.Name)
+		}
+	}
+	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
+	tn, _ := tenantAt(t, n, ownEndpoint, objs...)
+
+	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
+	rolloutDeletes := !errors.Is(err, ErrNotNow) // rollout/controller.go replace: nil or any other error takes the pod down
+	assert.False(t, rolloutDeletes,
+		"minio-pool-1-0's own node says 412 and its slice lags the Pod (dialled %v); the rollout would delete it on readiness alone: %v (asked %q)", n.asked, err, asked)
+}
