@@ -51,6 +51,9 @@ const maintenanceTimeout = 10 * time.Second
 // select (a Service of one pool, say) is asked about through the
 // Service as a whole, and asked says so.
 func (c *Controller) MayTakeDown(ctx context.Context, store *v1.ObjectStore, pod string) (asked string, err error) {
+	// The check's deadline bounds the read of the tenant's CAs too.
+	ctx, cancel := context.WithTimeout(ctx, maintenanceTimeout)
+	defer cancel()
 	t, err := c.reach(ctx, store)
 	if err != nil && reason.Of(err) == "" {
 		// The operator's own read (the tenant's CAs): the pod waits.
@@ -106,7 +109,10 @@ func (t *tenant) maintenance(ctx context.Context, pod string) error {
 	client.SetCustomTransport(limitedBodies{tr})
 	// A Service's endpoint is found through the API inside the dial: a
 	// read that hangs past the deadline ends the request before any
-	// connection begins, with the request's error, not the dial's.
+	// connection begins, with the request's error, not the dial's. (Any
+	// other host is looked up by DNS there: its stall is no read of the
+	// operator's.)
+	target, _ := t.policy.route(t.endpoint.Host, t.namespace, t.clusterDomain)
 	var connecting atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{ConnectStart: func(string, string) { connecting.Store(true) }})
 	h, err := client.Healthy(ctx, madmin.HealthOpts{Maintenance: true})
@@ -131,7 +137,7 @@ func (t *tenant) maintenance(ctx context.Context, pod string) error {
 		if errors.As(err, &nd) && reason.Of(nd.err) == "" {
 			return notAskedYet{fmt.Errorf("maintenance check at %s%s not made: %w", t.endpoint.Redacted(), by, nd.err)}
 		}
-		if !connecting.Load() && ctx.Err() != nil {
+		if target != nil && !connecting.Load() && ctx.Err() != nil {
 			return notAskedYet{fmt.Errorf("maintenance check at %s%s not made: no connection was begun in time (the operator's reads to find the endpoint did not finish): %w", t.endpoint.Redacted(), by, ctx.Err())}
 		}
 		return reason.Errorf(CauseTenantUnreachable, "maintenance check at %s%s: %w", t.endpoint.Redacted(), by, adminError(err))

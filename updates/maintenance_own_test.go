@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -66,4 +67,31 @@ func TestAnEndpointNamingThePodItselfWaitsForItsEarlierPodsEndpoint(t *testing.T
 	rolloutDeletes := !errors.Is(err, ErrNotNow) // rollout/controller.go replace: nil or any other error takes the pod down
 	assert.False(t, rolloutDeletes,
 		"minio-pool-1-0's own node says 412 and its slice lags the Pod (dialled %v); the rollout would delete it on readiness alone: %v (asked %q)", n.asked, err, asked)
+}
+
+// TestAnEndpointNamingThePodUnderAServiceThatListsItWithoutThatHostnameDoesNotWaitForEver:
+// spec.updates.endpoint names minio-pool-1-0 under the Service minio,
+// which selects every MinIO pod but is not the StatefulSet's serviceName.
+// The endpointslice controller sets an endpoint's hostname only for the
+// Service that is the Pod's spec.subdomain, so <pod>.minio.t.svc leads
+// nowhere, now or later: MinIO cannot be asked there (readiness alone),
+// and the pod does not wait for ever for a listing it already has. (A
+// hostile review found it waiting.)
+func TestAnEndpointNamingThePodUnderAServiceThatListsItWithoutThatHostnameDoesNotWaitForEver(t *testing.T) {
+	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
+
+	// The same slices, through the Service: the pod's own node is asked.
+	through := twoPoolTenant(t, n, twoPools("minio-pool-0-0", "minio-pool-1-0")...)
+	_, err := through.mayTakeDown(t.Context(), "minio-pool-1-0")
+	require.True(t, errors.Is(err, ErrNotNow))
+	require.Equal(t, []string{"10.0.0.6:9000"}, n.asked, "through the Service the pod's own node answers")
+
+	n.asked = nil
+	own, _ := tenantAt(t, n, "http://minio-pool-1-0.minio.t.svc.cluster.local:9000", twoPools("minio-pool-0-0", "minio-pool-1-0")...)
+	for range 3 { // the rollout asks again every QuorumPoll; nothing changes
+		asked, err := own.mayTakeDown(t.Context(), "minio-pool-1-0")
+		waitsUnasked := errors.Is(err, ErrNotNow) && len(n.asked) == 0
+		assert.False(t, waitsUnasked,
+			"the Service lists minio-pool-1-0 ready (without hostname, as for any Service not its subdomain); the pod waits unasked, for ever: %v (asked %q)", err, asked)
+	}
 }

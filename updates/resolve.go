@@ -200,7 +200,9 @@ func candidates(svc *corev1.Service, sl []discoveryv1.EndpointSlice, pod, only s
 	}
 	slices.SortFunc(sl, func(a, b discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
 	var out []candidate
-	named, ready := false, false
+	// listed: an endpoint of Pod only (any, without only); named: one of
+	// hostname pod too.
+	listed, named, ready := false, false, false
 	for _, s := range sl {
 		dialPort := port
 		if mapPort {
@@ -214,8 +216,11 @@ func candidates(svc *corev1.Service, sl []discoveryv1.EndpointSlice, pod, only s
 			dialPort = uint16(*s.Ports[i].Port)
 		}
 		for _, ep := range s.Endpoints {
-			if pod != "" && (ep.Hostname == nil || *ep.Hostname != pod) ||
-				only != "" && (ep.TargetRef == nil || ep.TargetRef.Kind != "Pod" || ep.TargetRef.Name != only) {
+			if only != "" && (ep.TargetRef == nil || ep.TargetRef.Kind != "Pod" || ep.TargetRef.Name != only) {
+				continue
+			}
+			listed = true
+			if pod != "" && (ep.Hostname == nil || *ep.Hostname != pod) {
 				continue
 			}
 			named = true
@@ -238,12 +243,14 @@ func candidates(svc *corev1.Service, sl []discoveryv1.EndpointSlice, pod, only s
 		}
 	}
 	switch {
-	case only != "" && !named:
+	case only != "" && !listed:
 		return nil, notBehind{reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no endpoint of Pod %s", ns, name, cleanText(only, 253))}
+	case pod != "" && !named:
+		// A Service lists a Pod under its hostname only if it is the
+		// Pod's subdomain: the name leads nowhere, now or later.
+		return nil, reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no endpoint %s", ns, name, pod)
 	case only != "" && !ready:
 		return nil, endpointNotReady{reason.Errorf(CauseTenantUnreachable, "Service %s/%s lists Pod %s's endpoint as not ready yet", ns, name, cleanText(only, 253))}
-	case pod != "" && !named:
-		return nil, reason.Errorf(CauseTenantUnreachable, "Service %s/%s has no endpoint %s", ns, name, pod)
 	case !ready || len(out) == 0:
 		what := "ready endpoint"
 		switch {
