@@ -7,9 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // ownEndpoint: spec.updates.endpoint names minio-pool-1-0 itself under
@@ -41,32 +39,6 @@ func TestAnEndpointNamingThePodItselfIsAnsweredByItsOwnPod(t *testing.T) {
 	approvedAsItsOwn := err == nil && asked == ""
 	assert.False(t, approvedAsItsOwn,
 		"minio-pool-1-0's own node says 412; it is approved by Pod minio-pool-0-0's node (dialled %v) and reported as its own node's answer", n.asked)
-}
-
-// TestAnEndpointNamingThePodItselfWaitsForItsEarlierPodsEndpoint: the
-// same lagging slice as TestAnEndpointOfAnEarlierPodWaits (the Service
-// still lists minio-pool-1-0's earlier Pod, uid "old", 10.0.0.7), but
-// with the endpoint naming the pod itself: it waits too, rather than go
-// on readiness alone.
-func TestAnEndpointNamingThePodItselfWaitsForItsEarlierPodsEndpoint(t *testing.T) {
-	objs := minioHL("minio-pool-0-0")
-	for _, o := range objs {
-		switch o := o.(type) {
-		case *discoveryv1.EndpointSlice:
-			ep := tEndpoint("10.0.0.7", "minio-pool-1-0", "t", "minio-pool-1-0", true)
-			ep.TargetRef.UID = "old"
-			o.Endpoints = append(o.Endpoints, ep)
-		case *corev1.Pod:
-			o.UID = types.UID("new-" + o.Name)
-		}
-	}
-	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
-	tn, _ := tenantAt(t, n, ownEndpoint, objs...)
-
-	asked, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
-	rolloutDeletes := !errors.Is(err, ErrNotNow) // rollout/controller.go replace: nil or any other error takes the pod down
-	assert.False(t, rolloutDeletes,
-		"minio-pool-1-0's own node says 412 and its slice lags the Pod (dialled %v); the rollout would delete it on readiness alone: %v (asked %q)", n.asked, err, asked)
 }
 
 // TestAnEndpointNamingThePodUnderAServiceThatListsItWithoutThatHostnameDoesNotWaitForEver:

@@ -16,8 +16,15 @@ import (
 // lists its earlier Pod (uid "old", 10.0.0.7), ready as a
 // publishNotReadyAddresses Service keeps it. The slice lags the Pod: the
 // pod waits as for a 412, rather than go on readiness alone as if MinIO
-// could not be asked. Nothing is dialled.
+// could not be asked. Nothing is dialled. The same holds with the
+// endpoint naming the pod itself.
 func TestAnEndpointOfAnEarlierPodWaits(t *testing.T) {
+	for _, endpoint := range []string{"http://tenant-hl.t.svc.cluster.local:9000", ownEndpoint} {
+		t.Run(endpoint, func(t *testing.T) { earlierPodWaits(t, endpoint) })
+	}
+}
+
+func earlierPodWaits(t *testing.T, endpoint string) {
 	objs := minioHL("minio-pool-0-0")
 	for _, o := range objs {
 		switch o := o.(type) {
@@ -30,7 +37,7 @@ func TestAnEndpointOfAnEarlierPodWaits(t *testing.T) {
 		}
 	}
 	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK, "10.0.0.6:9000": http.StatusPreconditionFailed})
-	tn, _ := tenantAt(t, n, "http://tenant-hl.t.svc.cluster.local:9000", objs...)
+	tn, _ := tenantAt(t, n, endpoint, objs...)
 
 	_, err := tn.mayTakeDown(t.Context(), "minio-pool-1-0")
 	rolloutDeletes := !errors.Is(err, ErrNotNow) // rollout/controller.go replace: nil or any other error takes the pod down
