@@ -113,6 +113,11 @@ func (t *tenant) maintenance(ctx context.Context, pod string) error {
 	// other host is looked up by DNS there: its stall is no read of the
 	// operator's.)
 	target, _ := t.policy.route(t.endpoint.Host, t.namespace, t.clusterDomain)
+	// Those reads get half the time: slow ones that finish late must not
+	// leave the node no time to answer, and be taken for its silence.
+	if d, ok := ctx.Deadline(); ok {
+		ctx = context.WithValue(ctx, resolveByKey{}, time.Now().Add(time.Until(d)/2))
+	}
 	var connecting atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{ConnectStart: func(string, string) { connecting.Store(true) }})
 	h, err := client.Healthy(ctx, madmin.HealthOpts{Maintenance: true})

@@ -171,3 +171,35 @@ func TestANodeThatAcceptsAndNeverAnswersIsNotAWait(t *testing.T) {
 	assert.Equal(t, CauseTenantUnreachable, reason.Of(err))
 	assert.Equal(t, []string{"10.0.0.6:9000"}, n.asked)
 }
+
+// TestASlowReadLeavesTheNodeItsTime: the operator's own reads to find
+// the pod's endpoint are slow, not hung (they would finish before the
+// check's deadline, as while etcd changes leader). They get half the
+// check's time; past it the pod waits (nothing was asked), rather than
+// leave its node, which answers 412 in 100 ms, no time and take that for
+// its silence (readiness alone). (A hostile review found the pod
+// replaced.)
+func TestASlowReadLeavesTheNodeItsTime(t *testing.T) {
+	n := newMinIONodes(t, map[string]int{"10.0.0.5:9000": http.StatusOK})
+	// The pod's own node: a MinIO that answers 412 within 100 ms.
+	own := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(100 * time.Millisecond)
+		w.WriteHeader(http.StatusPreconditionFailed)
+	}))
+	t.Cleanup(own.Close)
+	n.servers["10.0.0.6:9000"] = own
+	tn, cs := tenantAt(t, n, "http://tenant-hl.t.svc.cluster.local:9000", minioHL("minio-pool-0-0", "minio-pool-1-0")...)
+	// checkPod's read of the Pod takes 900 ms of the check's 1 s
+	// (maintenanceTimeout, scaled down tenfold): slow, not hung.
+	cs.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		time.Sleep(900 * time.Millisecond)
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	asked, err := tn.mayTakeDown(ctx, "minio-pool-1-0")
+	rolloutDeletes := !errors.Is(err, ErrNotNow) // rollout/controller.go replace: nil or any other error takes the pod down
+	assert.False(t, rolloutDeletes,
+		"the pod's own node answers 412 in 100 ms, but the operator's read took the check's time; the rollout deletes minio-pool-1-0 on readiness alone: cause %q, err %v (asked %q, dialled %v)",
+		reason.Of(err), err, asked, n.asked)
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -226,6 +227,28 @@ func (t *tenant) transport(host, only string) (*http.Transport, error) {
 	return tr, nil
 }
 
+// resolveByKey carries into the dial when the reads that find a
+// Service's endpoint must be done (time.Time): the rest of the call's
+// time is MinIO's (the maintenance check).
+type resolveByKey struct{}
+
+// resolveFor is resolve, by the time ctx carries under resolveByKey if
+// any (the dial's context keeps the request's values, not its deadline).
+func (t *tenant) resolveFor(ctx context.Context, target serviceTarget, port uint16) ([]netip.AddrPort, error) {
+	by, ok := ctx.Value(resolveByKey{}).(time.Time)
+	if !ok {
+		return resolve(ctx, t.kube, target, port)
+	}
+	ctx, cancel := context.WithDeadline(ctx, by)
+	defer cancel()
+	addrs, err := resolve(ctx, t.kube, target, port)
+	if err == nil && ctx.Err() != nil {
+		// Found, but past its share: the node's time is spent.
+		return nil, fmt.Errorf("find the endpoint of Service %s/%s: %w", target.namespace, target.service, ctx.Err())
+	}
+	return addrs, err
+}
+
 // dialService dials the addresses target leads to (resolve), in turn
 // until one answers; the port is the one the transport asks for.
 func (t *tenant) dialService(target serviceTarget, dial func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
@@ -238,7 +261,7 @@ func (t *tenant) dialService(target serviceTarget, dial func(ctx context.Context
 		if err != nil || port == 0 {
 			return nil, fmt.Errorf("dial %s: port %q is not a number from 1 to 65535", address, p)
 		}
-		addrs, err := resolve(ctx, t.kube, target, uint16(port))
+		addrs, err := t.resolveFor(ctx, target, uint16(port))
 		if err != nil {
 			return nil, notDialled{err}
 		}
