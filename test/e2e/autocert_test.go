@@ -49,6 +49,14 @@ func operatorNamespace(t testing.TB) string {
 		_ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
 		forgetClaim(t, ns.Name)
 	})
+	// The ServiceAccount admission plugin refuses a Pod of a namespace
+	// whose default ServiceAccount the controller has not made yet (a CI
+	// run lost TestChartInstallsAndItsRBACIsEnoughAndNoMore to it), as
+	// it would a user's first Pod there.
+	require.Eventually(t, func() bool {
+		_, err := cs.CoreV1().ServiceAccounts(ns.Name).Get(t.Context(), "default", metav1.GetOptions{})
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "the default ServiceAccount of namespace %s", ns.Name)
 	return ns.Name
 }
 
